@@ -1,0 +1,16 @@
+//! MIG geometry: profile tables per GPU model, valid layouts, placements, and the instance
+//! changes that move a GPU from one layout to another.
+//!
+//! Placement rules (NVIDIA MIG User Guide, "A100 MIG placements"; notes/mig.md):
+//! an instance of a profile starts at one of the profile's allowed memory slices and covers
+//! `memory_slices` consecutive slices; instances never share a memory slice; the compute
+//! slices of all instances add up to at most the GPU's compute slices; a profile has at
+//! most `max_instances` instances; at most one `+me` instance per GPU.
+
+mod layout;
+mod models;
+pub mod place;
+
+pub use layout::{LayoutParseError, NodeLayout, Placed, ProfileCounts};
+pub use models::{model_by_name, model_names, GpuModel, ProfileSpec, A100_40GB, A100_80GB, H100_80GB, MODELS};
+pub use place::{check_instances, place, place_around, LayoutError};
