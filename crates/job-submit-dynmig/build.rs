@@ -1,0 +1,14 @@
+//! Turns the Slurm version found by slurm-sys into cfgs for this crate:
+//! `slurm_2302_plus` (job_modify takes `char **err_msg`) and `slurm_2311_plus`.
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(slurm_2302_plus)");
+    println!("cargo::rustc-check-cfg=cfg(slurm_2311_plus)");
+    let text = std::env::var("DEP_SLURM_VERSION_NUMBER").expect("slurm-sys sets version_number");
+    let version = u32::from_str_radix(text.trim_start_matches("0x"), 16).expect("hex version");
+    if version >= 0x17_02_00 {
+        println!("cargo:rustc-cfg=slurm_2302_plus");
+    }
+    if version >= 0x17_0b_00 {
+        println!("cargo:rustc-cfg=slurm_2311_plus");
+    }
+}
