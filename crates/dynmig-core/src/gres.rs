@@ -1,0 +1,353 @@
+//! Slurm TRES request strings as `job_desc_msg_t` holds them, read and rewritten.
+//!
+//! `tres_per_node` (from `--gres` and `--gpus-per-node`), `tres_per_job` (`--gpus`),
+//! `tres_per_socket` and `tres_per_task` are comma-separated lists of entries. A GRES entry is
+//! `gres:NAME[:TYPE][:COUNT]` on Slurm 22.05 and 23.02, and `gres/NAME[:TYPE][:COUNT]` from
+//! 23.11 (notes/slurm.md); `NAME[:TYPE]=COUNT` is read too. A missing count means 1, as in
+//! Slurm. Other entries (`cpu=2` in `tres_per_task` from 23.11, licenses, anything unknown)
+//! are kept byte for byte.
+//!
+//! [`TresList::render`] writes every entry back as it came, except GPU entries changed with
+//! [`TresList::set_gpu`], which keep their prefix form (`gres:` or `gres/`) and separator.
+//!
+//! ```
+//! use dynmig_core::gres::TresList;
+//! let mut t = TresList::parse("gres/gpu:1,gres/shard:4").unwrap();
+//! assert_eq!(t.gpu_entries().count(), 1);
+//! t.set_gpu(Some("2g.20gb"), 1);
+//! assert_eq!(t.render(), "gres/gpu:2g.20gb:1,gres/shard:4");
+//! ```
+
+use std::fmt;
+
+/// How a GRES entry starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GresPrefix {
+    /// `gres:` (Slurm 22.05, 23.02).
+    Colon,
+    /// `gres/` (Slurm 23.11 and later).
+    Slash,
+    /// No prefix (`gpu:1`), as a user or a Lua script may write it.
+    None,
+}
+
+impl GresPrefix {
+    fn as_str(self) -> &'static str {
+        match self {
+            GresPrefix::Colon => "gres:",
+            GresPrefix::Slash => "gres/",
+            GresPrefix::None => "",
+        }
+    }
+}
+
+/// One GRES request: `NAME[:TYPE]:COUNT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresEntry {
+    /// The prefix form the entry used.
+    pub prefix: GresPrefix,
+    /// GRES name, e.g. `"gpu"`.
+    pub name: String,
+    /// GRES type, e.g. `"a100"` or `"2g.20gb"`.
+    pub gres_type: Option<String>,
+    /// Count; 1 when the entry gave none.
+    pub count: u64,
+    /// Whether the count was written `=COUNT` rather than `:COUNT`.
+    pub count_with_equals: bool,
+    /// Whether the entry wrote a count (entries without one are rendered as they came).
+    pub count_written: bool,
+}
+
+impl GresEntry {
+    /// Whether this is a GPU request (`name == "gpu"`).
+    pub fn is_gpu(&self) -> bool {
+        self.name.eq_ignore_ascii_case("gpu")
+    }
+}
+
+impl fmt::Display for GresEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.prefix.as_str(), self.name)?;
+        if let Some(t) = &self.gres_type {
+            write!(f, ":{t}")?;
+        }
+        if self.count_written {
+            let sep = if self.count_with_equals { '=' } else { ':' };
+            write!(f, "{sep}{}", self.count)?;
+        }
+        Ok(())
+    }
+}
+
+/// One entry of a TRES list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TresEntry {
+    /// A GRES entry that was read; GPU entries can be changed.
+    Gres(GresEntry),
+    /// Anything else, kept as it was.
+    Other(String),
+}
+
+/// A TRES request string, entry by entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TresList {
+    /// The entries, in the string's order.
+    pub entries: Vec<TresEntry>,
+}
+
+/// A GPU entry that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot read GPU request '{entry}': {why}")]
+pub struct GresError {
+    /// The entry.
+    pub entry: String,
+    /// What is wrong.
+    pub why: &'static str,
+}
+
+impl TresList {
+    /// Reads a TRES string. Empty text gives an empty list.
+    ///
+    /// # Errors
+    /// [`GresError`] when a GPU entry has a bad count or too many fields. Entries of other
+    /// GRES that cannot be read are kept as [`TresEntry::Other`], since Slurm judges them.
+    pub fn parse(text: &str) -> Result<Self, GresError> {
+        let mut entries = Vec::new();
+        for raw in text.split(',').filter(|s| !s.trim().is_empty()) {
+            entries.push(match parse_entry(raw) {
+                Ok(Some(e)) => TresEntry::Gres(e),
+                Ok(None) => TresEntry::Other(raw.to_string()),
+                Err(why) if entry_name_is_gpu(raw) => {
+                    return Err(GresError {
+                        entry: raw.to_string(),
+                        why,
+                    })
+                }
+                Err(_) => TresEntry::Other(raw.to_string()),
+            });
+        }
+        Ok(Self { entries })
+    }
+
+    /// The GPU entries, including those with count 0.
+    pub fn gpu_entries(&self) -> impl Iterator<Item = &GresEntry> {
+        self.entries.iter().filter_map(|e| match e {
+            TresEntry::Gres(g) if g.is_gpu() => Some(g),
+            _ => None,
+        })
+    }
+
+    /// Sets the type and count of every GPU entry (there is normally one); the count is
+    /// always written. Returns whether there was a GPU entry.
+    pub fn set_gpu(&mut self, gres_type: Option<&str>, count: u64) -> bool {
+        let mut found = false;
+        for e in &mut self.entries {
+            if let TresEntry::Gres(g) = e {
+                if g.is_gpu() {
+                    g.gres_type = gres_type.map(str::to_string);
+                    g.count = count;
+                    g.count_written = true;
+                    found = true;
+                }
+            }
+        }
+        found
+    }
+
+    /// Removes the GPU entries; returns them.
+    pub fn remove_gpu(&mut self) -> Vec<GresEntry> {
+        let mut removed = Vec::new();
+        self.entries.retain(|e| match e {
+            TresEntry::Gres(g) if g.is_gpu() => {
+                removed.push(g.clone());
+                false
+            }
+            _ => true,
+        });
+        removed
+    }
+
+    /// Appends an entry.
+    pub fn push(&mut self, entry: GresEntry) {
+        self.entries.push(TresEntry::Gres(entry));
+    }
+
+    /// The prefix form this list uses for GRES (the first GRES entry's), for new entries.
+    pub fn prefix(&self) -> Option<GresPrefix> {
+        self.entries.iter().find_map(|e| match e {
+            TresEntry::Gres(g) if g.prefix != GresPrefix::None => Some(g.prefix),
+            _ => None,
+        })
+    }
+
+    /// Whether the list has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The TRES string: entries joined by `,`.
+    pub fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for TresList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.entries.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match e {
+                TresEntry::Gres(g) => write!(f, "{g}")?,
+                TresEntry::Other(s) => f.write_str(s)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+fn entry_name_is_gpu(raw: &str) -> bool {
+    let body = strip_prefix(raw.trim()).1;
+    let name = body.split([':', '=']).next().unwrap_or("");
+    name.eq_ignore_ascii_case("gpu")
+}
+
+fn strip_prefix(raw: &str) -> (GresPrefix, &str) {
+    if let Some(b) = raw.strip_prefix("gres:") {
+        (GresPrefix::Colon, b)
+    } else if let Some(b) = raw.strip_prefix("gres/") {
+        (GresPrefix::Slash, b)
+    } else {
+        (GresPrefix::None, raw)
+    }
+}
+
+/// `Ok(None)`: not a GRES entry. `Err`: a GRES entry that cannot be read.
+fn parse_entry(raw: &str) -> Result<Option<GresEntry>, &'static str> {
+    let (prefix, body) = strip_prefix(raw.trim());
+    // Without a prefix only `gpu...` counts as GRES: `cpu=2` and licenses stay as they are.
+    if prefix == GresPrefix::None && !entry_name_is_gpu(body) {
+        return Ok(None);
+    }
+    let (fields_part, eq_count) = match body.split_once('=') {
+        Some((l, r)) => (l, Some(r)),
+        None => (body, None),
+    };
+    let mut fields: Vec<&str> = fields_part.split(':').collect();
+    let name = fields.remove(0);
+    if name.is_empty() || fields.iter().any(|f| f.is_empty()) {
+        return Err("empty field");
+    }
+    let (count_text, count_with_equals) = match eq_count {
+        Some(c) => (Some(c), true),
+        // A last field of digits only is the count; `1g.10gb` is a type.
+        None if fields
+            .last()
+            .is_some_and(|f| f.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            (fields.pop(), false)
+        }
+        None => (None, false),
+    };
+    if fields.len() > 1 {
+        return Err("expected NAME[:TYPE][:COUNT]");
+    }
+    let count = match count_text {
+        Some(c) => c
+            .parse::<u64>()
+            .map_err(|_| "the count is not a whole number")?,
+        None => 1,
+    };
+    Ok(Some(GresEntry {
+        prefix,
+        name: name.to_string(),
+        gres_type: fields.pop().map(str::to_string),
+        count,
+        count_with_equals,
+        count_written: count_text.is_some(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(text: &str) -> GresEntry {
+        TresList::parse(text)
+            .unwrap()
+            .gpu_entries()
+            .next()
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn reads_both_prefix_forms_types_and_counts() {
+        let g = gpu("gres:gpu:1");
+        assert_eq!(
+            (g.prefix, g.gres_type.as_deref(), g.count),
+            (GresPrefix::Colon, None, 1)
+        );
+        let g = gpu("gres:gpu:a100:2");
+        assert_eq!((g.gres_type.as_deref(), g.count), (Some("a100"), 2));
+        let g = gpu("gres/gpu:2");
+        assert_eq!((g.prefix, g.count), (GresPrefix::Slash, 2));
+        let g = gpu("gres/gpu:1g.10gb:3");
+        assert_eq!((g.gres_type.as_deref(), g.count), (Some("1g.10gb"), 3));
+        let g = gpu("gres/gpu=4");
+        assert_eq!((g.count, g.count_with_equals), (4, true));
+        let g = gpu("gres:gpu");
+        assert_eq!((g.count, g.count_written), (1, false));
+        let g = gpu("gres:gpu:tesla");
+        assert_eq!((g.gres_type.as_deref(), g.count), (Some("tesla"), 1));
+        let g = gpu("gpu:2");
+        assert_eq!((g.prefix, g.count), (GresPrefix::None, 2));
+    }
+
+    #[test]
+    fn renders_unchanged_entries_as_they_came() {
+        for s in [
+            "gres:gpu:1,gres:shard:4",
+            "gres:gpu:1,gres/foo:2",
+            "cpu=2,gres/gpu:1",
+            "gres:gpu",
+            "gres:mps:100k",
+        ] {
+            assert_eq!(TresList::parse(s).unwrap().render(), s);
+        }
+    }
+
+    #[test]
+    fn set_gpu_keeps_other_entries_and_prefix() {
+        let mut t = TresList::parse("gres:gpu:1,gres:shard:4").unwrap();
+        assert!(t.set_gpu(Some("2g.20gb"), 1));
+        assert_eq!(t.render(), "gres:gpu:2g.20gb:1,gres:shard:4");
+        let mut t = TresList::parse("gres/foo:2,gres/gpu").unwrap();
+        t.set_gpu(Some("7g.80gb"), 1);
+        assert_eq!(t.render(), "gres/foo:2,gres/gpu:7g.80gb:1");
+        let mut t = TresList::parse("gres:shard:4").unwrap();
+        assert!(!t.set_gpu(Some("x"), 1));
+        assert_eq!(t.render(), "gres:shard:4");
+    }
+
+    #[test]
+    fn remove_gpu_leaves_the_rest() {
+        let mut t = TresList::parse("gres/gpu:2,license/foo:1").unwrap();
+        assert_eq!(t.remove_gpu().len(), 1);
+        assert_eq!(t.render(), "license/foo:1");
+        assert_eq!(TresList::parse("").unwrap().render(), "");
+    }
+
+    #[test]
+    fn bad_gpu_entries_are_errors_and_other_bad_entries_are_kept() {
+        assert!(TresList::parse("gres:gpu:a:b:2").is_err());
+        assert!(TresList::parse("gres:gpu=1x").is_err());
+        let g = gpu("gres:gpu:1g.10gb");
+        assert_eq!((g.gres_type.as_deref(), g.count), (Some("1g.10gb"), 1));
+        assert!(TresList::parse("gres:gpu::1").is_err());
+        assert_eq!(
+            TresList::parse("gres:foo:a:b:2").unwrap().render(),
+            "gres:foo:a:b:2"
+        );
+    }
+}
