@@ -3,9 +3,13 @@
 //! Data flows one way: hints -> estimate -> profile -> demand -> plan -> apply.
 //!
 //! - [`geometry`]: MIG profile and placement tables per GPU model, valid layouts.
+//! - [`size`], [`hints`], [`gres`]: memory sizes, the users' `--mig-*` hints, Slurm TRES strings.
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
 //! and the simulator all call this crate.
 #![deny(missing_docs)]
 
 pub mod geometry;
+pub mod gres;
+pub mod hints;
+pub mod size;
