@@ -4,12 +4,16 @@
 //!
 //! - [`geometry`]: MIG profile and placement tables per GPU model, valid layouts.
 //! - [`size`], [`hints`], [`gres`]: memory sizes, the users' `--mig-*` hints, Slurm TRES strings.
+//! - [`demand`]: pending instances per profile.
+//! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
 //! and the simulator all call this crate.
 #![deny(missing_docs)]
 
+pub mod demand;
 pub mod geometry;
 pub mod gres;
 pub mod hints;
+pub mod policy;
 pub mod size;

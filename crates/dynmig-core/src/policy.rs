@@ -1,0 +1,294 @@
+//! Repartitioning policies: given the cluster's current layouts and its pending demand, which
+//! nodes should change layout, and to what.
+//!
+//! One trait, [`Policy`], is called by the controller daemon (on live Slurm state) and by the
+//! simulator (on virtual state), so both run the same decisions. A policy does no I/O.
+//!
+//! The policies here:
+//! - [`NoChange`]: never repartitions (static layouts, or whole GPUs).
+//! - [`DemandDriven`]: the supply of each profile follows pending demand, with hysteresis
+//!   (a layout lives at least `min_layout_lifetime`), a minimum gain, and a limit on how many
+//!   nodes repartition at once. Draining costs capacity, so idle nodes are preferred and a busy
+//!   node is only drained when no idle node can serve the demand.
+
+use crate::demand::Demand;
+use crate::geometry::{GpuModel, NodeLayout, ProfileCounts};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// What a policy sees of one node.
+#[derive(Debug, Clone)]
+pub struct NodeView {
+    /// Slurm node name.
+    pub name: String,
+    /// GPU model of every GPU on the node.
+    pub model: &'static GpuModel,
+    /// Current layout, one entry per GPU.
+    pub layout: NodeLayout,
+    /// Layouts each GPU of this node may take (from the node group's `allowed_layouts`).
+    pub allowed: Vec<ProfileCounts>,
+    /// Instances in use by running jobs, per profile.
+    pub busy: BTreeMap<String, u32>,
+    /// Whether the node is already draining or repartitioning (dynmig's or an admin's drain).
+    pub unavailable: bool,
+    /// How long the current layout has been in place.
+    pub layout_age: Duration,
+}
+
+impl NodeView {
+    /// Free (idle) instances per profile: the current layout less the busy ones.
+    pub fn free(&self) -> BTreeMap<&'static str, u32> {
+        let mut free = self.layout.totals();
+        for (p, n) in free.iter_mut() {
+            *n = n.saturating_sub(self.busy.get(*p).copied().unwrap_or(0));
+        }
+        free
+    }
+
+    /// Whether any instance runs a job.
+    pub fn is_idle(&self) -> bool {
+        self.busy.values().all(|n| *n == 0)
+    }
+}
+
+/// A decision: drain `node` and give it `target`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repartition {
+    /// Slurm node name.
+    pub node: String,
+    /// The layout to apply once the node is idle.
+    pub target: NodeLayout,
+    /// Pending instances per profile that the new layout is meant to serve.
+    pub serves: BTreeMap<String, u32>,
+}
+
+/// Parameters shared by policies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyLimits {
+    /// Most nodes draining or repartitioning at once (counting those already under way).
+    pub max_concurrent: usize,
+    /// Hysteresis: a node keeps a layout at least this long.
+    pub min_layout_lifetime: Duration,
+    /// A change must serve at least this many pending instances.
+    pub min_gain: u32,
+}
+
+impl Default for PolicyLimits {
+    fn default() -> Self {
+        Self { max_concurrent: 1, min_layout_lifetime: Duration::from_secs(120), min_gain: 1 }
+    }
+}
+
+/// A repartitioning policy. Implementations must be deterministic for a given input.
+pub trait Policy: Send {
+    /// Short name, e.g. `"demand"`.
+    fn name(&self) -> &'static str;
+    /// Decides which nodes change layout now. `nodes` is every node dynmig manages.
+    fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition>;
+}
+
+/// Never repartitions.
+#[derive(Debug, Default, Clone)]
+pub struct NoChange;
+
+impl Policy for NoChange {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+    fn plan(&mut self, _: &[NodeView], _: &Demand) -> Vec<Repartition> {
+        Vec::new()
+    }
+}
+
+/// The demand-driven heuristic (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct DemandDriven {
+    /// Limits and hysteresis.
+    pub limits: PolicyLimits,
+}
+
+impl DemandDriven {
+    /// A demand-driven policy with these limits.
+    pub fn new(limits: PolicyLimits) -> Self {
+        Self { limits }
+    }
+}
+
+impl Policy for DemandDriven {
+    fn name(&self) -> &'static str {
+        "demand"
+    }
+
+    fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+        // Unmet demand: pending instances per profile that no free instance can serve now.
+        let mut unmet: BTreeMap<String, u32> = demand.pending.clone();
+        for n in nodes.iter().filter(|n| !n.unavailable) {
+            for (p, free) in n.free() {
+                if let Some(u) = unmet.get_mut(p) {
+                    *u = u.saturating_sub(free);
+                }
+            }
+        }
+        // Supply that is already coming (nodes repartitioning towards a target that holds it)
+        // is counted, so that a second node is not drained for the same jobs.
+        for (p, c) in &demand.incoming {
+            if let Some(u) = unmet.get_mut(p) {
+                *u = u.saturating_sub(*c);
+            }
+        }
+        unmet.retain(|_, u| *u > 0);
+        if unmet.is_empty() {
+            return Vec::new();
+        }
+        let under_way = nodes.iter().filter(|n| n.unavailable).count();
+        let mut budget = self.limits.max_concurrent.saturating_sub(under_way);
+        let mut out = Vec::new();
+
+        // Candidates: available nodes whose layout is old enough. Idle nodes first, then the
+        // nodes with the fewest busy instances (they drain soonest); name breaks ties.
+        let mut cands: Vec<&NodeView> = nodes
+            .iter()
+            .filter(|n| !n.unavailable && n.layout_age >= self.limits.min_layout_lifetime)
+            .collect();
+        cands.sort_by_key(|n| (n.busy.values().sum::<u32>(), n.name.clone()));
+
+        for node in cands {
+            if budget == 0 || unmet.is_empty() {
+                break;
+            }
+            let (target, served) = best_target(node, &unmet, &demand.pending);
+            let gain: u32 = served.values().sum();
+            if gain < self.limits.min_gain || target == node.layout {
+                continue;
+            }
+            for (p, n) in &served {
+                if let Some(u) = unmet.get_mut(p) {
+                    *u = u.saturating_sub(*n);
+                }
+            }
+            unmet.retain(|_, u| *u > 0);
+            out.push(Repartition { node: node.name.clone(), target, serves: served });
+            budget -= 1;
+        }
+        out
+    }
+}
+
+/// Chooses per GPU the allowed layout that serves the most unmet demand (weighted by compute
+/// slices, so a 3g job counts more than a 1g job). When two layouts serve as much, the GPU's
+/// current layout wins (no change, no cost); then the one closer to the overall pending mix.
+///
+/// Returns the node's target and the unmet instances it serves.
+pub fn best_target(
+    node: &NodeView,
+    unmet: &BTreeMap<String, u32>,
+    pending: &BTreeMap<String, u32>,
+) -> (NodeLayout, BTreeMap<String, u32>) {
+    let mut left = unmet.clone();
+    let mut served: BTreeMap<String, u32> = BTreeMap::new();
+    let mut gpus = Vec::with_capacity(node.layout.gpus.len());
+    for current in &node.layout.gpus {
+        let score = |l: &ProfileCounts, left: &BTreeMap<String, u32>| -> (u64, u64, u64) {
+            let mut unmet_score = 0u64;
+            let mut pending_score = 0u64;
+            for (p, c) in l.iter() {
+                let w = node.model.profile(p).map_or(1, |s| u64::from(s.compute_slices));
+                // Only instances the GPU does not hold today are new supply.
+                let new = c.saturating_sub(current.count(p));
+                unmet_score += w * u64::from(new.min(left.get(p).copied().unwrap_or(0)));
+                pending_score += w * u64::from(c.min(pending.get(p).copied().unwrap_or(0)));
+            }
+            let keep = u64::from(l == current);
+            (unmet_score, keep, pending_score)
+        };
+        let mut best = current.clone();
+        let mut best_score = score(current, &left);
+        for l in &node.allowed {
+            let s = score(l, &left);
+            if s > best_score {
+                best = l.clone();
+                best_score = s;
+            }
+        }
+        for (p, c) in best.iter() {
+            if let Some(u) = left.get_mut(p) {
+                let take = c.saturating_sub(current.count(p)).min(*u);
+                *u -= take;
+                if take > 0 {
+                    *served.entry(p.to_string()).or_insert(0) += take;
+                }
+            }
+        }
+        gpus.push(best);
+    }
+    (NodeLayout { gpus }, served)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::A100_80GB;
+
+    fn layout(s: &str) -> ProfileCounts {
+        ProfileCounts::parse(&A100_80GB, s).unwrap()
+    }
+
+    fn node(name: &str, l: &[&str], busy: &[(&str, u32)]) -> NodeView {
+        NodeView {
+            name: name.into(),
+            model: &A100_80GB,
+            layout: NodeLayout { gpus: l.iter().map(|s| layout(s)).collect() },
+            allowed: ["1x7g.80gb", "2x3g.40gb", "1x4g.40gb+1x3g.40gb", "3x2g.20gb+1x1g.10gb", "7x1g.10gb"]
+                .iter()
+                .map(|s| layout(s))
+                .collect(),
+            busy: busy.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
+            unavailable: false,
+            layout_age: Duration::from_secs(3600),
+        }
+    }
+
+    fn demand(p: &[(&str, u32)]) -> Demand {
+        Demand { pending: p.iter().map(|(p, n)| (p.to_string(), *n)).collect(), incoming: BTreeMap::new() }
+    }
+
+    #[test]
+    fn no_unmet_demand_no_change() {
+        let nodes = [node("n1", &["1x7g.80gb", "1x7g.80gb"], &[])];
+        let mut p = DemandDriven::default();
+        assert!(p.plan(&nodes, &demand(&[("7g.80gb", 2)])).is_empty());
+    }
+
+    #[test]
+    fn unmet_small_profile_repartitions_idle_node_one_gpu() {
+        let nodes = [node("n1", &["1x7g.80gb", "1x7g.80gb"], &[("7g.80gb", 1)]), node("n2", &["1x7g.80gb", "1x7g.80gb"], &[])];
+        let mut p = DemandDriven::default();
+        let plan = p.plan(&nodes, &demand(&[("1g.10gb", 3)]));
+        assert_eq!(plan.len(), 1);
+        assert_eq!(plan[0].node, "n2", "the idle node is chosen");
+        assert_eq!(plan[0].target.to_string(), "7x1g.10gb,1x7g.80gb", "one GPU changes, the other keeps its layout");
+        assert_eq!(plan[0].serves.get("1g.10gb"), Some(&3));
+    }
+
+    #[test]
+    fn hysteresis_and_concurrency_limit() {
+        let mut young = node("n1", &["1x7g.80gb", "1x7g.80gb"], &[]);
+        young.layout_age = Duration::from_secs(10);
+        let mut p = DemandDriven::default();
+        assert!(p.plan(&[young], &demand(&[("3g.40gb", 1)])).is_empty(), "a young layout is kept");
+
+        let mut draining = node("n1", &["1x7g.80gb", "1x7g.80gb"], &[]);
+        draining.unavailable = true;
+        let other = node("n2", &["1x7g.80gb", "1x7g.80gb"], &[]);
+        assert!(p.plan(&[draining, other], &demand(&[("3g.40gb", 1)])).is_empty(), "one repartition at a time");
+    }
+
+    #[test]
+    fn free_instances_serve_demand_first() {
+        let nodes = [node("n1", &["2x3g.40gb", "1x7g.80gb"], &[("3g.40gb", 1)])];
+        let mut p = DemandDriven::default();
+        assert!(p.plan(&nodes, &demand(&[("3g.40gb", 1)])).is_empty(), "one 3g is free");
+        let plan = p.plan(&nodes, &demand(&[("3g.40gb", 2)]));
+        assert_eq!(plan[0].target.gpus[1].to_string(), "2x3g.40gb");
+    }
+}
