@@ -4,6 +4,7 @@
 //!
 //! - [`geometry`]: MIG profile and placement tables per GPU model, valid layouts.
 //! - [`size`], [`hints`], [`gres`]: memory sizes, the users' `--mig-*` hints, Slurm TRES strings.
+//! - [`submit`]: the job_submit decision: which MIG profile a GPU request becomes.
 //! - [`demand`]: pending instances per profile.
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
 //!
@@ -17,3 +18,4 @@ pub mod gres;
 pub mod hints;
 pub mod policy;
 pub mod size;
+pub mod submit;

@@ -1,0 +1,629 @@
+//! The decision job_submit/dynmig makes for each submitted job: which MIG profile its GPU
+//! request becomes.
+//!
+//! The plugin copies the four TRES fields and `spank_job_env` of `job_desc_msg_t` into a
+//! [`JobRequest`], calls [`decide`] and applies the [`Outcome`]; a [`SubmitError`] is handed
+//! back to the user as it displays (it starts with `dynmig: `).
+//!
+//! Rules, in order:
+//! 1. The hints are read from `spank_env` ([`crate::hints`]); a bad hint is an error.
+//! 2. No GPU entry with a count above 0 in any field: [`Outcome::NoGpu`], or an error if a
+//!    hint was given (a hint needs a GPU request).
+//! 3. A GPU request with a type is left to Slurm ([`Outcome::Unchanged`]): a MIG profile of a
+//!    configured model is checked against the hints; a type that looks like a MIG profile
+//!    (`3g.40gb`) but no configured model has is an error; another type (`a100`) belongs to
+//!    GPUs dynmig does not manage and is left alone (hints are then an error).
+//! 4. An untyped request of one GPU (per node, per job, per socket or per task) becomes the
+//!    profile the hints say: `--mig-profile` if it is on a configured model (and holds
+//!    `--mig-mem` when both are given), else the smallest profile, by memory then compute
+//!    slices, over all configured models, whose memory holds `--mig-mem`. The
+//!    1-compute-slice double-memory profile (ID 15, `1g.20gb` on A100-80GB) and `+me`
+//!    profiles are never picked this way, only when named ([`crate::hints::auto_selectable`]).
+//!    With no hint, [`WholeGpu`] decides.
+//! 5. `--gpus=1` (`tres_per_job`) is moved to `tres_per_node` as the typed GRES (the job_desc
+//!    field then becomes empty: [`Rewrite::tres_per_job`] is `Some("")`, which the plugin
+//!    writes as NULL). A multi-node job with `--gpus=1` thus gets one instance per node.
+//! 6. More than one GPU per node, job, socket or task: [`MultiGpu`] decides. Multi-GPU jobs
+//!    cannot use MIG instances together, so they get whole-GPU profiles (`7g.80gb`), in the
+//!    field they were asked in.
+//! 7. GPUs asked for in more than one field, or typed and untyped together: an error.
+
+use crate::geometry::{GpuModel, ProfileSpec};
+use crate::gres::{GresEntry, GresError, GresPrefix, TresList};
+use crate::hints::{
+    hints_from_spank_env, smallest_fitting, HintError, Hints, MIG_MEM, MIG_PROFILE,
+};
+use crate::size::{format_size, MIB};
+use std::fmt;
+
+/// What the plugin read from `job_desc_msg_t`. Strings are borrowed for the call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobRequest<'a> {
+    /// `job_desc->tres_per_node` (`--gres`, `--gpus-per-node`), e.g. `"gres:gpu:1"`.
+    pub tres_per_node: Option<&'a str>,
+    /// `job_desc->tres_per_job` (`--gpus`).
+    pub tres_per_job: Option<&'a str>,
+    /// `job_desc->tres_per_socket` (`--gpus-per-socket`).
+    pub tres_per_socket: Option<&'a str>,
+    /// `job_desc->tres_per_task` (`--gpus-per-task`).
+    pub tres_per_task: Option<&'a str>,
+    /// `NAME=VALUE` entries of `job_desc->spank_job_env`.
+    pub spank_env: Vec<&'a str>,
+}
+
+/// What to do with a job that asks for one GPU and gives no hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WholeGpu {
+    /// `gpu:1` with no hint gets the first configured model's full profile (`7g.80gb`).
+    #[default]
+    FullProfile,
+    /// Use [`SubmitPolicy::default_mem_bytes`] as if it were `--mig-mem`.
+    Estimate,
+    /// Refuse the job and tell the user to give `--mig-mem` or `--mig-profile`.
+    Reject,
+}
+
+/// What to do with a job that asks for more than one GPU (per node, job, socket or task).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MultiGpu {
+    /// `gpu:N` becomes N instances of a full profile, in the same field.
+    #[default]
+    FullProfile,
+    /// Refuse the job.
+    Reject,
+}
+
+/// The submit-time settings (from [`crate::config::Config::submit_policy`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmitPolicy {
+    /// GPU models of the configured node groups, without repeats, in config order.
+    pub models: Vec<&'static GpuModel>,
+    /// Single GPU without a hint.
+    pub whole_gpu: WholeGpu,
+    /// More than one GPU.
+    pub multi_gpu: MultiGpu,
+    /// Memory assumed for a job without a hint under [`WholeGpu::Estimate`], in bytes.
+    pub default_mem_bytes: u64,
+}
+
+/// Where [`Decision::memory_bytes`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EstimateSource {
+    /// The user's `--mig-mem`.
+    MigMemHint,
+    /// The user's `--mig-profile` (memory is the profile's).
+    MigProfileHint,
+    /// [`SubmitPolicy::default_mem_bytes`].
+    Default,
+    /// A whole GPU, from [`WholeGpu::FullProfile`] or [`MultiGpu::FullProfile`].
+    WholeGpu,
+}
+
+impl fmt::Display for EstimateSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EstimateSource::MigMemHint => "mig-mem",
+            EstimateSource::MigProfileHint => "mig-profile",
+            EstimateSource::Default => "default",
+            EstimateSource::WholeGpu => "whole-gpu",
+        })
+    }
+}
+
+/// The profile a job gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// MIG profile name, which is the GRES type, e.g. `"2g.20gb"`.
+    pub profile: &'static str,
+    /// Instances, per unit of the field the request is in (node, job, socket or task).
+    pub count: u32,
+    /// Estimated GPU memory the job needs, in bytes (the hint, the default, or the profile's).
+    pub memory_bytes: u64,
+    /// Where the estimate came from.
+    pub source: EstimateSource,
+}
+
+impl fmt::Display for Decision {
+    /// `dynmig: profile=2g.20gb count=1 mem=18.0GiB source=mig-mem`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "dynmig: profile={} count={} mem={} source={}",
+            self.profile,
+            self.count,
+            format_size(self.memory_bytes),
+            self.source
+        )
+    }
+}
+
+/// New values for job_desc's TRES fields. `Some(s)`: replace the field with `s`, where an
+/// empty `s` means set it to NULL; `None`: leave the field as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewrite {
+    /// New `tres_per_node`.
+    pub tres_per_node: Option<String>,
+    /// New `tres_per_job` (`Some("")` when `--gpus=1` moved to `tres_per_node`).
+    pub tres_per_job: Option<String>,
+    /// New `tres_per_socket`.
+    pub tres_per_socket: Option<String>,
+    /// New `tres_per_task`.
+    pub tres_per_task: Option<String>,
+    /// Why.
+    pub decision: Decision,
+}
+
+/// What the plugin does with the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// No GPU asked for: nothing to do.
+    NoGpu,
+    /// A GPU request dynmig leaves as it is (already typed); `reason` is for the log.
+    Unchanged {
+        /// Log text, e.g. `"GPU type 2g.20gb already given"`.
+        reason: String,
+    },
+    /// Replace fields of job_desc.
+    Rewrite(Rewrite),
+}
+
+/// A job dynmig refuses. Display is the complete user-facing message, starting `dynmig: `.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// A bad `--mig-*` value.
+    #[error(transparent)]
+    Hint(#[from] HintError),
+    /// A GPU entry of a TRES field cannot be read.
+    #[error("dynmig: {option}: {error}")]
+    BadRequest {
+        /// The option behind the field, e.g. `--gres`.
+        option: &'static str,
+        /// What is wrong.
+        error: GresError,
+    },
+    /// A hint without a GPU request.
+    #[error("dynmig: --{option} needs a GPU request: add --gres=gpu:1")]
+    HintWithoutGpu {
+        /// `mig-mem` or `mig-profile`.
+        option: &'static str,
+    },
+    /// `--mig-profile` names a profile no configured model has.
+    #[error("dynmig: --mig-profile={profile}: no GPU of this cluster has that profile; available: {available}")]
+    ProfileNotOnCluster {
+        /// The profile hint.
+        profile: String,
+        /// Profiles of the configured models.
+        available: String,
+    },
+    /// A GPU type that looks like a MIG profile but no configured model has.
+    #[error("dynmig: GPU type '{gres_type}' is not a MIG profile of this cluster's GPUs; available: {available}")]
+    TypeNotOnCluster {
+        /// The type.
+        gres_type: String,
+        /// Profiles of the configured models.
+        available: String,
+    },
+    /// `--mig-mem` more than the largest profile.
+    #[error(
+        "dynmig: {hint} is more than the largest MIG profile of this cluster, {largest} \
+         ({largest_mem}); ask for at most {largest_mem}"
+    )]
+    HintTooLarge {
+        /// The hint, e.g. `--mig-mem=100.0GiB`.
+        hint: String,
+        /// Largest profile name.
+        largest: &'static str,
+        /// Its memory, formatted.
+        largest_mem: String,
+    },
+    /// A typed GPU request and a hint that disagree.
+    #[error("dynmig: the job asks for GPU type {gres_type} and {hint}: {why}; drop the hint or the type")]
+    TypedConflict {
+        /// The requested type.
+        gres_type: String,
+        /// The hint, as the option.
+        hint: String,
+        /// How they disagree.
+        why: String,
+    },
+    /// GPUs asked for in more than one way.
+    #[error("dynmig: GPUs are asked for in more than one way ({what}); use one GPU request, e.g. --gres=gpu:1")]
+    ConflictingRequests {
+        /// The requests, e.g. `--gres gpu:1, --gpus gpu:1`.
+        what: String,
+    },
+    /// [`WholeGpu::Reject`] and no hint.
+    #[error(
+        "dynmig: this cluster shares GPUs as MIG instances: give the GPU memory the job needs \
+         with --mig-mem=<size> (e.g. --mig-mem=18G) or a profile with --mig-profile=<name> \
+         (available: {available})"
+    )]
+    HintNeeded {
+        /// Profiles of the configured models.
+        available: String,
+    },
+    /// [`MultiGpu::Reject`].
+    #[error("dynmig: jobs with more than one GPU ({count} asked for with {option}) are not accepted on this cluster; ask for one GPU")]
+    MultiGpuRejected {
+        /// GPUs asked for.
+        count: u64,
+        /// The option behind the field.
+        option: &'static str,
+    },
+    /// A smaller-than-whole profile named for a multi-GPU request.
+    #[error(
+        "dynmig: --mig-profile={profile} with {count} GPUs: jobs with more than one GPU get \
+         whole GPUs ({full}); drop --mig-profile or ask for one GPU"
+    )]
+    MultiGpuProfile {
+        /// The profile hint.
+        profile: String,
+        /// GPUs asked for.
+        count: u64,
+        /// The full profiles of the configured models.
+        full: String,
+    },
+    /// The policy names no GPU model (an admin error).
+    #[error("dynmig: no GPU model is configured (dynmig.toml has no [[node_group]]); ask the administrators")]
+    NoModels,
+}
+
+/// The TRES fields of a request, in [`JobRequest`] order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Node,
+    Job,
+    Socket,
+    Task,
+}
+
+impl Field {
+    const ALL: [Field; 4] = [Field::Node, Field::Job, Field::Socket, Field::Task];
+
+    fn option(self) -> &'static str {
+        match self {
+            Field::Node => "--gres",
+            Field::Job => "--gpus",
+            Field::Socket => "--gpus-per-socket",
+            Field::Task => "--gpus-per-task",
+        }
+    }
+
+    fn get<'a>(self, r: &JobRequest<'a>) -> Option<&'a str> {
+        match self {
+            Field::Node => r.tres_per_node,
+            Field::Job => r.tres_per_job,
+            Field::Socket => r.tres_per_socket,
+            Field::Task => r.tres_per_task,
+        }
+    }
+}
+
+/// Decides what happens to a submitted job's GPU request. See the [module docs](self).
+///
+/// # Errors
+/// [`SubmitError`], whose Display is the message for the user.
+pub fn decide(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome, SubmitError> {
+    let hints = hints_from_spank_env(&req.spank_env)?;
+    let mut lists: Vec<(Field, TresList)> = Vec::new();
+    for field in Field::ALL {
+        if let Some(text) = field.get(req) {
+            let list = TresList::parse(text).map_err(|error| SubmitError::BadRequest {
+                option: field.option(),
+                error,
+            })?;
+            lists.push((field, list));
+        }
+    }
+    let gpus: Vec<(Field, &GresEntry)> = lists
+        .iter()
+        .flat_map(|(f, l)| {
+            l.gpu_entries()
+                .filter(|g| g.count > 0)
+                .map(move |g| (*f, g))
+        })
+        .collect();
+    let Some(&(field, entry)) = gpus.first() else {
+        return match (hints.mem_bytes, &hints.profile) {
+            (_, Some(_)) => Err(SubmitError::HintWithoutGpu {
+                option: MIG_PROFILE,
+            }),
+            (Some(_), None) => Err(SubmitError::HintWithoutGpu { option: MIG_MEM }),
+            (None, None) => Ok(Outcome::NoGpu),
+        };
+    };
+    if policy.models.is_empty() {
+        return Err(SubmitError::NoModels);
+    }
+    let typed: Vec<&str> = gpus
+        .iter()
+        .filter_map(|(_, g)| g.gres_type.as_deref())
+        .collect();
+    if gpus.len() > 1 && typed.len() != gpus.len() {
+        let what = gpus
+            .iter()
+            .map(|(f, g)| format!("{} {}", f.option(), g))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(SubmitError::ConflictingRequests { what });
+    }
+    if !typed.is_empty() {
+        return check_typed(&typed, &hints, policy);
+    }
+    let decision = if entry.count == 1 {
+        single_gpu(&hints, policy)?
+    } else {
+        multi_gpu(entry.count, field, &hints, policy)?
+    };
+    Ok(Outcome::Rewrite(rewrite(lists, field, decision)))
+}
+
+/// Rule 3: every GPU entry is typed.
+fn check_typed(
+    types: &[&str],
+    hints: &Hints,
+    policy: &SubmitPolicy,
+) -> Result<Outcome, SubmitError> {
+    for t in types {
+        let specs: Vec<&ProfileSpec> = policy.models.iter().filter_map(|m| m.profile(t)).collect();
+        if specs.is_empty() {
+            if looks_like_profile(t) {
+                return Err(SubmitError::TypeNotOnCluster {
+                    gres_type: t.to_string(),
+                    available: available_profiles(policy),
+                });
+            }
+            if let Some(hint) = hints.describe() {
+                return Err(SubmitError::TypedConflict {
+                    gres_type: t.to_string(),
+                    hint,
+                    why: format!("'{t}' is not a MIG profile, so the hint cannot apply"),
+                });
+            }
+            return Ok(Outcome::Unchanged {
+                reason: format!("GPU type '{t}' is not a MIG profile; left to Slurm"),
+            });
+        }
+        if let Some(p) = &hints.profile {
+            if !p.eq_ignore_ascii_case(t) {
+                return Err(SubmitError::TypedConflict {
+                    gres_type: t.to_string(),
+                    hint: format!("--{MIG_PROFILE}={p}"),
+                    why: "they name different profiles".into(),
+                });
+            }
+        }
+        if let Some(mem) = hints.mem_bytes {
+            let best = specs.iter().map(|p| p.memory_mib * MIB).max().unwrap_or(0);
+            if best < mem {
+                return Err(SubmitError::TypedConflict {
+                    gres_type: t.to_string(),
+                    hint: format!("--{MIG_MEM}={}", format_size(mem)),
+                    why: format!("{t} has only {}", format_size(best)),
+                });
+            }
+        }
+    }
+    Ok(Outcome::Unchanged {
+        reason: format!("GPU type {} already given", types.join(",")),
+    })
+}
+
+/// Rule 4: one GPU.
+fn single_gpu(hints: &Hints, policy: &SubmitPolicy) -> Result<Decision, SubmitError> {
+    if let Some(name) = &hints.profile {
+        let spec = profile_on_cluster(name, policy)?;
+        hints.check(&policy.models)?;
+        return Ok(Decision {
+            profile: spec.name,
+            count: 1,
+            memory_bytes: hints.mem_bytes.unwrap_or(spec.memory_mib * MIB),
+            source: EstimateSource::MigProfileHint,
+        });
+    }
+    let (mem, source) = match (hints.mem_bytes, policy.whole_gpu) {
+        (Some(m), _) => (m, EstimateSource::MigMemHint),
+        (None, WholeGpu::Estimate) => (policy.default_mem_bytes, EstimateSource::Default),
+        (None, WholeGpu::FullProfile) => {
+            let full = policy.models[0].full_profile();
+            return Ok(Decision {
+                profile: full.name,
+                count: 1,
+                memory_bytes: full.memory_mib * MIB,
+                source: EstimateSource::WholeGpu,
+            });
+        }
+        (None, WholeGpu::Reject) => {
+            return Err(SubmitError::HintNeeded {
+                available: available_profiles(policy),
+            })
+        }
+    };
+    let (_, spec) = smallest_fitting(&policy.models, mem).ok_or_else(|| too_large(mem, policy))?;
+    Ok(Decision {
+        profile: spec.name,
+        count: 1,
+        memory_bytes: mem,
+        source,
+    })
+}
+
+/// Rule 6: more than one GPU.
+fn multi_gpu(
+    count: u64,
+    field: Field,
+    hints: &Hints,
+    policy: &SubmitPolicy,
+) -> Result<Decision, SubmitError> {
+    if policy.multi_gpu == MultiGpu::Reject {
+        return Err(SubmitError::MultiGpuRejected {
+            count,
+            option: field.option(),
+        });
+    }
+    let fulls: Vec<&'static ProfileSpec> = policy.models.iter().map(|m| m.full_profile()).collect();
+    let full_names = || fulls.iter().map(|p| p.name).collect::<Vec<_>>().join(", ");
+    let count32 = u32::try_from(count).unwrap_or(u32::MAX);
+    if let Some(name) = &hints.profile {
+        let Some(spec) = fulls.iter().find(|p| p.name.eq_ignore_ascii_case(name)) else {
+            return Err(SubmitError::MultiGpuProfile {
+                profile: name.clone(),
+                count,
+                full: full_names(),
+            });
+        };
+        hints.check(&policy.models)?;
+        let memory_bytes = hints.mem_bytes.unwrap_or(spec.memory_mib * MIB);
+        return Ok(Decision {
+            profile: spec.name,
+            count: count32,
+            memory_bytes,
+            source: EstimateSource::MigProfileHint,
+        });
+    }
+    let spec = match hints.mem_bytes {
+        Some(mem) => fulls
+            .iter()
+            .filter(|p| p.memory_mib * MIB >= mem)
+            .min_by_key(|p| p.memory_mib)
+            .ok_or_else(|| too_large(mem, policy))?,
+        None => &fulls[0],
+    };
+    let (memory_bytes, source) = match hints.mem_bytes {
+        Some(m) => (m, EstimateSource::MigMemHint),
+        None => (spec.memory_mib * MIB, EstimateSource::WholeGpu),
+    };
+    Ok(Decision {
+        profile: spec.name,
+        count: count32,
+        memory_bytes,
+        source,
+    })
+}
+
+/// Applies a decision to the field the request was in (rule 5 moves `--gpus=1`).
+fn rewrite(mut lists: Vec<(Field, TresList)>, field: Field, decision: Decision) -> Rewrite {
+    let mut out = Rewrite {
+        tres_per_node: None,
+        tres_per_job: None,
+        tres_per_socket: None,
+        tres_per_task: None,
+        decision,
+    };
+    let d = &out.decision;
+    if field == Field::Job && d.count == 1 {
+        let (_, job) = lists
+            .iter_mut()
+            .find(|(f, _)| *f == Field::Job)
+            .expect("request came from this field");
+        let removed = job.remove_gpu();
+        out.tres_per_job = Some(job.render());
+        let mut node = lists
+            .iter()
+            .find(|(f, _)| *f == Field::Node)
+            .map(|(_, l)| l.clone())
+            .unwrap_or_default();
+        let prefix = removed
+            .iter()
+            .map(|g| g.prefix)
+            .find(|p| *p != GresPrefix::None);
+        node.push(GresEntry {
+            prefix: node.prefix().or(prefix).unwrap_or(GresPrefix::Colon),
+            name: "gpu".into(),
+            gres_type: Some(d.profile.to_string()),
+            count: 1,
+            count_with_equals: false,
+            count_written: true,
+        });
+        out.tres_per_node = Some(node.render());
+        return out;
+    }
+    let (_, list) = lists
+        .iter_mut()
+        .find(|(f, _)| *f == field)
+        .expect("request came from this field");
+    list.set_gpu(Some(d.profile), u64::from(d.count));
+    let text = Some(list.render());
+    match field {
+        Field::Node => out.tres_per_node = text,
+        Field::Job => out.tres_per_job = text,
+        Field::Socket => out.tres_per_socket = text,
+        Field::Task => out.tres_per_task = text,
+    }
+    out
+}
+
+fn profile_on_cluster(
+    name: &str,
+    policy: &SubmitPolicy,
+) -> Result<&'static ProfileSpec, SubmitError> {
+    policy
+        .models
+        .iter()
+        .filter_map(|m| m.profile(name))
+        .find(|p| !p.media_extensions)
+        .ok_or_else(|| SubmitError::ProfileNotOnCluster {
+            profile: name.to_string(),
+            available: available_profiles(policy),
+        })
+}
+
+fn too_large(mem: u64, policy: &SubmitPolicy) -> SubmitError {
+    let largest = policy
+        .models
+        .iter()
+        .map(|m| m.full_profile())
+        .max_by_key(|p| p.memory_mib)
+        .expect("models is not empty");
+    SubmitError::HintTooLarge {
+        hint: format!("--{MIG_MEM}={}", format_size(mem)),
+        largest: largest.name,
+        largest_mem: format_size(largest.memory_mib * MIB),
+    }
+}
+
+/// Profile names of the configured models that dynmig schedules, smallest first.
+fn available_profiles(policy: &SubmitPolicy) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for m in &policy.models {
+        for p in m.schedulable_profiles() {
+            if !names.contains(&p.name) {
+                names.push(p.name);
+            }
+        }
+    }
+    names.join(", ")
+}
+
+/// `Ng.Mgb` or `Ng.Mgb+me`: the shape of a MIG profile name.
+fn looks_like_profile(t: &str) -> bool {
+    let t = t.to_ascii_lowercase();
+    let t = t.strip_suffix("+me").unwrap_or(&t);
+    let Some((g, m)) = t.split_once("g.") else {
+        return false;
+    };
+    let Some(m) = m.strip_suffix("gb") else {
+        return false;
+    };
+    !g.is_empty()
+        && !m.is_empty()
+        && g.bytes().all(|b| b.is_ascii_digit())
+        && m.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_profile;
+
+    #[test]
+    fn profile_shape() {
+        assert!(looks_like_profile("3g.40gb"));
+        assert!(looks_like_profile("1G.10GB+me"));
+        assert!(!looks_like_profile("a100"));
+        assert!(!looks_like_profile("g.40gb"));
+        assert!(!looks_like_profile("3g.gb"));
+    }
+}
