@@ -1,0 +1,13 @@
+//! dynmig: dynamic NVIDIA MIG partitioning for Slurm.
+//!
+//! This crate holds everything that does I/O around the pure logic of [`dynmig_core`]:
+//! - [`slurm`]: reading jobs and nodes from Slurm and changing node state, through Slurm's
+//!   own commands;
+//! - [`backend`]: the GPU backend trait, the simulated backend (and NVML on real GPUs);
+//! - [`gres_conf`]: gres.conf generation for a node's MIG instances;
+//! - [`trace`]: the Alibaba GPU trace and its mapping to demo jobs.
+
+pub mod backend;
+pub mod gres_conf;
+pub mod slurm;
+pub mod trace;
