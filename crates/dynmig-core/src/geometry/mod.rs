@@ -7,10 +7,17 @@
 //! slices of all instances add up to at most the GPU's compute slices; a profile has at
 //! most `max_instances` instances; at most one `+me` instance per GPU.
 
+mod enumerate;
 mod layout;
 mod models;
 pub mod place;
+mod transition;
 
 pub use layout::{LayoutParseError, NodeLayout, Placed, ProfileCounts};
 pub use models::{model_by_name, model_names, GpuModel, ProfileSpec, A100_40GB, A100_80GB, H100_80GB, MODELS};
 pub use place::{check_instances, place, place_around, LayoutError};
+pub use enumerate::{
+    addable_layouts, all_layouts, all_layouts_with, classic_profiles, distinct_multisets,
+    distinct_multisets_with, layout_order, maximal_layouts, maximal_layouts_with,
+};
+pub use transition::{destroy_all_and_recreate, plan_transition, Transition, TransitionError};
