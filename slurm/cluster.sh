@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The dynmig local test cluster: one slurmctld in the root network namespace and one
+# dynamic slurmd ("slurmd -Z") per node, each in its own network namespace, with simulated
+# MIG devices (plain files). Needs root, Slurm 22.05 and munge. See slurm/README.md.
+#
+#   slurm/cluster.sh up                        start everything, wait until all nodes are idle
+#   slurm/cluster.sh down                      stop everything, remove namespaces; idempotent
+#   slurm/cluster.sh restart-node NODE GRES [--write-gres-conf]
+#                                              re-register NODE as a dynamic node with GRES
+#   slurm/cluster.sh status                    daemons, namespaces and sinfo
+#
+# Environment: DYNMIG_CLUSTER_DIR (default ./.run/cluster), DYNMIG_NODES (default "n1 n2"),
+# DYNMIG_JOBSUBMIT_SO, DYNMIG_SPANK_SO, DYNMIG_PROLOG, DYNMIG_EPILOG, DYNMIG_CONFIG,
+# DYNMIG_NODE_GRES_<node> (default gpu:7g.80gb:2), DYNMIG_NODE_CONF (default
+# "CPUs=16 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=16000"), DYNMIG_UP_TIMEOUT (seconds, default 60).
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib/common.sh
+. "$SCRIPT_DIR/lib/common.sh"
+# shellcheck source=lib/net.sh
+. "$SCRIPT_DIR/lib/net.sh"
+# shellcheck source=lib/daemons.sh
+. "$SCRIPT_DIR/lib/daemons.sh"
+
+cmd_up() {
+    need_root
+    cleanup_stale
+    mkdir -p "$DIR"/{etc,state,run,log,munge}
+    [ -w "$DIR" ] || die "cannot write $DIR"
+    if [ -d "$DIR/log" ] && [ -n "$(ls -A "$DIR/log")" ]; then
+        rm -rf "$DIR/log.prev" && mv "$DIR/log" "$DIR/log.prev" && mkdir -p "$DIR/log"
+    fi
+    rm -rf "${DIR:?}/state" && mkdir -p "$DIR/state"
+    printf '%s\n' $NODES >"$DIR/nodes.list"
+    echo "$DIR" >"$OWNER_FILE"
+    # A failed start leaves nothing running (the logs stay in $DIR/log).
+    trap 'log "up failed: stopping what was started; logs in $DIR/log"; cleanup_dir; rm -f "$OWNER_FILE"' EXIT
+
+    write_configs
+    net_up
+    start_munged
+    start_slurmctld
+    net_check
+    local node
+    for node in $NODES; do
+        prepare_node "$node" "$(node_gres "$node")"
+        start_slurmd "$node" "$(node_gres "$node")"
+    done
+    for node in $NODES; do
+        wait_node_idle "$node" "$(node_gres "$node")" "${DYNMIG_UP_TIMEOUT:-60}"
+    done
+    write_env
+    trap - EXIT
+    log "cluster up: $DIR"
+    cat "$DIR/env.sh"
+}
+
+cmd_down() {
+    need_root
+    cleanup_dir
+    if [ -f "$OWNER_FILE" ] && [ "$(cat "$OWNER_FILE")" = "$DIR" ]; then rm -f "$OWNER_FILE"; fi
+    log "cluster down: $DIR"
+}
+
+cmd_restart_node() {
+    need_root
+    local node=${1:?usage: restart-node NODE GRES [--write-gres-conf]}
+    local gres=${2:?usage: restart-node NODE GRES [--write-gres-conf]}
+    local write=${3:-}
+    load_env
+    local t0 t1
+    t0=$(date +%s.%N)
+    local jobs
+    jobs=$(squeue -h -w "$node" -o %i 2>/dev/null || true)
+    if [ -n "$jobs" ]; then
+        die "node $node still has jobs: $(echo $jobs); not restarting"
+    fi
+    stop_slurmd "$node"
+    delete_node "$node"
+    if [ "$write" = "--write-gres-conf" ]; then
+        write_gres_conf "$node" "$gres"
+    fi
+    prepare_node "$node" "$gres"
+    start_slurmd "$node" "$gres"
+    wait_node_idle "$node" "$gres" 30
+    t1=$(date +%s.%N)
+    log "restart-node $node $gres: idle again after $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s"
+}
+
+cmd_status() {
+    local nodes node
+    nodes=$(recorded_nodes)
+    echo "cluster dir: $DIR"
+    show_pidfile "$DIR/munge/munged.pid" munged
+    show_pidfile "$DIR/run/slurmctld.pid" slurmctld
+    for node in $nodes; do
+        show_pidfile "$DIR/nodes/$node/slurmd.pid" "slurmd" "$node"
+        if ip netns list 2>/dev/null | grep -qw "$(ns_name "$node")"; then
+            echo "netns $(ns_name "$node"): present"
+        else
+            echo "netns $(ns_name "$node"): absent"
+        fi
+    done
+    if [ -f "$DIR/etc/slurm.conf" ] && pid_alive "$DIR/run/slurmctld.pid" slurmctld; then
+        SLURM_CONF="$DIR/etc/slurm.conf" sinfo -N -o '%N %t %G' || true
+    fi
+}
+
+main() {
+    local cmd=${1:-}
+    shift || true
+    case "$cmd" in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    restart-node) cmd_restart_node "$@" ;;
+    status) cmd_status "$@" ;;
+    *)
+        sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2
+        ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,216 @@
+# Shared settings and helpers of slurm/cluster.sh (sourced, not run).
+
+# The cluster directory, absolute.
+DIR=$(realpath -m "${DYNMIG_CLUSTER_DIR:-./.run/cluster}")
+NODES=${DYNMIG_NODES:-n1 n2}
+NODE_CONF=${DYNMIG_NODE_CONF:-CPUs=16 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=16000}
+# Only one dynmig cluster can run per machine (fixed ports, addresses and namespace names):
+# this file names the directory of the one that runs.
+OWNER_FILE=/run/dynmig-cluster.owner
+CTL_ADDR=10.199.0.1
+CTL_PORT=6817
+GRES_HEADER="gres.conf written by slurm/cluster.sh"
+
+log() { echo "cluster.sh: $*" >&2; }
+die() {
+    log "error: $*"
+    exit 1
+}
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root (network namespaces, daemons)"; }
+
+# The nodes of the cluster in $DIR: the recorded list when there is one, else $NODES.
+recorded_nodes() {
+    if [ -s "$DIR/nodes.list" ]; then cat "$DIR/nodes.list"; else echo $NODES; fi
+}
+
+# 1-based index of a node in the recorded list (its address is 10.199.0.(10+index)).
+node_index() {
+    local i=0 n
+    for n in $(recorded_nodes); do
+        i=$((i + 1))
+        if [ "$n" = "$1" ]; then
+            echo "$i"
+            return 0
+        fi
+    done
+    die "unknown node $1 (nodes: $(recorded_nodes | tr '\n' ' '))"
+}
+
+# Initial GRES of a node: $DYNMIG_NODE_GRES_<node> (non-alphanumerics as _), or 2 x 7g.80gb.
+node_gres() {
+    local var="DYNMIG_NODE_GRES_${1//[^A-Za-z0-9_]/_}"
+    echo "${!var:-gpu:7g.80gb:2}"
+}
+
+# pid_alive PIDFILE COMM: true when PIDFILE names a live process whose name is COMM.
+pid_alive() {
+    local pid
+    [ -s "$1" ] || return 1
+    pid=$(cat "$1")
+    [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] && [ "$(cat "/proc/$pid/comm")" = "$2" ]
+}
+
+# stop_pid PID: SIGTERM, wait up to 10 s, then SIGKILL.
+stop_pid() {
+    local pid=$1 i
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for i in $(seq 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    log "pid $pid did not stop after 10 s: SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.2
+}
+
+# stop_pidfile PIDFILE COMM: stop the process the pid file names if it is COMM; remove the file.
+stop_pidfile() {
+    if pid_alive "$1" "$2"; then stop_pid "$(cat "$1")"; fi
+    rm -f "$1"
+}
+
+show_pidfile() {
+    if pid_alive "$1" "$2"; then
+        echo "$2${3:+ $3}: running, pid $(cat "$1")"
+    else
+        echo "$2${3:+ $3}: stopped"
+    fi
+}
+
+# Fill @NAME@ fields of the template and add the optional lines.
+write_configs() {
+    local conf="$DIR/etc/slurm.conf" plugin_dir=/usr/lib/x86_64-linux-gnu/slurm-wlm
+    [ -d "$plugin_dir" ] || plugin_dir=$(dirname "$(find /usr/lib* -name auth_munge.so 2>/dev/null | head -1)")
+    sed -e "s|@DIR@|$DIR|g" -e "s|@CTL_HOST@|$(hostname -s)|g" -e "s|@CTL_ADDR@|$CTL_ADDR|g" \
+        -e "s|@CTL_PORT@|$CTL_PORT|g" -e "s|@MUNGE_SOCKET@|$DIR/munge/munge.socket|g" \
+        -e "s|@CTL_DEBUG@|${DYNMIG_SLURMCTLD_DEBUG:-debug}|g" \
+        -e "s|@SLURMD_DEBUG@|${DYNMIG_SLURMD_DEBUG:-debug}|g" \
+        "$SCRIPT_DIR/templates/slurm.conf.in" >"$conf"
+    if [ -n "${DYNMIG_JOBSUBMIT_SO:-}" ]; then
+        local so
+        so=$(realpath "$DYNMIG_JOBSUBMIT_SO") || die "no such file: $DYNMIG_JOBSUBMIT_SO"
+        case "$(basename "$so")" in
+        job_submit_dynmig.so) ;;
+        *) die "DYNMIG_JOBSUBMIT_SO must be named job_submit_dynmig.so (is $so)" ;;
+        esac
+        printf 'JobSubmitPlugins=dynmig\nPluginDir=%s:%s\n' "$(dirname "$so")" "$plugin_dir" >>"$conf"
+    fi
+    if [ -n "${DYNMIG_PROLOG:-}" ]; then
+        echo "Prolog=$(realpath "$DYNMIG_PROLOG")" >>"$conf"
+    fi
+    if [ -n "${DYNMIG_EPILOG:-}" ]; then
+        echo "Epilog=$(realpath "$DYNMIG_EPILOG")" >>"$conf"
+    fi
+    : >"$DIR/etc/plugstack.conf"
+    if [ -n "${DYNMIG_SPANK_SO:-}" ]; then
+        echo "optional $(realpath "$DYNMIG_SPANK_SO")" >"$DIR/etc/plugstack.conf"
+    fi
+}
+
+# write_gres_conf NODE GRES: a gres.conf with one File= line per device, "gpu:T:N,gpu:U:M",
+# each device a fake device file in $DIR/nodes/NODE/dev/ (mig0, mig1, ...): by default a
+# character device with /dev/null's numbers (1,3), so that slurmd accepts it as a device and
+# sets CUDA_VISIBLE_DEVICES / SLURM_JOB_GPUS; DYNMIG_FAKE_DEV=file makes plain empty files
+# (jobs then run but get no CUDA_VISIBLE_DEVICES, and slurmd logs "not a valid character or
+# block device").
+write_gres_conf() {
+    local node=$1 gres=$2 dev="$DIR/nodes/$1/dev" k=0 item type count i
+    mkdir -p "$DIR/nodes/$node/etc" "$dev"
+    rm -f "$dev"/mig*
+    {
+        echo "# $GRES_HEADER for $node, Gres=$gres"
+        for item in ${gres//,/ }; do
+            IFS=: read -r _ type count <<<"$item"
+            if [ -z "$count" ]; then
+                count=$type
+                type=""
+            fi
+            for i in $(seq "$count"); do
+                make_fake_dev "$dev/mig$k"
+                echo "Name=gpu${type:+ Type=$type} File=$dev/mig$k"
+                k=$((k + 1))
+            done
+        done
+    } >"$DIR/nodes/$node/etc/gres.conf"
+}
+
+# make_fake_dev PATH: see write_gres_conf.
+make_fake_dev() {
+    rm -f "$1"
+    if [ "${DYNMIG_FAKE_DEV:-char}" = file ]; then
+        : >"$1"
+    else
+        mknod -m 0666 "$1" c 1 3
+    fi
+}
+
+# prepare_node NODE GRES: the node's config dir (slurm.conf copy, its own gres.conf), spool.
+prepare_node() {
+    local node=$1 gres=$2 nd="$DIR/nodes/$1"
+    mkdir -p "$nd/etc" "$nd/spool" "$nd/dev"
+    cp "$DIR/etc/slurm.conf" "$nd/etc/slurm.conf"
+    # A gres.conf the caller wrote (no header of ours) is kept; ours is rewritten for GRES.
+    if [ ! -f "$nd/etc/gres.conf" ] || head -1 "$nd/etc/gres.conf" | grep -q "$GRES_HEADER"; then
+        write_gres_conf "$node" "$gres"
+    fi
+    echo "$gres" >"$nd/gres"
+}
+
+write_env() {
+    cat >"$DIR/env.sh" <<EOT
+# Source this to use the dynmig test cluster: slurm/cluster.sh up wrote it.
+export SLURM_CONF=$DIR/etc/slurm.conf
+export DYNMIG_CLUSTER_DIR=$DIR
+EOT
+}
+
+load_env() {
+    [ -f "$DIR/etc/slurm.conf" ] || die "no cluster in $DIR (run up first)"
+    export SLURM_CONF="$DIR/etc/slurm.conf"
+}
+
+# Remove what an earlier run left behind: our own daemons, the namespaces of our nodes and of
+# a crashed cluster from another directory. Refuses when another cluster is really running.
+cleanup_stale() {
+    if other_cluster_running; then
+        die "a dynmig cluster from $(cat "$OWNER_FILE") is running; stop it first: DYNMIG_CLUSTER_DIR=$(cat "$OWNER_FILE") $0 down"
+    fi
+    if [ -s "$OWNER_FILE" ] && [ "$(cat "$OWNER_FILE")" != "$DIR" ]; then
+        log "cleaning up leftovers of a crashed cluster in $(cat "$OWNER_FILE")"
+        (DIR=$(cat "$OWNER_FILE") && cleanup_dir)
+    fi
+    cleanup_dir
+    # Any other dynmig-* namespace is a leftover of ours: kill what runs in it, delete it.
+    local ns
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^dynmig-' || true); do
+        kill_ns_pids "$ns"
+        ip netns del "$ns" 2>/dev/null || true
+    done
+    ip link del "$BRIDGE" 2>/dev/null || true
+    if ss -ltn 2>/dev/null | awk '{print $4}' | grep -q ":$CTL_PORT\$"; then
+        die "port $CTL_PORT is in use (another slurmctld?): $(ss -ltnp | grep ":$CTL_PORT " || true)"
+    fi
+}
+
+# True when the running cluster (per $OWNER_FILE) is one from another directory.
+other_cluster_running() {
+    local other
+    [ -s "$OWNER_FILE" ] || return 1
+    other=$(cat "$OWNER_FILE")
+    [ "$other" != "$DIR" ] && pid_alive "$other/run/slurmctld.pid" slurmctld
+}
+
+# Stop the daemons recorded in $DIR and remove its namespaces (unless another cluster runs:
+# the namespace names are shared).
+cleanup_dir() {
+    local node nodes
+    nodes=$(recorded_nodes)
+    for node in $nodes; do stop_slurmd "$node"; done
+    stop_pidfile "$DIR/run/slurmctld.pid" slurmctld
+    stop_pidfile "$DIR/munge/munged.pid" munged
+    if other_cluster_running; then
+        log "not touching namespaces: the cluster of $(cat "$OWNER_FILE") is running"
+    else
+        net_down $nodes
+    fi
+}
