@@ -11,3 +11,6 @@ pub mod backend;
 pub mod gres_conf;
 pub mod slurm;
 pub mod trace;
+pub mod agent;
+pub mod controller;
+pub mod events;

@@ -29,8 +29,11 @@ pub struct NodeView {
     pub allowed: Vec<ProfileCounts>,
     /// Instances in use by running jobs, per profile.
     pub busy: BTreeMap<String, u32>,
-    /// Whether the node is already draining or repartitioning (dynmig's or an admin's drain).
+    /// Whether the node takes no new jobs now (drained or draining, by dynmig or an admin, or
+    /// not registered): it is no candidate, and its free instances serve nothing.
     pub unavailable: bool,
+    /// Whether dynmig is repartitioning the node now (counts against the concurrency limit).
+    pub repartitioning: bool,
     /// How long the current layout has been in place.
     pub layout_age: Duration,
 }
@@ -140,7 +143,7 @@ impl Policy for DemandDriven {
         if unmet.is_empty() {
             return Vec::new();
         }
-        let under_way = nodes.iter().filter(|n| n.unavailable).count();
+        let under_way = nodes.iter().filter(|n| n.repartitioning).count();
         let mut budget = self.limits.max_concurrent.saturating_sub(under_way);
         let mut out = Vec::new();
 
@@ -244,6 +247,7 @@ mod tests {
                 .collect(),
             busy: busy.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
             unavailable: false,
+            repartitioning: false,
             layout_age: Duration::from_secs(3600),
         }
     }
@@ -279,6 +283,7 @@ mod tests {
 
         let mut draining = node("n1", &["1x7g.80gb", "1x7g.80gb"], &[]);
         draining.unavailable = true;
+        draining.repartitioning = true;
         let other = node("n2", &["1x7g.80gb", "1x7g.80gb"], &[]);
         assert!(p.plan(&[draining, other], &demand(&[("3g.40gb", 1)])).is_empty(), "one repartition at a time");
     }
