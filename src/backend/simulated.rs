@@ -412,6 +412,17 @@ impl GpuBackend for SimulatedBackend {
                 profile: spec,
                 start,
             };
+            // NVML checks the placement argument before the GPU's free resources.
+            if !spec.placement_starts.contains(&start)
+                || start + spec.memory_slices > model.memory_slices
+            {
+                return Err(BackendError::InvalidArgument {
+                    what: format!(
+                        "{new}: {} can start only at memory slices {:?}",
+                        spec.name, spec.placement_starts
+                    ),
+                });
+            }
             let mut all = this.placed_on(g);
             all.push(new);
             check_instances(model, &all).map_err(|e| match e {
