@@ -5,6 +5,7 @@
 //! - [`geometry`]: MIG profile and placement tables per GPU model, valid layouts.
 //! - [`size`], [`hints`], [`gres`]: memory sizes, the users' `--mig-*` hints, Slurm TRES strings.
 //! - [`submit`]: the job_submit decision: which MIG profile a GPU request becomes.
+//! - [`config`]: dynmig.toml, read and checked.
 //! - [`demand`]: pending instances per profile.
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
 //!
@@ -12,6 +13,7 @@
 //! and the simulator all call this crate.
 #![deny(missing_docs)]
 
+pub mod config;
 pub mod demand;
 pub mod geometry;
 pub mod gres;

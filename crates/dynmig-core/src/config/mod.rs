@@ -1,0 +1,234 @@
+//! dynmig.toml: read with serde and toml (unknown keys refused everywhere), then checked into
+//! a [`Config`] whose values carry their units in their types (`Duration`, bytes, GPU model
+//! tables, parsed layouts).
+//!
+//! Every key, its default and what it allows is documented in `docs/config.md`; the
+//! commented example `slurm/dynmig.toml` is also [`Config::default_embedded`].
+//!
+//! ```
+//! let cfg = dynmig_core::config::parse_config(r#"
+//!     version = 1
+//!     [[node_group]]
+//!     name = "a100"
+//!     nodes = "n[1-2]"
+//!     gpu_model = "A100-80GB"
+//!     gpus = 2
+//!     backend = "simulated"
+//! "#).unwrap();
+//! assert_eq!(cfg.group_of("n2").unwrap().name, "a100");
+//! assert_eq!(cfg.submit_policy().models[0].name, "A100-80GB");
+//! ```
+
+mod error;
+mod hostlist;
+mod raw;
+mod validate;
+
+pub use error::ConfigError;
+pub use hostlist::{expand_hostlist, MAX_HOSTS};
+
+use crate::geometry::{GpuModel, NodeLayout, ProfileCounts};
+use crate::submit::{MultiGpu, SubmitPolicy, WholeGpu};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The config version this dynmig reads (`version = 1`).
+pub const CONFIG_VERSION: u32 = 1;
+
+/// The example config shipped as `slurm/dynmig.toml`, which is also the embedded default.
+pub const EXAMPLE_TOML: &str = include_str!("../../../../slurm/dynmig.toml");
+
+/// A checked dynmig.toml.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `version`: always [`CONFIG_VERSION`].
+    pub version: u32,
+    /// `[paths]`.
+    pub paths: Paths,
+    /// `[estimator]`.
+    pub estimator: EstimatorConfig,
+    /// `[jobs]`.
+    pub jobs: JobsConfig,
+    /// `[controller]`.
+    pub controller: ControllerConfig,
+    /// `[policy]`.
+    pub policy: PolicyConfig,
+    /// `[[node_group]]`, at least one, in file order; no node is in two groups.
+    pub node_groups: Vec<NodeGroup>,
+}
+
+/// `[paths]`: where dynmig reads and writes, and the Slurm commands it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// dynmig's own state (absolute). Default `/var/lib/dynmig`.
+    pub state_dir: PathBuf,
+    /// Slurm's configuration directory (absolute). Default `/etc/slurm`.
+    pub slurm_conf_dir: PathBuf,
+    /// The gres.conf the node agent writes (absolute). Default `<slurm_conf_dir>/gres.conf`.
+    pub gres_conf: PathBuf,
+    /// Where the simulated backend creates its fake device files (absolute).
+    /// Default `<state_dir>/devices`.
+    pub device_dir: PathBuf,
+    /// The job history the estimator learns from (absolute). Default `<state_dir>/history.db`.
+    pub history_db: PathBuf,
+    /// slurmd: an absolute path or a bare name looked up in `PATH`. Default `/usr/sbin/slurmd`.
+    pub slurmd: PathBuf,
+    /// scontrol. Default `/usr/bin/scontrol`.
+    pub scontrol: PathBuf,
+    /// squeue. Default `/usr/bin/squeue`.
+    pub squeue: PathBuf,
+    /// sinfo. Default `/usr/bin/sinfo`.
+    pub sinfo: PathBuf,
+}
+
+/// `[estimator]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EstimatorConfig {
+    /// `default_mem`: GPU memory assumed for a job without a hint, in bytes. Default 8 GiB.
+    pub default_mem_bytes: u64,
+}
+
+/// `[jobs]`: what happens at submit to requests without a hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobsConfig {
+    /// `whole_gpu`. Default [`WholeGpu::FullProfile`].
+    pub whole_gpu: WholeGpu,
+    /// `multi_gpu`. Default [`MultiGpu::FullProfile`].
+    pub multi_gpu: MultiGpu,
+}
+
+/// `[controller]`: timing of the controller daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerConfig {
+    /// `interval`: time between two policy rounds (more than 0). Default 5 s.
+    pub interval: Duration,
+    /// `max_concurrent_repartitions`: nodes being drained or reconfigured at once (at least
+    /// 1). Default 1.
+    pub max_concurrent_repartitions: u32,
+    /// `min_layout_lifetime`: a node keeps a layout at least this long before the policy may
+    /// change it again (hysteresis). Default 120 s.
+    pub min_layout_lifetime: Duration,
+    /// `drain_timeout`: a node that has not drained after this long is resumed with its old
+    /// layout and the repartition dropped (more than 0). Default 30 min.
+    pub drain_timeout: Duration,
+}
+
+/// `[policy]`: which policy chooses layouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyConfig {
+    /// `kind = "demand"` (default): supply of each profile follows pending and forecast demand.
+    Demand {
+        /// `forecast_window`: how far ahead demand is forecast (more than 0). Default 10 min.
+        forecast_window: Duration,
+        /// `min_gain`: a repartition must make at least this many more pending instances
+        /// runnable (at least 1). Default 1.
+        min_gain: u32,
+    },
+    /// `kind = "static"`: every node keeps its group's `initial_layout`.
+    Static,
+    /// `kind = "none"`: dynmig never changes a layout.
+    None,
+}
+
+/// How a node group's GPUs are driven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// A state file and fake device files under `paths.device_dir`: tests and demos.
+    Simulated,
+    /// Real GPUs through NVML.
+    Nvml,
+}
+
+/// Which layouts a node group's GPUs may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedLayouts {
+    /// Every layout that fits on the GPU model.
+    All,
+    /// Only these (per GPU), as listed.
+    Only(Vec<ProfileCounts>),
+}
+
+impl AllowedLayouts {
+    /// Whether one GPU may take `layout`.
+    pub fn allows(&self, layout: &ProfileCounts) -> bool {
+        match self {
+            AllowedLayouts::All => true,
+            AllowedLayouts::Only(v) => v.contains(layout),
+        }
+    }
+}
+
+/// `[[node_group]]`: nodes with the same GPUs and settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeGroup {
+    /// `name`: unique; letters, digits, `-`, `_`, `.`.
+    pub name: String,
+    /// `nodes`: node names, expanded from a list and/or Slurm hostlists (`"n[1-2]"`).
+    pub nodes: Vec<String>,
+    /// `gpu_model`: the model of every GPU of these nodes (name or alias of
+    /// [`crate::geometry::MODELS`]).
+    pub gpu_model: &'static GpuModel,
+    /// `gpus`: GPUs per node, 1 to 16.
+    pub gpus: u32,
+    /// `backend`: `"simulated"` or `"nvml"`.
+    pub backend: Backend,
+    /// `initial_layout`: the layout of each GPU at install time. Default one full profile.
+    pub initial_layout: ProfileCounts,
+    /// `allowed_layouts`: `"all"` (default) or a list of per-GPU layouts.
+    pub allowed_layouts: AllowedLayouts,
+    /// `node_conf`: the node's `slurmd -Z --conf` text without `Gres=`, e.g.
+    /// `"CPUs=4 RealMemory=4000"`. Default empty.
+    pub node_conf: String,
+}
+
+impl NodeGroup {
+    /// [`Self::initial_layout`] on each of the group's GPUs.
+    pub fn initial_node_layout(&self) -> NodeLayout {
+        NodeLayout {
+            gpus: vec![self.initial_layout.clone(); self.gpus as usize],
+        }
+    }
+}
+
+/// Reads and checks a dynmig.toml.
+///
+/// # Errors
+/// The first [`ConfigError`]: unknown key, wrong type, missing key, or a value that is not
+/// allowed, naming the key, its line and column, and what is allowed.
+pub fn parse_config(text: &str) -> Result<Config, ConfigError> {
+    let raw: raw::RawConfig = toml::from_str(text).map_err(|e| ConfigError::from_toml(text, &e))?;
+    validate::validate(text, raw)
+}
+
+impl Config {
+    /// The submit-time settings for job_submit/dynmig: the node groups' models (without
+    /// repeats, in file order), `[jobs]` and `estimator.default_mem`.
+    pub fn submit_policy(&self) -> SubmitPolicy {
+        let mut models: Vec<&'static GpuModel> = Vec::new();
+        for g in &self.node_groups {
+            if !models.iter().any(|m| m.name == g.gpu_model.name) {
+                models.push(g.gpu_model);
+            }
+        }
+        SubmitPolicy {
+            models,
+            whole_gpu: self.jobs.whole_gpu,
+            multi_gpu: self.jobs.multi_gpu,
+            default_mem_bytes: self.estimator.default_mem_bytes,
+        }
+    }
+
+    /// The group that lists `node`.
+    pub fn group_of(&self, node: &str) -> Option<&NodeGroup> {
+        self.node_groups
+            .iter()
+            .find(|g| g.nodes.iter().any(|n| n == node))
+    }
+
+    /// The example config (`slurm/dynmig.toml`, [`EXAMPLE_TOML`]): nodes n1 and n2, two
+    /// A100-80GB each, simulated backend, demand policy.
+    pub fn default_embedded() -> Config {
+        parse_config(EXAMPLE_TOML).expect("slurm/dynmig.toml is valid (tested)")
+    }
+}

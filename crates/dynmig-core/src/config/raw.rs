@@ -1,0 +1,93 @@
+//! dynmig.toml as written: serde types with every key optional where a default exists and
+//! unknown keys refused. [`super::validate`] turns them into a [`super::Config`].
+
+use crate::submit::{MultiGpu, WholeGpu};
+use serde::Deserialize;
+use toml::Spanned;
+
+type S<T> = Option<Spanned<T>>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub version: Spanned<i64>,
+    #[serde(default)]
+    pub paths: RawPaths,
+    #[serde(default)]
+    pub estimator: RawEstimator,
+    #[serde(default)]
+    pub jobs: RawJobs,
+    #[serde(default)]
+    pub controller: RawController,
+    #[serde(default)]
+    pub policy: RawPolicy,
+    #[serde(default)]
+    pub node_group: Vec<RawNodeGroup>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPaths {
+    pub state_dir: S<String>,
+    pub slurm_conf_dir: S<String>,
+    pub gres_conf: S<String>,
+    pub device_dir: S<String>,
+    pub history_db: S<String>,
+    pub slurmd: S<String>,
+    pub scontrol: S<String>,
+    pub squeue: S<String>,
+    pub sinfo: S<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEstimator {
+    pub default_mem: S<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawJobs {
+    pub whole_gpu: Option<WholeGpu>,
+    pub multi_gpu: Option<MultiGpu>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawController {
+    pub interval: S<String>,
+    pub max_concurrent_repartitions: S<i64>,
+    pub min_layout_lifetime: S<String>,
+    pub drain_timeout: S<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum PolicyKind {
+    #[default]
+    Demand,
+    Static,
+    None,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    #[serde(default)]
+    pub kind: PolicyKind,
+    pub forecast_window: S<String>,
+    pub min_gain: S<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNodeGroup {
+    pub name: Spanned<String>,
+    pub nodes: Spanned<toml::Value>,
+    pub gpu_model: Spanned<String>,
+    pub gpus: Spanned<i64>,
+    pub backend: super::Backend,
+    pub initial_layout: S<String>,
+    pub allowed_layouts: S<toml::Value>,
+    pub node_conf: S<String>,
+}

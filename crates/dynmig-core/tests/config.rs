@@ -1,0 +1,320 @@
+//! dynmig.toml: the example parses to the documented defaults; each bad key or value gives an
+//! error naming the key, its line and what is allowed.
+
+use dynmig_core::config::{
+    parse_config, AllowedLayouts, Backend, Config, ConfigError, PolicyConfig, EXAMPLE_TOML,
+};
+use dynmig_core::size::GIB;
+use dynmig_core::submit::{MultiGpu, WholeGpu};
+use std::path::Path;
+use std::time::Duration;
+
+const MINIMAL: &str = r#"version = 1
+
+[[node_group]]
+name = "g"
+nodes = ["a1", "a2"]
+gpu_model = "A100-40GB"
+gpus = 1
+backend = "nvml"
+"#;
+
+/// Parses `text`, expects an error, checks its key and line, and returns its Display.
+fn bad(text: &str, key: &str, line: usize) -> String {
+    let e: ConfigError = parse_config(text).expect_err("expected a config error");
+    let shown = e.to_string();
+    assert_eq!((e.key.as_str(), e.line), (key, line), "{shown}");
+    assert!(
+        shown.starts_with(&format!("line {line}, column ")),
+        "{shown}"
+    );
+    shown
+}
+
+/// The example with `from` replaced by `to` (which must occur once).
+fn example_with(from: &str, to: &str) -> String {
+    assert_eq!(EXAMPLE_TOML.matches(from).count(), 1, "{from}");
+    EXAMPLE_TOML.replace(from, to)
+}
+
+fn line_of(text: &str, needle: &str) -> usize {
+    text[..text.find(needle).unwrap()].matches('\n').count() + 1
+}
+
+#[test]
+fn example_parses_with_its_values() {
+    let c = Config::default_embedded();
+    assert_eq!(c, parse_config(EXAMPLE_TOML).unwrap());
+    assert_eq!(c.version, 1);
+    assert_eq!(c.paths.state_dir, Path::new("/var/lib/dynmig"));
+    assert_eq!(c.paths.gres_conf, Path::new("/etc/slurm/gres.conf"));
+    assert_eq!(c.paths.device_dir, Path::new("/var/lib/dynmig/devices"));
+    assert_eq!(c.paths.slurmd, Path::new("/usr/sbin/slurmd"));
+    assert_eq!(c.estimator.default_mem_bytes, 8 * GIB);
+    assert_eq!(
+        (c.jobs.whole_gpu, c.jobs.multi_gpu),
+        (WholeGpu::FullProfile, MultiGpu::FullProfile)
+    );
+    assert_eq!(c.controller.interval, Duration::from_secs(5));
+    assert_eq!(c.controller.min_layout_lifetime, Duration::from_secs(120));
+    assert_eq!(c.controller.drain_timeout, Duration::from_secs(1800));
+    assert_eq!(c.controller.max_concurrent_repartitions, 1);
+    assert_eq!(
+        c.policy,
+        PolicyConfig::Demand {
+            forecast_window: Duration::from_secs(600),
+            min_gain: 1
+        }
+    );
+    let g = &c.node_groups[0];
+    assert_eq!(
+        (g.name.as_str(), g.nodes.clone(), g.gpu_model.name, g.gpus),
+        ("a100", vec!["n1".to_string(), "n2".into()], "A100-80GB", 2)
+    );
+    assert_eq!(
+        (g.backend, g.allowed_layouts.clone()),
+        (Backend::Simulated, AllowedLayouts::All)
+    );
+    assert_eq!(g.initial_layout.to_string(), "1x7g.80gb");
+    assert_eq!(g.initial_node_layout().to_string(), "1x7g.80gb,1x7g.80gb");
+    assert_eq!(g.node_conf, "CPUs=4 RealMemory=4000");
+    assert_eq!(c.group_of("n2").map(|g| g.name.as_str()), Some("a100"));
+    assert!(c.group_of("n3").is_none());
+    let p = c.submit_policy();
+    assert_eq!(
+        p.models.iter().map(|m| m.name).collect::<Vec<_>>(),
+        ["A100-80GB"]
+    );
+    assert_eq!(p.default_mem_bytes, 8 * GIB);
+}
+
+#[test]
+fn the_example_file_on_disk_is_the_embedded_one() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../slurm/dynmig.toml");
+    assert_eq!(std::fs::read_to_string(path).unwrap(), EXAMPLE_TOML);
+}
+
+#[test]
+fn defaults_fill_left_out_keys() {
+    let c = parse_config(MINIMAL).unwrap();
+    assert_eq!(c.paths.history_db, Path::new("/var/lib/dynmig/history.db"));
+    assert_eq!(c.paths.sinfo, Path::new("/usr/bin/sinfo"));
+    assert_eq!(c.estimator.default_mem_bytes, 8 * GIB);
+    assert_eq!(c.node_groups[0].initial_layout.to_string(), "1x7g.40gb");
+    assert_eq!(c.node_groups[0].node_conf, "");
+    assert_eq!(c.controller.interval, Duration::from_secs(5));
+}
+
+#[test]
+fn other_values_are_read() {
+    let text = r#"version = 1
+[paths]
+state_dir = "/tmp/dm"
+scontrol = "scontrol"
+[jobs]
+whole_gpu = "estimate"
+multi_gpu = "reject"
+[estimator]
+default_mem = "20000"
+[controller]
+interval = "500ms"
+[policy]
+kind = "static"
+
+[[node_group]]
+name = "a"
+nodes = ["x1", "y[1-2]"]
+gpu_model = "NVIDIA A100-SXM4-80GB"
+gpus = 8
+backend = "simulated"
+initial_layout = "3x2g.20gb+1x1g.10gb"
+allowed_layouts = ["1x7g.80gb", "1g.10gb + 3x2g.20gb"]
+
+[[node_group]]
+name = "h"
+nodes = "h[01-02]"
+gpu_model = "h100-80gb"
+gpus = 4
+backend = "nvml"
+"#;
+    let c = parse_config(text).unwrap();
+    assert_eq!(c.paths.device_dir, Path::new("/tmp/dm/devices"));
+    assert_eq!(c.paths.scontrol, Path::new("scontrol"));
+    assert_eq!(
+        (c.jobs.whole_gpu, c.jobs.multi_gpu),
+        (WholeGpu::Estimate, MultiGpu::Reject)
+    );
+    assert_eq!(c.estimator.default_mem_bytes, 20000 << 20);
+    assert_eq!(c.controller.interval, Duration::from_millis(500));
+    assert_eq!(c.policy, PolicyConfig::Static);
+    assert_eq!(c.node_groups[0].nodes, ["x1", "y1", "y2"]);
+    assert_eq!(c.group_of("h02").unwrap().gpu_model.name, "H100-80GB");
+    let AllowedLayouts::Only(list) = &c.node_groups[0].allowed_layouts else {
+        panic!()
+    };
+    assert_eq!(list[1].to_string(), "3x2g.20gb+1x1g.10gb");
+    let names: Vec<_> = c.submit_policy().models.iter().map(|m| m.name).collect();
+    assert_eq!(names, ["A100-80GB", "H100-80GB"]);
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let t = example_with("sinfo = ", "sinfo_path = ");
+    let e = bad(&t, "paths.sinfo_path", line_of(&t, "sinfo_path"));
+    assert!(
+        e.contains("unknown field `sinfo_path`") && e.contains("`sinfo`"),
+        "{e}"
+    );
+    let t = example_with("gpus = 2", "gpus = 2\ncolour = \"red\"");
+    let e = bad(&t, "node_group.colour", line_of(&t, "colour"));
+    assert!(e.contains("unknown field `colour`"), "{e}");
+    let t = format!("{MINIMAL}\n[extra]\nx = 1\n");
+    bad(&t, "extra", line_of(&t, "[extra]"));
+}
+
+#[test]
+fn bad_enum_values_list_the_allowed_ones() {
+    let t = example_with("whole_gpu = \"full-profile\"", "whole_gpu = \"whole\"");
+    let e = bad(&t, "jobs.whole_gpu", line_of(&t, "whole_gpu"));
+    assert!(e.contains("`full-profile`, `estimate`, `reject`"), "{e}");
+    let t = example_with("kind = \"demand\"", "kind = \"learned\"");
+    let e = bad(&t, "policy.kind", line_of(&t, "kind ="));
+    assert!(e.contains("`demand`, `static`, `none`"), "{e}");
+    let t = example_with("backend = \"simulated\"", "backend = \"fake\"");
+    let e = bad(&t, "node_group.backend", line_of(&t, "backend ="));
+    assert!(e.contains("expected `simulated` or `nvml`"), "{e}");
+}
+
+#[test]
+fn bad_gpu_model_lists_known_models() {
+    let t = example_with("\"A100-80GB\" ", "\"A200\" ");
+    let e = bad(&t, "node_group.gpu_model", line_of(&t, "gpu_model"));
+    assert!(
+        e.contains("unknown GPU model 'A200'; allowed: A100-40GB, A100-80GB, H100-80GB"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_layouts_say_why() {
+    let t = example_with("\"1x7g.80gb\" ", "\"1x7g.40gb\" ");
+    let e = bad(
+        &t,
+        "node_group.initial_layout",
+        line_of(&t, "initial_layout"),
+    );
+    assert!(
+        e.contains("unknown MIG profile '7g.40gb' for A100-80GB; allowed:"),
+        "{e}"
+    );
+    let t = example_with("\"1x7g.80gb\" ", "\"3x3g.40gb\" ");
+    let e = bad(
+        &t,
+        "node_group.initial_layout",
+        line_of(&t, "initial_layout"),
+    );
+    assert!(e.contains("does not fit on one A100-80GB"), "{e}");
+    let t = example_with("\"1x7g.80gb\" ", "\"0x7g.80gb\" ");
+    let e = bad(
+        &t,
+        "node_group.initial_layout",
+        line_of(&t, "initial_layout"),
+    );
+    assert!(e.contains("bad count"), "{e}");
+    let t = example_with(
+        "allowed_layouts = \"all\"",
+        "allowed_layouts = [\"7x1g.10gb\"]",
+    );
+    let e = bad(
+        &t,
+        "node_group.initial_layout",
+        line_of(&t, "initial_layout"),
+    );
+    assert!(e.contains("1x7g.80gb is not in allowed_layouts"), "{e}");
+    let t = example_with("allowed_layouts = \"all\"", "allowed_layouts = \"some\"");
+    let e = bad(
+        &t,
+        "node_group.allowed_layouts",
+        line_of(&t, "allowed_layouts"),
+    );
+    assert!(e.contains("use \"all\" or a list of layouts"), "{e}");
+}
+
+#[test]
+fn bad_durations_and_sizes() {
+    let t = example_with("interval = \"5s\"", "interval = \"5\"");
+    let e = bad(&t, "controller.interval", line_of(&t, "interval"));
+    assert!(
+        e.contains("bad duration '5'") && e.contains("e.g. \"5s\""),
+        "{e}"
+    );
+    let t = example_with("drain_timeout = \"30m\"", "drain_timeout = \"0s\"");
+    let e = bad(&t, "controller.drain_timeout", line_of(&t, "drain_timeout"));
+    assert!(e.contains("must be more than 0"), "{e}");
+    let t = example_with("interval = \"5s\"", "interval = 5");
+    let e = bad(&t, "controller.interval", line_of(&t, "interval"));
+    assert!(e.contains("expected a string"), "{e}");
+    let t = example_with("\"8G\"", "\"8Q\"");
+    let e = bad(&t, "estimator.default_mem", line_of(&t, "default_mem"));
+    assert!(
+        e.contains("unknown unit 'Q'; use a number with K, M, G or T"),
+        "{e}"
+    );
+    let t = example_with("\"8G\"", "\"100G\"");
+    let e = bad(&t, "estimator.default_mem", line_of(&t, "default_mem"));
+    assert!(
+        e.contains("more than the largest profile of the configured GPUs (7g.80gb, 79.0GiB)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn other_bad_values() {
+    let t = example_with("version = 1 ", "version = 2 ");
+    let e = bad(&t, "version", 8);
+    assert!(e.contains("allowed: 1"), "{e}");
+    let t = example_with("gpus = 2", "gpus = 0");
+    let e = bad(&t, "node_group.gpus", line_of(&t, "gpus ="));
+    assert!(e.contains("allowed: 1 to 16"), "{e}");
+    let t = example_with(
+        "max_concurrent_repartitions = 1",
+        "max_concurrent_repartitions = 0",
+    );
+    bad(
+        &t,
+        "controller.max_concurrent_repartitions",
+        line_of(&t, "max_concurrent"),
+    );
+    let t = example_with("state_dir = \"/var/lib/dynmig\"", "state_dir = \"var/lib\"");
+    let e = bad(&t, "paths.state_dir", line_of(&t, "state_dir"));
+    assert!(e.contains("use an absolute path"), "{e}");
+    let t = example_with("\"n[1-2]\"", "\"n[2-1]\"");
+    let e = bad(&t, "node_group.nodes", line_of(&t, "nodes ="));
+    assert!(e.contains("bad range '2-1'"), "{e}");
+    let t = example_with("\"CPUs=4 RealMemory=4000\"", "\"CPUs=4 Gres=gpu:1\"");
+    let e = bad(&t, "node_group.node_conf", line_of(&t, "node_conf"));
+    assert!(e.contains("dynmig sets NodeName and Gres itself"), "{e}");
+    let t = example_with("kind = \"demand\"", "kind = \"static\"");
+    let e = bad(&t, "policy.forecast_window", line_of(&t, "forecast_window"));
+    assert!(e.contains("applies only to kind = \"demand\""), "{e}");
+}
+
+#[test]
+fn node_groups_are_required_unique_and_disjoint() {
+    let e = parse_config("version = 1\n").unwrap_err();
+    assert_eq!(e.key, "node_group");
+    assert!(e.message.contains("add at least one"), "{e}");
+    let t = format!("{MINIMAL}\n[[node_group]]\nname = \"g2\"\nnodes = \"a[2-3]\"\ngpu_model = \"A100-40GB\"\ngpus = 1\nbackend = \"nvml\"\n");
+    let e = bad(&t, "node_group.nodes", line_of(&t, "\"a[2-3]\""));
+    assert!(e.contains("node a2 is also in group 'g'"), "{e}");
+    let t = format!("{MINIMAL}\n[[node_group]]\nname = \"g\"\nnodes = \"b1\"\ngpu_model = \"A100-40GB\"\ngpus = 1\nbackend = \"nvml\"\n");
+    let e = bad(
+        &t,
+        "node_group.name",
+        line_of(&t, "name = \"g\"\nnodes = \"b1\""),
+    );
+    assert!(e.contains("names must be unique"), "{e}");
+    let t = MINIMAL.replace("backend = \"nvml\"\n", "");
+    let e = parse_config(&t).unwrap_err();
+    assert!(e.message.contains("missing field `backend`"), "{e}");
+}
