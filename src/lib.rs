@@ -14,3 +14,7 @@ pub mod trace;
 pub mod agent;
 pub mod controller;
 pub mod events;
+pub mod context;
+pub mod demo;
+pub mod hooks;
+pub mod status;

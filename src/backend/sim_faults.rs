@@ -1,27 +1,4 @@
-//! Fault injection for the simulated backend.
-//!
-//! A [`FaultPlan`] is a list of faults, each "fail the n-th call of this operation from now
-//! with this error", plus an optional `crash_after` count. It comes from two places, checked
-//! in this order on every call:
-//! 1. the environment variable [`FAULTS_ENV`] (`DYNMIG_SIM_FAULTS`), read once when the
-//!    backend is opened and counted down in that process only;
-//! 2. the faults file beside the state file (`<state file>.faults.json`), shared by every
-//!    process that opens the same state file, counted down and rewritten under the state
-//!    lock, so a fault fires once in whichever process makes the call.
-//!
-//! Text form (both places), either a list of faults:
-//! `[{"op": "create", "after": 2, "error": "insufficient_resources"}]`
-//! or an object with a crash count:
-//! `{"faults": [...], "crash_after": 3}`.
-//!
-//! `after: 1` fails the next call of `op`. Every call of an operation counts, whatever its
-//! arguments and whether it would have succeeded. If two faults of one operation come due on
-//! the same call, the first one listed fires and the other fires on the next call.
-//!
-//! `crash_after: n` simulates an agent killed mid-apply: the n-th mutating call from now
-//! (create, destroy or set_mig_mode, counted together) is carried out and saved, then the
-//! process exits at once with status 137 (as after SIGKILL) without returning to the caller.
-//! In the faults file the count is cleared when it fires, so the restarted agent runs on.
+//! Fault injection for the simulated backend; [`FaultPlan`] documents the format.
 
 use super::BackendError;
 use serde::{Deserialize, Serialize};
@@ -89,7 +66,30 @@ pub struct Fault {
     pub error: FaultKind,
 }
 
-/// Pending faults and crash count; see the module documentation for the text form.
+/// Fault injection for the simulated backend.
+///
+/// A [`FaultPlan`] is a list of faults, each "fail the n-th call of this operation from now
+/// with this error", plus an optional `crash_after` count. It comes from two places, checked
+/// in this order on every call:
+/// 1. the environment variable [`FAULTS_ENV`] (`DYNMIG_SIM_FAULTS`), read once when the
+///    backend is opened and counted down in that process only;
+/// 2. the faults file beside the state file (`<state file>.faults.json`), shared by every
+///    process that opens the same state file, counted down and rewritten under the state
+///    lock, so a fault fires once in whichever process makes the call.
+///
+/// Text form (both places), either a list of faults:
+/// `[{"op": "create", "after": 2, "error": "insufficient_resources"}]`
+/// or an object with a crash count:
+/// `{"faults": [...], "crash_after": 3}`.
+///
+/// `after: 1` fails the next call of `op`. Every call of an operation counts, whatever its
+/// arguments and whether it would have succeeded. If two faults of one operation come due on
+/// the same call, the first one listed fires and the other fires on the next call.
+///
+/// `crash_after: n` simulates an agent killed mid-apply: the n-th mutating call from now
+/// (create, destroy or set_mig_mode, counted together) is carried out and saved, then the
+/// process exits at once with status 137 (as after SIGKILL) without returning to the caller.
+/// In the faults file the count is cleared when it fires, so the restarted agent runs on.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultPlan {

@@ -274,10 +274,7 @@ impl SimulatedBackend {
                     Some(kind) => Err(kind.to_error(call)),
                     None => {
                         let mut copy = st.clone();
-                        f(this, &mut copy).map(|out| {
-                            *st = copy;
-                            out
-                        })
+                        f(this, &mut copy).inspect(|_| *st = copy)
                     }
                 };
                 (result, crash)

@@ -1,0 +1,250 @@
+//! The demo: replays a slice of the real trace as sbatch jobs on a running cluster, waits
+//! until every job has ended, and reports what happened.
+//!
+//! Each pod becomes `sbatch --gres=gpu:N [--mig-mem=...] --wrap 'sleep <run>'` at its
+//! (compressed) arrival time ([`crate::trace::DemoMapping`]). The report lists each job's
+//! profile (as job_submit/dynmig typed it), node and queue wait, each node's layouts over time
+//! (from the event log), the repartitions, and the time from the last job's end on a node to
+//! the node's return to service with its new layout.
+
+use crate::context::Ctx;
+use crate::events::{Event, EventLog};
+use crate::slurm::JobInfo;
+use crate::trace::{demo_jobs, parse_pods, DemoMapping};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// `dynmig demo` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Trace slice (CSV in the trace's own format).
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// Trace seconds per demo second, for arrivals.
+    #[arg(long, default_value_t = 90.0)]
+    pub time_compression: f64,
+    /// Trace seconds per demo second, for run times.
+    #[arg(long, default_value_t = 240.0)]
+    pub duration_compression: f64,
+    /// Longest run time of a demo job, in seconds.
+    #[arg(long, default_value_t = 15.0)]
+    pub max_run: f64,
+    /// Submit only the first N pods.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Give up waiting after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    pub timeout: u64,
+    /// Folder for job output files.
+    #[arg(long, default_value = "/tmp/dynmig-demo")]
+    pub workdir: PathBuf,
+    /// Also write the report here (Markdown).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+const DONE_STATES: &[&str] =
+    &["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"];
+
+/// Runs the demo.
+///
+/// # Errors
+/// A submit fails, the jobs do not end within the timeout, or a job did not complete.
+pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.trace).with_context(|| format!("cannot read {}", args.trace.display()))?;
+    let mut pods = parse_pods(&text)?;
+    if let Some(n) = args.limit {
+        pods.truncate(n);
+    }
+    let mapping = DemoMapping {
+        time_compression: args.time_compression,
+        duration_compression: args.duration_compression,
+        max_run: Duration::from_secs_f64(args.max_run),
+        ..DemoMapping::default()
+    };
+    let jobs = demo_jobs(&pods, &mapping);
+    std::fs::create_dir_all(&args.workdir)?;
+    let slurm = ctx.slurm();
+    let events = ctx.events();
+    let t0 = Instant::now();
+    let start_epoch = now();
+    eprintln!("dynmig demo: submitting {} jobs from {} over {:.0} s", jobs.len(), args.trace.display(), jobs.last().map_or(0.0, |j| j.submit_at.as_secs_f64()));
+    let mut ids: BTreeMap<u64, String> = BTreeMap::new();
+    for j in &jobs {
+        if let Some(wait) = j.submit_at.checked_sub(t0.elapsed()) {
+            std::thread::sleep(wait);
+        }
+        let mut a = j.sbatch_args();
+        a.push(format!("--output={}/%j.out", args.workdir.display()));
+        a.push(format!("--wrap=sleep {:.1}", j.run.as_secs_f64()));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let id = slurm.sbatch(&a).with_context(|| format!("submitting {}", j.pod))?;
+        events.log(&Event::new("submit", "").job(id).detail(&j.pod));
+        ids.insert(id, j.pod.clone());
+    }
+    eprintln!("dynmig demo: all submitted after {:.0} s; waiting for them to end", t0.elapsed().as_secs_f64());
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let mut last_print = Instant::now();
+    let finished = loop {
+        let all = slurm.jobs()?;
+        let ours: Vec<&JobInfo> = all.iter().filter(|j| ids.contains_key(&j.id)).collect();
+        let done = ours.iter().filter(|j| DONE_STATES.contains(&j.state.as_str())).count();
+        if done == ids.len() {
+            break all;
+        }
+        if Instant::now() > deadline {
+            bail!("{} of {} jobs still not ended after {} s", ids.len() - done, ids.len(), args.timeout);
+        }
+        if last_print.elapsed() > Duration::from_secs(10) {
+            eprintln!("dynmig demo: {done}/{} jobs ended", ids.len());
+            last_print = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let ev: Vec<Event> = EventLog::read(&ctx.config.paths.state_dir.join("events.jsonl"))
+        .into_iter()
+        .filter(|e| e.time >= start_epoch - 1.0 || e.kind == "init")
+        .collect();
+    let ours: Vec<JobInfo> = finished.into_iter().filter(|j| ids.contains_key(&j.id)).collect();
+    let report = report(&ours, &ids, &ev, start_epoch);
+    print!("{report}");
+    if let Some(p) = &args.report {
+        std::fs::write(p, &report)?;
+    }
+    let bad: Vec<String> = ours.iter().filter(|j| j.state != "COMPLETED").map(|j| format!("{} ({})", j.id, j.state)).collect();
+    if ours.len() != ids.len() {
+        bail!("{} jobs are lost: slurmctld no longer knows them", ids.len() - ours.len());
+    }
+    if !bad.is_empty() {
+        bail!("jobs that did not complete: {}", bad.join(", "));
+    }
+    Ok(())
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The `p`-quantile (0..=1) of `v` by the nearest-rank method; 0 for an empty list.
+pub fn quantile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let rank = ((p * s.len() as f64).ceil() as usize).clamp(1, s.len());
+    s[rank - 1]
+}
+
+fn profile_of(tres: &str) -> String {
+    dynmig_core::gres::TresList::parse(tres)
+        .ok()
+        .and_then(|l| l.gpu_entries().next().map(|g| format!("{}x{}", g.count, g.gres_type.clone().unwrap_or_else(|| "gpu".into()))))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The demo report (Markdown).
+pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], t0: f64) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# dynmig demo report\n\n## Jobs\n");
+    let _ = writeln!(s, "| job | pod | profile | node | wait s | run s | state |\n|---|---|---|---|---|---|---|");
+    let mut waits = Vec::new();
+    let mut per_profile: BTreeMap<String, u32> = BTreeMap::new();
+    for j in jobs {
+        let wait = (j.start_time - j.submit_time).max(0) as f64;
+        waits.push(wait);
+        let prof = profile_of(&j.tres_per_node);
+        *per_profile.entry(prof.clone()).or_insert(0) += 1;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.0} | {} | {} |",
+            j.id,
+            pods.get(&j.id).map_or("", String::as_str),
+            prof,
+            j.nodes,
+            wait,
+            (j.end_time - j.start_time).max(0),
+            j.state
+        );
+    }
+    let completed = jobs.iter().filter(|j| j.state == "COMPLETED").count();
+    let _ = writeln!(s, "\nJobs: {} submitted, {completed} completed. Profiles: {per_profile:?}", jobs.len());
+    let _ = writeln!(
+        s,
+        "Queue wait (s, Slurm's submit to start, whole seconds): median {:.0}, p95 {:.0}, max {:.0}",
+        quantile(&waits, 0.5),
+        quantile(&waits, 0.95),
+        quantile(&waits, 1.0)
+    );
+    let _ = writeln!(s, "\n## Layouts over time (seconds since the demo started)\n");
+    let mut nodes: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    for e in events.iter().filter(|e| !e.node.is_empty()) {
+        nodes.entry(e.node.as_str()).or_default().push(e);
+    }
+    let mut repartitions = 0;
+    let mut returns = Vec::new();
+    for (node, evs) in &nodes {
+        let _ = writeln!(s, "- {node}:");
+        let mut last_job_end: Option<f64> = None;
+        let mut drain_at: Option<f64> = None;
+        for e in evs {
+            match e.kind.as_str() {
+                "init" => {
+                    let _ = writeln!(s, "  - start: {}", e.layout.as_deref().unwrap_or("?"));
+                }
+                "drain" => {
+                    drain_at = Some(e.time);
+                    let _ = writeln!(s, "  - {:>6.1} drain for {} ({})", e.time - t0, e.layout.as_deref().unwrap_or("?"), e.detail.as_deref().unwrap_or(""));
+                }
+                "job_end" => last_job_end = Some(e.time),
+                "applied" => {
+                    repartitions += 1;
+                    // From the later of the drain and the last job's end to back in service.
+                    let from = match (last_job_end, drain_at) {
+                        (Some(j), Some(d)) => j.max(d),
+                        (a, b) => a.or(b).unwrap_or(e.time),
+                    };
+                    returns.push(e.time - from);
+                    let _ = writeln!(
+                        s,
+                        "  - {:>6.1} in service with {} ({}; {:.2} s after the last job ended or the drain)",
+                        e.time - t0,
+                        e.layout.as_deref().unwrap_or("?"),
+                        e.detail.as_deref().unwrap_or(""),
+                        e.time - from
+                    );
+                }
+                "repartition_failed" => {
+                    let _ = writeln!(s, "  - {:>6.1} repartition FAILED: {}", e.time - t0, e.detail.as_deref().unwrap_or(""));
+                }
+                _ => {}
+            }
+        }
+    }
+    let _ = writeln!(s, "\nRepartitions: {repartitions}.");
+    if !returns.is_empty() {
+        let _ = writeln!(
+            s,
+            "Time from the last job's end (or the drain, if later) to the node's return to service with its new layout: median {:.2} s, max {:.2} s",
+            quantile(&returns, 0.5),
+            quantile(&returns, 1.0)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v = [5.0, 1.0, 3.0, 2.0, 4.0];
+        assert_eq!(quantile(&v, 0.5), 3.0);
+        assert_eq!(quantile(&v, 0.95), 5.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+    }
+}
