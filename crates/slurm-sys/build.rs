@@ -52,13 +52,30 @@ fn main() {
         .allowlist_function("slurm_xstrdup|slurm_xfree|slurm_xsize")
         .allowlist_function("slurm_info|slurm_verbose|slurm_debug|slurm_error")
         .allowlist_var("SLURM_VERSION_NUMBER|SLURM_SUCCESS|SLURM_ERROR")
-        .allowlist_var("ESLURM_.*")
-        .prepend_enum_name(false)
+        .allowlist_type("slurm_err_t")
+        .constified_enum_module("slurm_err_t")
+        .parse_callbacks(Box::new(IntTypes))
         .layout_tests(true)
         .generate()
         .expect("bindgen failed on include/slurm_wrapper.h");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("bindings.rs");
-    bindings.write_to_file(out).expect("cannot write bindings.rs");
+    bindings
+        .write_to_file(out)
+        .expect("cannot write bindings.rs");
+}
+
+/// Gives the C types to integer macros: `int` for return codes, `uint32_t` for versions.
+#[derive(Debug)]
+struct IntTypes;
+
+impl bindgen::callbacks::ParseCallbacks for IntTypes {
+    fn int_macro(&self, name: &str, _value: i64) -> Option<bindgen::callbacks::IntKind> {
+        match name {
+            "SLURM_SUCCESS" | "SLURM_ERROR" => Some(bindgen::callbacks::IntKind::Int),
+            "SLURM_VERSION_NUMBER" => Some(bindgen::callbacks::IntKind::U32),
+            _ => None,
+        }
+    }
 }
 
 /// Reads `#define SLURM_VERSION_NUMBER 0x160508`.

@@ -1,0 +1,189 @@
+//! Tests of the glue on a zeroed `job_desc_msg_t` built here, with strings from Slurm's
+//! real allocator (libslurm.so, linked through slurm-sys's `link` feature).
+
+use std::ffi::{c_char, CString};
+
+use dynmig_core::config::Config;
+use dynmig_core::submit::{Decision, EstimateSource, Rewrite, SubmitPolicy};
+use slurm_sys::job_desc_msg_t;
+
+use super::*;
+
+/// xmalloc puts `{ magic = 0x42, size }` (two size_t) before the pointer it returns.
+/// Checked on Debian's 22.05.8: slurm_xfree clears the word at -16 and frees p - 16.
+unsafe fn is_xmalloced(p: *const c_char) -> bool {
+    let header = (p as *const usize).offset(-2);
+    *header == 0x42 && *header.add(1) > libc_strlen(p)
+}
+
+unsafe fn libc_strlen(p: *const c_char) -> usize {
+    std::ffi::CStr::from_ptr(p).to_bytes().len()
+}
+
+fn zeroed() -> job_desc_msg_t {
+    // SAFETY: job_desc_msg_t is plain C data; all-zero = every pointer NULL.
+    unsafe { std::mem::zeroed() }
+}
+
+unsafe fn s(p: *const c_char) -> Option<String> {
+    xalloc::borrow(p).map(str::to_string)
+}
+
+/// Frees what the tests put into `desc`, as slurmctld would.
+unsafe fn free_all(desc: &mut job_desc_msg_t) {
+    for f in [
+        &mut desc.tres_per_node,
+        &mut desc.tres_per_job,
+        &mut desc.tres_per_socket,
+        &mut desc.tres_per_task,
+        &mut desc.admin_comment,
+    ] {
+        xalloc::xfree(f);
+    }
+}
+
+fn policy() -> SubmitPolicy {
+    Config::default_embedded().submit_policy()
+}
+
+fn decision() -> Decision {
+    Decision {
+        profile: "2g.20gb",
+        count: 1,
+        memory_bytes: 18 << 30,
+        source: EstimateSource::MigMemHint,
+    }
+}
+
+#[test]
+fn reads_fields_and_spank_env() {
+    let env = [
+        CString::new("_SLURM_SPANK_OPTION_dynmig_mig_mem=18G").unwrap(),
+        CString::new("OTHER=1").unwrap(),
+    ];
+    let mut ptrs: Vec<*mut c_char> = env.iter().map(|c| c.as_ptr() as *mut c_char).collect();
+    let mut d = zeroed();
+    unsafe {
+        d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
+        d.spank_job_env = ptrs.as_mut_ptr();
+        d.spank_job_env_size = 2;
+        let r = request(&d);
+        assert_eq!(r.tres_per_node, Some("gres:gpu:1"));
+        assert_eq!(r.tres_per_job, None);
+        assert_eq!(
+            r.spank_env,
+            vec!["_SLURM_SPANK_OPTION_dynmig_mig_mem=18G", "OTHER=1"]
+        );
+        d.spank_job_env = std::ptr::null_mut();
+        assert!(request(&d).spank_env.is_empty());
+        free_all(&mut d);
+    }
+}
+
+#[test]
+fn apply_replaces_frees_and_appends() {
+    let mut d = zeroed();
+    unsafe {
+        d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
+        d.tres_per_job = xalloc::xstrdup("gres:gpu:1");
+        d.tres_per_task = xalloc::xstrdup("gres:gpu:1");
+        d.admin_comment = xalloc::xstrdup("site note");
+        let task_before = d.tres_per_task;
+        let rw = Rewrite {
+            tres_per_node: Some("gres:gpu:2g.20gb:1".into()),
+            tres_per_job: Some(String::new()),
+            tres_per_socket: None,
+            tres_per_task: None,
+            decision: decision(),
+        };
+        let note = apply(&mut d, &rw);
+        assert_eq!(
+            note,
+            "dynmig: profile=2g.20gb count=1 mem=18.0GiB source=mig-mem"
+        );
+        assert_eq!(s(d.tres_per_node).as_deref(), Some("gres:gpu:2g.20gb:1"));
+        assert!(is_xmalloced(d.tres_per_node), "new string from xstrdup");
+        assert!(d.tres_per_job.is_null(), "Some(\"\") frees and leaves NULL");
+        assert!(d.tres_per_socket.is_null());
+        assert_eq!(
+            d.tres_per_task, task_before,
+            "None leaves the pointer itself"
+        );
+        assert_eq!(
+            s(d.admin_comment).unwrap(),
+            format!("site note; {note}"),
+            "appended to an admin comment"
+        );
+        assert!(is_xmalloced(d.admin_comment));
+        free_all(&mut d);
+        assert!(d.tres_per_node.is_null() && d.admin_comment.is_null());
+    }
+}
+
+#[test]
+fn handle_rewrites_a_hinted_gpu_job() {
+    let env = [CString::new("_SLURM_SPANK_OPTION_dynmig_mig_mem=9G").unwrap()];
+    let mut ptrs: Vec<*mut c_char> = env.iter().map(|c| c.as_ptr() as *mut c_char).collect();
+    let mut d = zeroed();
+    unsafe {
+        d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
+        d.spank_job_env = ptrs.as_mut_ptr();
+        d.spank_job_env_size = 1;
+        let Handled::Rewritten(note) = handle(&mut d, &policy()).unwrap() else {
+            panic!("expected a rewrite");
+        };
+        let tres = s(d.tres_per_node).unwrap();
+        // The embedded config has A100-80GB nodes: 9 GiB fits 1g.10gb.
+        assert_eq!(tres, "gres:gpu:1g.10gb:1");
+        assert!(
+            note.contains("profile=1g.10gb") && note.contains("source=mig-mem"),
+            "{note}"
+        );
+        assert_eq!(s(d.admin_comment), Some(note));
+        d.spank_job_env = std::ptr::null_mut();
+        free_all(&mut d);
+    }
+}
+
+#[test]
+fn handle_leaves_non_gpu_jobs_alone() {
+    let mut d = zeroed();
+    unsafe {
+        assert_eq!(handle(&mut d, &policy()).unwrap(), Handled::NoGpu);
+        assert!(d.admin_comment.is_null());
+    }
+}
+
+#[test]
+fn bad_hint_is_an_error_and_desc_is_untouched() {
+    let env = [CString::new("_SLURM_SPANK_OPTION_dynmig_mig_mem=18Q").unwrap()];
+    let mut ptrs: Vec<*mut c_char> = env.iter().map(|c| c.as_ptr() as *mut c_char).collect();
+    let mut d = zeroed();
+    unsafe {
+        d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
+        let before = d.tres_per_node;
+        d.spank_job_env = ptrs.as_mut_ptr();
+        d.spank_job_env_size = 1;
+        let err = handle(&mut d, &policy()).unwrap_err().to_string();
+        assert!(err.starts_with("dynmig: --mig-mem=18Q"), "{err}");
+        assert_eq!(d.tres_per_node, before);
+        assert!(d.admin_comment.is_null());
+        d.spank_job_env = std::ptr::null_mut();
+        free_all(&mut d);
+    }
+}
+
+#[test]
+fn err_msg_is_set_or_appended_with_slurm_strings() {
+    unsafe {
+        let mut msg: *mut c_char = std::ptr::null_mut();
+        set_err_msg(&mut msg, "dynmig: first");
+        assert_eq!(s(msg).as_deref(), Some("dynmig: first"));
+        assert!(is_xmalloced(msg));
+        set_err_msg(&mut msg, "dynmig: second");
+        assert_eq!(s(msg).as_deref(), Some("dynmig: first; dynmig: second"));
+        assert!(is_xmalloced(msg));
+        xalloc::xfree(&mut msg);
+        set_err_msg(std::ptr::null_mut(), "ignored, no slot");
+    }
+}
