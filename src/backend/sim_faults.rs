@@ -66,9 +66,9 @@ pub struct Fault {
     pub error: FaultKind,
 }
 
-/// Fault injection for the simulated backend.
+/// Faults to inject into the simulated backend.
 ///
-/// A [`FaultPlan`] is a list of faults, each "fail the n-th call of this operation from now
+/// A fault plan is a list of faults, each "fail the n-th call of this operation from now
 /// with this error", plus an optional `crash_after` count. It comes from two places, checked
 /// in this order on every call:
 /// 1. the environment variable [`FAULTS_ENV`] (`DYNMIG_SIM_FAULTS`), read once when the

@@ -16,8 +16,9 @@
 //!
 //! Several processes (agent, prolog, epilog, CLI) may open the same state file: every call
 //! reads, changes and atomically rewrites it under an exclusive `flock` (see `sim_state`).
-//! Faults are injected as described in the `sim_faults` module ([`super::FaultPlan`]),
+//! Faults are injected as [`super::FaultPlan`] describes,
 //! including `crash_after`, which exits the process with status 137 after a change is saved.
+//! A refused or faulted call changes nothing on the simulated GPUs.
 
 use super::fsutil::{remove_if_present, touch};
 use super::sim_state::{SimGpu, SimInstance, SimState, Store};
