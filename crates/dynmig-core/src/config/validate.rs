@@ -8,6 +8,7 @@ use super::{
 use crate::geometry::{model_by_name, model_names, GpuModel, ProfileCounts};
 use crate::hints::smallest_fitting;
 use crate::size::{format_size, parse_size, MIB};
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
 use toml::Spanned;
@@ -40,6 +41,21 @@ impl Ctx<'_> {
             return Err(self.err(v, key, "must be more than 0, e.g. \"5s\""));
         }
         Ok(d)
+    }
+
+    fn layout(
+        &self,
+        model: &GpuModel,
+        span: Range<usize>,
+        text: &str,
+        key: &str,
+    ) -> Result<ProfileCounts, ConfigError> {
+        ProfileCounts::parse(model, text).map_err(|e| {
+            let example = model.full_profile().name;
+            let msg =
+                format!("{e} (write layouts like \"1x{example}\" or \"3x2g.20gb+1x1g.10gb\")");
+            ConfigError::at(self.text, span, key, msg)
+        })
     }
 
     fn count(
@@ -75,7 +91,8 @@ impl Ctx<'_> {
         if s.is_empty() {
             return Err(self.err(v, key, "empty path"));
         }
-        if !s.starts_with('/') && !(command && bare) {
+        let usable = s.starts_with('/') || (command && bare);
+        if !usable {
             let allowed = if command {
                 "an absolute path or a bare command name"
             } else {
@@ -316,21 +333,9 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
             format!("{gpus} GPUs per node; allowed: 1 to {MAX_GPUS}"),
         ));
     }
-    let layout = |v: &Spanned<String>, key: &str| {
-        ProfileCounts::parse(model, v.get_ref()).map_err(|e| {
-            cx.err(
-                v,
-                key,
-                format!(
-                    "{e} (write layouts like \"1x{}\" or \"3x2g.20gb+1x1g.10gb\")",
-                    model.full_profile().name
-                ),
-            )
-        })
-    };
     let allowed_layouts = match &r.allowed_layouts {
         None => AllowedLayouts::All,
-        Some(v) => allowed(cx, v, &layout)?,
+        Some(v) => allowed(cx, model, v)?,
     };
     let initial_layout = match &r.initial_layout {
         None => {
@@ -339,7 +344,7 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
             c
         }
         Some(v) => {
-            let c = layout(v, "node_group.initial_layout")?;
+            let c = cx.layout(model, v.span(), v.get_ref(), "node_group.initial_layout")?;
             if !allowed_layouts.allows(&c) {
                 return Err(cx.err(
                     v,
@@ -412,8 +417,8 @@ fn nodes(cx: &Ctx, v: &Spanned<toml::Value>) -> Result<Vec<String>, ConfigError>
 
 fn allowed(
     cx: &Ctx,
+    model: &'static GpuModel,
     v: &Spanned<toml::Value>,
-    layout: &dyn Fn(&Spanned<String>, &str) -> Result<ProfileCounts, ConfigError>,
 ) -> Result<AllowedLayouts, ConfigError> {
     let key = "node_group.allowed_layouts";
     let shape = "use \"all\" or a list of layouts, e.g. [\"1x7g.80gb\", \"2x3g.40gb\"]";
@@ -425,7 +430,7 @@ fn allowed(
                 let s = e
                     .as_str()
                     .ok_or_else(|| cx.err(v, key, format!("{e} is not a string; {shape}")))?;
-                list.push(layout(&Spanned::new(v.span(), s.to_string()), key)?);
+                list.push(cx.layout(model, v.span(), s, key)?);
             }
             Ok(AllowedLayouts::Only(list))
         }
