@@ -121,6 +121,12 @@ pub trait GpuBackend: Send {
     /// - [`BackendError::InvalidArgument`]: no such GPU.
     fn set_mig_mode(&mut self, gpu: u32, enabled: bool) -> Result<(), BackendError>;
 
+    /// The device file of the whole GPU `gpu`, which gres.conf names for a GPU with MIG off;
+    /// the default is the driver's `/dev/nvidia<gpu>`.
+    fn gpu_device_file(&self, gpu: u32) -> PathBuf {
+        PathBuf::from(format!("/dev/nvidia{gpu}"))
+    }
+
     /// One GPU by index; the default reads all of them with [`GpuBackend::gpus`].
     ///
     /// # Errors

@@ -141,11 +141,6 @@ impl SimulatedBackend {
         self.store.write_faults(plan)
     }
 
-    /// The whole-GPU device file, `<device_dir>/nvidia<gpu>`.
-    pub fn gpu_device_file(&self, gpu: u32) -> PathBuf {
-        self.device_dir.join(format!("nvidia{gpu}"))
-    }
-
     /// The device file of GPU instance `gi_id` on `gpu`, `<device_dir>/gpu<gpu>/gi<gi_id>`.
     pub fn instance_device_file(&self, gpu: u32, gi_id: u32) -> PathBuf {
         self.device_dir
@@ -356,6 +351,11 @@ impl SimulatedBackend {
 }
 
 impl GpuBackend for SimulatedBackend {
+    /// `<device_dir>/nvidia<gpu>`, an empty file made on open.
+    fn gpu_device_file(&self, gpu: u32) -> PathBuf {
+        self.device_dir.join(format!("nvidia{gpu}"))
+    }
+
     fn gpus(&self) -> Result<Vec<GpuState>, BackendError> {
         let st = self.transact(|st| Ok(st.clone()))?;
         let mut out = Vec::with_capacity(st.gpus.len());
