@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# README command 1: on a fresh Debian machine (as root), install what is missing, build,
+# start a local Slurm cluster (2 nodes x 2 simulated A100-80GB) with dynmig, replay a slice
+# of the real Alibaba GPU trace as sbatch jobs, wait until every job has ended, print the
+# report, and clean up. Exits non-zero if a job was lost or failed.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+[ "$(id -u)" = 0 ] || { echo "demo: run as root (it starts slurmctld, slurmd and munged)" >&2; exit 1; }
+bash slurm/setup.sh
+export DYNMIG_CLUSTER_DIR=$ROOT/.run/demo
+trap 'bash slurm/local-dynmig.sh down' EXIT
+bash slurm/local-dynmig.sh up
+# shellcheck disable=SC1091
+. "$DYNMIG_CLUSTER_DIR/env.sh"
+target/release/dynmig demo --trace slurm/demo/trace-slice.csv \
+    --workdir "$DYNMIG_CLUSTER_DIR/jobs" --report "$DYNMIG_CLUSTER_DIR/report.md" "$@"
+echo "report: $DYNMIG_CLUSTER_DIR/report.md" >&2

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Starts and stops dynmig on the local test cluster (slurm/cluster.sh): writes the cluster's
+# dynmig.toml and hook wrappers, gives every node its initial layout, brings the cluster up
+# with both plugins loaded, and runs one node agent per node (inside the node's network
+# namespace, where its slurmd runs) and the controller. Sourced by slurm/demo.sh and used by
+# the integration tests.
+#
+#   slurm/local-dynmig.sh up      # env: DYNMIG_CLUSTER_DIR, DYNMIG_BIN_DIR (target/release),
+#                                 #      DYNMIG_NO_CONTROLLER=1 to start no controller
+#   slurm/local-dynmig.sh down
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export DYNMIG_CLUSTER_DIR=${DYNMIG_CLUSTER_DIR:-$ROOT/.run/cluster}
+DIR=$DYNMIG_CLUSTER_DIR
+BIN=${DYNMIG_BIN_DIR:-$ROOT/target/release}
+export DYNMIG_NODES=${DYNMIG_NODES:-"n1 n2"}
+export DYNMIG_NODE_CONF=${DYNMIG_NODE_CONF:-"CPUs=16 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=16000"}
+DYNMIG=$BIN/dynmig
+CONF=$DIR/dynmig.toml
+
+write_config() {
+    mkdir -p "$DIR/dynmig" "$DIR/bin"
+    local nodes
+    nodes=$(printf '"%s",' $DYNMIG_NODES)
+    cat >"$CONF" <<TOML
+# dynmig.toml of the local test cluster (written by slurm/local-dynmig.sh)
+version = 1
+
+[paths]
+state_dir = "$DIR/dynmig"
+slurm_conf_dir = "$DIR/nodes/{node}/etc"
+gres_conf = "$DIR/nodes/{node}/etc/gres.conf"
+device_dir = "$DIR/dynmig/devices"
+slurmd = "$(command -v slurmd)"
+scontrol = "$(command -v scontrol)"
+squeue = "$(command -v squeue)"
+sinfo = "$(command -v sinfo)"
+
+[jobs]
+whole_gpu = "full-profile"
+multi_gpu = "full-profile"
+
+[controller]
+interval = "1s"
+max_concurrent_repartitions = 1
+min_layout_lifetime = "${DYNMIG_MIN_LAYOUT_LIFETIME:-10s}"
+
+[policy]
+kind = "demand"
+
+[[node_group]]
+name = "a100"
+nodes = [${nodes%,}]
+gpu_model = "A100-80GB"
+gpus = 2
+backend = "simulated"
+initial_layout = "1x7g.80gb"
+allowed_layouts = ["1x7g.80gb", "1x4g.40gb+1x3g.40gb", "2x3g.40gb", "1x3g.40gb+2x2g.20gb", "3x2g.20gb+1x1g.10gb", "7x1g.10gb"]
+node_conf = "$DYNMIG_NODE_CONF"
+TOML
+    "$DYNMIG" --config "$CONF" config check >/dev/null
+    # Slurm runs Prolog/Epilog with no arguments and its own environment.
+    for hook in prolog epilog; do
+        cat >"$DIR/bin/$hook" <<SH
+#!/bin/sh
+export SLURM_CONF=$DIR/etc/slurm.conf
+exec $DYNMIG --config $CONF $hook
+SH
+        chmod +x "$DIR/bin/$hook"
+    done
+}
+
+cmd_up() {
+    "$ROOT/slurm/cluster.sh" down >/dev/null 2>&1 || true
+    rm -rf "$DIR/dynmig"
+    write_config
+    local node gres
+    for node in $DYNMIG_NODES; do
+        gres=$("$DYNMIG" --config "$CONF" init-node --node "$node")
+        export "DYNMIG_NODE_GRES_$node=$gres"
+    done
+    export DYNMIG_CONFIG=$CONF
+    export DYNMIG_JOBSUBMIT_SO=$BIN/job_submit_dynmig.so
+    export DYNMIG_SPANK_SO=$BIN/libspank_dynmig.so
+    export DYNMIG_PROLOG=$DIR/bin/prolog
+    export DYNMIG_EPILOG=$DIR/bin/epilog
+    [ -f "$BIN/job_submit_dynmig.so" ] || cp "$BIN/libjob_submit_dynmig.so" "$BIN/job_submit_dynmig.so"
+    "$ROOT/slurm/cluster.sh" up >/dev/null
+    # shellcheck disable=SC1091
+    . "$DIR/env.sh"
+    for node in $DYNMIG_NODES; do
+        ip netns exec "dynmig-$node" env SLURM_CONF="$SLURM_CONF" \
+            "$DYNMIG" --config "$CONF" agent --node "$node" >>"$DIR/log/agent-$node.log" 2>&1 &
+        echo $! >"$DIR/run/agent-$node.pid"
+    done
+    if [ -z "${DYNMIG_NO_CONTROLLER:-}" ]; then
+        "$DYNMIG" --config "$CONF" controller >>"$DIR/log/controller.log" 2>&1 &
+        echo $! >"$DIR/run/controller.pid"
+    fi
+    echo "export DYNMIG_CONFIG=$CONF" >>"$DIR/env.sh"
+    echo "dynmig up: $DIR (source $DIR/env.sh)" >&2
+}
+
+cmd_down() {
+    local f
+    for f in "$DIR"/run/agent-*.pid "$DIR/run/controller.pid"; do
+        [ -f "$f" ] || continue
+        kill "$(cat "$f")" 2>/dev/null || true
+        rm -f "$f"
+    done
+    "$ROOT/slurm/cluster.sh" down >/dev/null 2>&1 || true
+}
+
+case "${1:-}" in
+up) cmd_up ;;
+down) cmd_down ;;
+*) echo "usage: $0 up|down" >&2; exit 2 ;;
+esac
