@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dynmig local test cluster: one slurmctld in the root network namespace and one
 # dynamic slurmd ("slurmd -Z") per node, each in its own network namespace, with simulated
-# MIG devices (plain files). Needs root, Slurm 22.05 and munge. See slurm/README.md.
+# MIG devices (fake device files). Needs root, Slurm 22.05 and munge. See slurm/README.md.
 #
 #   slurm/cluster.sh up                        start everything, wait until all nodes are idle
 #   slurm/cluster.sh down                      stop everything, remove namespaces; idempotent
@@ -11,8 +11,8 @@
 #
 # Environment: DYNMIG_CLUSTER_DIR (default ./.run/cluster), DYNMIG_NODES (default "n1 n2"),
 # DYNMIG_JOBSUBMIT_SO, DYNMIG_SPANK_SO, DYNMIG_PROLOG, DYNMIG_EPILOG, DYNMIG_CONFIG,
-# DYNMIG_NODE_GRES_<node> (default gpu:7g.80gb:2), DYNMIG_NODE_CONF (default
-# "CPUs=16 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=16000"), DYNMIG_UP_TIMEOUT (seconds, default 60).
+# DYNMIG_NODE_GRES_<node> (default gpu:7g.80gb:2), DYNMIG_NODE_CONF, DYNMIG_CATALOG_GRES,
+# DYNMIG_FAKE_DEV (char|file), DYNMIG_EXTRA_CONF, DYNMIG_UP_TIMEOUT. See slurm/README.md.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -71,13 +71,13 @@ cmd_restart_node() {
     load_env
     local t0 t1
     t0=$(date +%s.%N)
-    local jobs
-    jobs=$(squeue -h -w "$node" -o %i 2>/dev/null || true)
-    if [ -n "$jobs" ]; then
-        die "node $node still has jobs: $(echo $jobs); not restarting"
-    fi
+    node_quiet "$node" || die "node $node is busy ($(node_busy_reason "$node")); not restarting"
     stop_slurmd "$node"
-    delete_node "$node"
+    if ! delete_node "$node"; then
+        log "restarting $node's slurmd with its old GRES $(cat "$DIR/nodes/$node/gres")"
+        start_slurmd "$node" "$(cat "$DIR/nodes/$node/gres")"
+        die "scontrol delete nodename=$node refused; $node is back with its old GRES"
+    fi
     if [ "$write" = "--write-gres-conf" ]; then
         write_gres_conf "$node" "$gres"
     fi
@@ -116,7 +116,7 @@ main() {
     restart-node) cmd_restart_node "$@" ;;
     status) cmd_status "$@" ;;
     *)
-        sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2
         ;;
     esac

@@ -9,6 +9,7 @@ NODE_CONF=${DYNMIG_NODE_CONF:-CPUs=16 SocketsPerBoard=1 CoresPerSocket=16 Thread
 OWNER_FILE=/run/dynmig-cluster.owner
 CTL_ADDR=10.199.0.1
 CTL_PORT=6817
+CATALOG_STATE=${DYNMIG_CATALOG_STATE:-DOWN}
 GRES_HEADER="gres.conf written by slurm/cluster.sh"
 
 log() { echo "cluster.sh: $*" >&2; }
@@ -100,6 +101,14 @@ write_configs() {
     fi
     if [ -n "${DYNMIG_EPILOG:-}" ]; then
         echo "Epilog=$(realpath "$DYNMIG_EPILOG")" >>"$conf"
+    fi
+    if [ -n "${DYNMIG_CATALOG_GRES:-}" ]; then
+        # A node that never runs: it lists every GRES type, so that slurmctld accepts jobs
+        # for a type no dynamic node has yet (they pend until a node registers with it).
+        echo "NodeName=catalog NodeAddr=10.199.0.254 $NODE_CONF Gres=$DYNMIG_CATALOG_GRES State=$CATALOG_STATE Reason=dynmig_catalog" >>"$conf"
+    fi
+    if [ -n "${DYNMIG_EXTRA_CONF:-}" ]; then
+        printf '%s\n' "$DYNMIG_EXTRA_CONF" >>"$conf"
     fi
     : >"$DIR/etc/plugstack.conf"
     if [ -n "${DYNMIG_SPANK_SO:-}" ]; then

@@ -53,18 +53,34 @@ start_slurmd() {
 
 stop_slurmd() { stop_pidfile "$DIR/nodes/$1/slurmd.pid" slurmd; }
 
-# delete_node NODE: scontrol delete, retried while slurmctld still finishes a job there.
+# delete_node NODE: scontrol delete (retried for 2 s while slurmctld finishes a job there).
+# Fails when the node stays busy.
 delete_node() {
     local i out
-    for i in $(seq 20); do
+    for i in $(seq 5); do
         if out=$(scontrol delete nodename="$1" 2>&1); then return 0; fi
         case "$out" in
         *"Invalid node name"* | *"not found"*) return 0 ;;
         esac
         sleep 0.5
     done
-    die "scontrol delete nodename=$1 failed: $out"
+    log "scontrol delete nodename=$1 failed: $out"
+    return 1
 }
+
+# node_busy_reason NODE: jobs and state that keep NODE from being re-registered (empty: none).
+node_busy_reason() {
+    local jobs state
+    jobs=$(squeue -h -w "$1" -o %i 2>/dev/null | paste -sd, -)
+    state=$(sinfo -h -N -n "$1" -o %t 2>/dev/null | head -1)
+    case "$state" in
+    idle* | drain | down* | inval* | "") state="" ;;
+    esac
+    echo "${jobs:+jobs $jobs }${state:+state $state}"
+}
+
+# node_quiet NODE: true when no job runs or completes on NODE.
+node_quiet() { [ -z "$(node_busy_reason "$1")" ]; }
 
 # Canonical, sorted GRES list without socket annotations: "gpu:3g.40gb:2(S:0)" -> "gpu:3g.40gb:2".
 canon_gres() { echo "$1" | sed 's/([^)]*)//g' | tr ',' '\n' | sed '/^$/d' | sort | paste -sd, -; }
