@@ -7,8 +7,9 @@
 //! Slurm. Other entries (`cpu=2` in `tres_per_task` from 23.11, licenses, anything unknown)
 //! are kept byte for byte.
 //!
-//! [`TresList::render`] writes every entry back as it came, except GPU entries changed with
-//! [`TresList::set_gpu`], which keep their prefix form (`gres:` or `gres/`) and separator.
+//! [`TresList::render`] writes every non-GPU entry back byte for byte. GPU entries are
+//! written in normal form (`gres:gpu:01` comes back as `gres:gpu:1`), keeping their prefix
+//! form (`gres:` or `gres/`) and count separator; [`TresList::set_gpu`] changes them.
 //!
 //! ```
 //! use dynmig_core::gres::TresList;
@@ -82,9 +83,9 @@ impl fmt::Display for GresEntry {
 /// One entry of a TRES list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TresEntry {
-    /// A GRES entry that was read; GPU entries can be changed.
+    /// A GPU entry, read so that it can be changed.
     Gres(GresEntry),
-    /// Anything else, kept as it was.
+    /// Anything else (other GRES, `cpu=2`, licenses), kept byte for byte.
     Other(String),
 }
 
@@ -115,8 +116,8 @@ impl TresList {
         let mut entries = Vec::new();
         for raw in text.split(',').filter(|s| !s.trim().is_empty()) {
             entries.push(match parse_entry(raw) {
-                Ok(Some(e)) => TresEntry::Gres(e),
-                Ok(None) => TresEntry::Other(raw.to_string()),
+                Ok(Some(e)) if e.is_gpu() => TresEntry::Gres(e),
+                Ok(_) => TresEntry::Other(raw.to_string()),
                 Err(why) if entry_name_is_gpu(raw) => {
                     return Err(GresError {
                         entry: raw.to_string(),
@@ -172,11 +173,16 @@ impl TresList {
         self.entries.push(TresEntry::Gres(entry));
     }
 
-    /// The prefix form this list uses for GRES (the first GRES entry's), for new entries.
+    /// The prefix form this list's GRES entries use (the first one's, GPU or not), for new
+    /// entries; `None` when it has no prefixed GRES entry.
     pub fn prefix(&self) -> Option<GresPrefix> {
         self.entries.iter().find_map(|e| match e {
             TresEntry::Gres(g) if g.prefix != GresPrefix::None => Some(g.prefix),
-            _ => None,
+            TresEntry::Gres(_) => None,
+            TresEntry::Other(raw) => match strip_prefix(raw.trim()).0 {
+                GresPrefix::None => None,
+                p => Some(p),
+            },
         })
     }
 
@@ -312,6 +318,7 @@ mod tests {
             "cpu=2,gres/gpu:1",
             "gres:gpu",
             "gres:mps:100k",
+            "gres:shard:00",
         ] {
             assert_eq!(TresList::parse(s).unwrap().render(), s);
         }
@@ -335,6 +342,11 @@ mod tests {
         let mut t = TresList::parse("gres/gpu:2,license/foo:1").unwrap();
         assert_eq!(t.remove_gpu().len(), 1);
         assert_eq!(t.render(), "license/foo:1");
+        assert_eq!(t.prefix(), None);
+        assert_eq!(
+            TresList::parse("cpu=2,gres/shard:00").unwrap().prefix(),
+            Some(GresPrefix::Slash)
+        );
         assert_eq!(TresList::parse("").unwrap().render(), "");
     }
 

@@ -346,3 +346,53 @@ fn mixed_models_pick_smallest_over_all() {
     );
     assert_eq!(r.decision.profile, "7g.80gb");
 }
+
+mod properties {
+    use super::*;
+    use dynmig_core::gres::TresList;
+    use dynmig_core::hints::auto_selectable;
+    use dynmig_core::size::MIB;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any memory hint up to the full profile gets a profile that holds it, and no
+        /// smaller auto-selectable profile of the model would.
+        #[test]
+        fn chosen_profile_is_the_smallest_that_holds_the_hint(mib in 1u64..=80896) {
+            let env = format!("_SLURM_SPANK_OPTION_dynmig_mig_mem={mib}M");
+            let req = JobRequest {
+                tres_per_node: Some("gres:gpu:1"),
+                spank_env: vec![env.as_str()],
+                ..Default::default()
+            };
+            let r = rewrite(&req, &policy());
+            let chosen = A100_80GB.profile(r.decision.profile).unwrap();
+            prop_assert!(chosen.memory_mib >= mib);
+            for p in A100_80GB.schedulable_profiles() {
+                if auto_selectable(p) && p.memory_mib >= mib {
+                    prop_assert!((p.memory_mib, p.compute_slices) >= (chosen.memory_mib, chosen.compute_slices));
+                }
+            }
+            prop_assert_eq!(r.decision.memory_bytes, mib * MIB);
+            let expected = format!("gres:gpu:{}:1", chosen.name);
+            prop_assert_eq!(r.tres_per_node.as_deref(), Some(expected.as_str()));
+        }
+
+        /// Rewriting the GPU entry keeps every other entry byte for byte, in order.
+        #[test]
+        fn other_entries_survive_a_rewrite(
+            before in proptest::collection::vec("gres[:/](shard|mps|foo)(:[0-9]{1,3})?|cpu=[0-9]", 0..3),
+            after in proptest::collection::vec("gres[:/](shard|mps|foo)(:[0-9]{1,3})?|license/x:1", 0..3),
+            slash in any::<bool>(),
+        ) {
+            let gpu = if slash { "gres/gpu:1" } else { "gres:gpu:1" };
+            let text = before.iter().map(String::as_str).chain([gpu]).chain(after.iter().map(String::as_str)).collect::<Vec<_>>().join(",");
+            let req = JobRequest { tres_per_node: Some(&text), spank_env: vec![MEM18], ..Default::default() };
+            let new = rewrite(&req, &policy()).tres_per_node.unwrap();
+            let typed = gpu.replace(":1", ":2g.20gb:1");
+            let expected = before.iter().map(String::as_str).chain([typed.as_str()]).chain(after.iter().map(String::as_str)).collect::<Vec<_>>().join(",");
+            prop_assert_eq!(&new, &expected);
+            prop_assert_eq!(TresList::parse(&new).unwrap().render(), new.clone());
+        }
+    }
+}
