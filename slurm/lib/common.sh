@@ -88,13 +88,13 @@ write_configs() {
         -e "s|@SLURMD_DEBUG@|${DYNMIG_SLURMD_DEBUG:-debug}|g" \
         "$SCRIPT_DIR/templates/slurm.conf.in" >"$conf"
     if [ -n "${DYNMIG_JOBSUBMIT_SO:-}" ]; then
+        # Slurm loads job_submit/dynmig from <PluginDir>/job_submit_dynmig.so: link the given
+        # file (cargo names it libjob_submit_dynmig.so) under that name in $DIR/plugins.
         local so
-        so=$(realpath "$DYNMIG_JOBSUBMIT_SO") || die "no such file: $DYNMIG_JOBSUBMIT_SO"
-        case "$(basename "$so")" in
-        job_submit_dynmig.so) ;;
-        *) die "DYNMIG_JOBSUBMIT_SO must be named job_submit_dynmig.so (is $so)" ;;
-        esac
-        printf 'JobSubmitPlugins=dynmig\nPluginDir=%s:%s\n' "$(dirname "$so")" "$plugin_dir" >>"$conf"
+        so=$(realpath -e "$DYNMIG_JOBSUBMIT_SO") || die "no such file: $DYNMIG_JOBSUBMIT_SO"
+        mkdir -p "$DIR/plugins"
+        ln -sfn "$so" "$DIR/plugins/job_submit_dynmig.so"
+        printf 'JobSubmitPlugins=dynmig\nPluginDir=%s:%s\n' "$DIR/plugins" "$plugin_dir" >>"$conf"
     fi
     if [ -n "${DYNMIG_PROLOG:-}" ]; then
         echo "Prolog=$(realpath "$DYNMIG_PROLOG")" >>"$conf"
