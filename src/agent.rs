@@ -233,7 +233,7 @@ impl Agent<'_> {
         journal.step = "gres".into();
         journal.save(&s.journal_path())?;
         let gpus = self.backend.gpus()?;
-        let entries = gres_conf::node_entries(&gpus, |g| PathBuf::from(format!("/dev/nvidia{g}")));
+        let entries = gres_conf::node_entries(&gpus, |g| self.backend.gpu_device_file(g));
         gres_conf::write_atomically(&s.gres_conf, &gres_conf::render(&entries))?;
         let gres = gres_conf::node_gres_string(&entries);
 

@@ -154,8 +154,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::GresConf { node } => {
             let ctx = Ctx::load(cli.config.as_deref())?;
-            let gpus = ctx.backend(&node)?.gpus()?;
-            print!("{}", gres_conf::render(&gres_conf::node_entries(&gpus, whole_gpu_file)));
+            let backend = ctx.backend(&node)?;
+            let gpus = backend.gpus()?;
+            print!("{}", gres_conf::render(&gres_conf::node_entries(&gpus, |g| backend.gpu_device_file(g))));
             Ok(())
         }
         Cmd::Plan => {
@@ -227,11 +228,6 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// The device file gres.conf names for a whole GPU with MIG off.
-fn whole_gpu_file(gpu: u32) -> PathBuf {
-    PathBuf::from(format!("/dev/nvidia{gpu}"))
-}
-
 /// Gives a node's GPUs the group's initial layout if they hold no instance, writes gres.conf,
 /// and returns the Gres= string.
 fn init_node(ctx: &Ctx, node: &str) -> Result<String> {
@@ -248,7 +244,7 @@ fn init_node(ctx: &Ctx, node: &str) -> Result<String> {
             }
         }
     }
-    let entries = gres_conf::node_entries(&backend.gpus()?, whole_gpu_file);
+    let entries = gres_conf::node_entries(&backend.gpus()?, |g| backend.gpu_device_file(g));
     let path = ctx.node_paths(node).gres_conf;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;

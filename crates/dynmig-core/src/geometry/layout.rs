@@ -241,8 +241,8 @@ impl NodeLayout {
         t
     }
 
-    /// The Slurm GRES string for this layout, e.g. `gpu:3g.40gb:2,gpu:1g.10gb:1`
-    /// (profile names are the GRES types; empty node gives `""`).
+    /// The Slurm GRES string for this layout, in profile-name order, e.g.
+    /// `gpu:1g.10gb:1,gpu:3g.40gb:2` (profile names are the GRES types; no instance gives `""`).
     pub fn gres(&self) -> String {
         self.totals()
             .iter()

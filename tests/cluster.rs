@@ -1,0 +1,286 @@
+//! Integration tests on a real local Slurm cluster: Debian's slurmctld and slurmd, started by
+//! the tests themselves (slurm/local-dynmig.sh -> slurm/cluster.sh), two dynamic nodes in their
+//! own network namespaces with two simulated A100-80GB each, job_submit/dynmig and the SPANK
+//! plugin loaded, one dynmig agent per node.
+//!
+//! They need root, Slurm and the built plugins, so they are `#[ignore]`d in a plain
+//! `cargo test`; `slurm/test.sh` (the README's test command) runs them with `--include-ignored`.
+//! They share the namespaces and so run one at a time (a process-wide lock).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+struct Cluster {
+    root: PathBuf,
+    dir: PathBuf,
+    slurm_conf: String,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_dynmig")).parent().unwrap().to_path_buf()
+}
+
+impl Cluster {
+    fn up(with_controller: bool) -> Self {
+        let lock = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let dir = root.join(".run/test-cluster");
+        let mut cmd = Command::new("bash");
+        cmd.arg(root.join("slurm/local-dynmig.sh"))
+            .arg("up")
+            .env("DYNMIG_CLUSTER_DIR", &dir)
+            .env("DYNMIG_BIN_DIR", bin_dir())
+            .env("DYNMIG_MIN_LAYOUT_LIFETIME", "1s");
+        if !with_controller {
+            cmd.env("DYNMIG_NO_CONTROLLER", "1");
+        }
+        let out = cmd.output().expect("run slurm/local-dynmig.sh");
+        let c = Cluster { root, dir: dir.clone(), slurm_conf: dir.join("etc/slurm.conf").display().to_string(), _lock: lock };
+        assert!(
+            out.status.success(),
+            "cluster did not come up: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        c
+    }
+
+    fn cmd(&self, program: &str, args: &[&str]) -> Output {
+        Command::new(program)
+            .args(args)
+            .env("SLURM_CONF", &self.slurm_conf)
+            .env("DYNMIG_CONFIG", self.dir.join("dynmig.toml"))
+            .output()
+            .unwrap_or_else(|e| panic!("run {program}: {e}"))
+    }
+
+    fn ok(&self, program: &str, args: &[&str]) -> String {
+        let out = self.cmd(program, args);
+        assert!(out.status.success(), "{program} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn sbatch(&self, args: &[&str]) -> u64 {
+        let mut a = vec!["--parsable", "--output=/dev/null"];
+        a.extend_from_slice(args);
+        self.ok("sbatch", &a).trim().parse().expect("job id")
+    }
+
+    fn job(&self, id: u64) -> String {
+        self.ok("scontrol", &["show", "job", &id.to_string()])
+    }
+
+    fn job_state(&self, id: u64) -> String {
+        field(&self.job(id), "JobState")
+    }
+
+    fn node(&self, node: &str) -> Value {
+        let out = self.cmd("scontrol", &["show", "node", node, "--json"]);
+        if !out.status.success() {
+            return Value::Null;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["nodes"][0].clone()
+    }
+
+    fn wait_for(&self, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+        let until = Instant::now() + timeout;
+        while !f() {
+            assert!(Instant::now() < until, "timed out after {timeout:?} waiting for {what}\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut s = String::new();
+        for f in ["log/controller.log", "log/agent-n1.log", "log/agent-n2.log", "dynmig/events.jsonl"] {
+            let text = std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            s += &format!("--- {f}\n{}\n", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
+        s
+    }
+
+    fn gpu_layouts(&self, node: &str) -> Vec<String> {
+        let v: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.join(format!("dynmig/nodes/{node}/gpus.json"))).expect("state file"),
+        )
+        .expect("state json");
+        let out = Command::new(bin_dir().join("dynmig"))
+            .args(["--config", &self.dir.join("dynmig.toml").display().to_string(), "gres-conf", "--node", node])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let _ = v;
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with('#')).map(str::to_string).collect()
+    }
+
+    /// Runs `dynmig agent --node <node> --once` inside the node's namespace.
+    fn agent_once(&self, node: &str) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &format!("dynmig-{node}")])
+            .arg(bin_dir().join("dynmig"))
+            .args(["--config", &self.dir.join("dynmig.toml").display().to_string(), "agent", "--node", node, "--once"])
+            .env("SLURM_CONF", &self.slurm_conf)
+            .output()
+            .unwrap()
+    }
+
+    fn kill_agent(&self, node: &str) {
+        let pid_file = self.dir.join(format!("run/agent-{node}.pid"));
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(self.root.join("slurm/local-dynmig.sh"))
+            .arg("down")
+            .env("DYNMIG_CLUSTER_DIR", &self.dir)
+            .status();
+    }
+}
+
+/// `Key=Value` out of `scontrol show` text.
+fn field(text: &str, key: &str) -> String {
+    text.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn hints_become_typed_gres_and_the_decision_is_recorded() {
+    let c = Cluster::up(false);
+    let id = c.sbatch(&["--hold", "--gres=gpu:1", "--mig-mem=18G", "--wrap=true"]);
+    let job = c.job(id);
+    assert_eq!(field(&job, "TresPerNode"), "gres:gpu:2g.20gb:1", "{job}");
+    assert!(job.contains("AdminComment=dynmig: profile=2g.20gb"), "{job}");
+
+    let id = c.sbatch(&["--hold", "--gres=gpu:1", "--mig-profile=3g.40gb", "--wrap=true"]);
+    assert_eq!(field(&c.job(id), "TresPerNode"), "gres:gpu:3g.40gb:1");
+
+    // A whole GPU without a hint gets the full profile; several GPUs get several on one node.
+    let id = c.sbatch(&["--hold", "--gres=gpu:1", "--wrap=true"]);
+    assert_eq!(field(&c.job(id), "TresPerNode"), "gres:gpu:7g.80gb:1");
+    let id = c.sbatch(&["--hold", "--gres=gpu:2", "--wrap=true"]);
+    assert_eq!(field(&c.job(id), "TresPerNode"), "gres:gpu:7g.80gb:2");
+
+    // A job without GPUs is left alone.
+    let id = c.sbatch(&["--hold", "--wrap=true"]);
+    let job = c.job(id);
+    assert_eq!(field(&job, "TresPerNode"), "", "{job}");
+    assert!(!job.contains("AdminComment=dynmig"), "{job}");
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn bad_hints_make_sbatch_fail_with_the_reason() {
+    let c = Cluster::up(false);
+    for (hint, expect) in [("--mig-mem=18Q", "unit"), ("--mig-profile=9g.99gb", "9g.99gb"), ("--mig-mem=900G", "largest")] {
+        let out = c.cmd("sbatch", &["--gres=gpu:1", hint, "--wrap=true"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{hint} was accepted");
+        assert!(err.contains(expect), "{hint}: stderr does not say '{expect}': {err}");
+    }
+    // A hint without a GPU request is refused by job_submit/dynmig in slurmctld.
+    let out = c.cmd("sbatch", &["--mig-mem=10G", "--wrap=true"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gpu"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn a_pending_job_makes_the_controller_repartition_a_node_and_then_runs() {
+    let c = Cluster::up(true);
+    // Every GPU starts as one 7g.80gb: no node has a 3g.40gb.
+    let id = c.sbatch(&["--gres=gpu:1", "--mig-mem=30G", "--wrap=sleep 1"]);
+    assert_eq!(field(&c.job(id), "TresPerNode"), "gres:gpu:3g.40gb:1");
+    c.wait_for("the job to complete", Duration::from_secs(90), || c.job_state(id) == "COMPLETED");
+    let node = field(&c.job(id), "NodeList");
+    let gres = c.node(&node)["gres"].as_str().unwrap_or("").to_string();
+    assert!(gres.contains("3g.40gb"), "{node} has GRES {gres}");
+    let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
+    assert!(events.contains("\"kind\":\"drain\"") && events.contains("\"kind\":\"applied\""), "{events}");
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn a_node_with_running_jobs_is_never_reconfigured() {
+    let c = Cluster::up(false);
+    let id = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--wrap=sleep 300"]);
+    c.wait_for("the job to run", Duration::from_secs(30), || c.job_state(id) == "RUNNING");
+    let before = c.gpu_layouts("n1");
+    // Hand n1 a target as the controller does.
+    c.ok("scontrol", &["update", "nodename=n1", "state=drain", "reason=dynmig: repartition to 2x3g.40gb,2x3g.40gb"]);
+    // The agent looks every 2 s; give it several looks.
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(c.gpu_layouts("n1"), before, "instances changed under a running job");
+    assert_eq!(c.job_state(id), "RUNNING");
+    assert!(c.node("n1")["reason"].as_str().unwrap_or("").starts_with("dynmig: repartition to"));
+    let out = c.agent_once("n1");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("WaitingForJobs"), "{out:?}");
+
+    // The job ends: the Epilog wakes the agent, which applies the layout at once.
+    let t0 = Instant::now();
+    c.ok("scancel", &[&id.to_string()]);
+    c.wait_for("n1 back with 4x3g.40gb", Duration::from_secs(40), || {
+        let n = c.node("n1");
+        n["gres"].as_str().unwrap_or("").contains("3g.40gb:4") && n["reason"].as_str().unwrap_or("").is_empty()
+    });
+    eprintln!("n1 back in service {:.1} s after scancel", t0.elapsed().as_secs_f64());
+    let after = c.gpu_layouts("n1");
+    assert_eq!(after.len(), 4);
+    assert!(after.iter().all(|l| l.contains("Type=3g.40gb")), "{after:?}");
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consistent() {
+    let c = Cluster::up(false);
+    // The running agent of n1 dies (exit 137, as after SIGKILL) right after its 2nd instance
+    // operation.
+    let faults = c.dir.join("dynmig/nodes/n1/gpus.json.faults.json");
+    std::fs::write(&faults, r#"{"faults": [], "crash_after": 2}"#).unwrap();
+    c.ok("scontrol", &["update", "nodename=n1", "state=drain", "reason=dynmig: repartition to 7x1g.10gb,1x7g.80gb"]);
+    let journal = c.dir.join("dynmig/nodes/n1/agent-journal.json");
+    let pid: String = std::fs::read_to_string(c.dir.join("run/agent-n1.pid")).unwrap().trim().to_string();
+    c.wait_for("the agent to die mid-apply", Duration::from_secs(20), || !Path::new(&format!("/proc/{pid}")).exists());
+    assert!(journal.exists(), "the intent was not journalled before acting");
+    let half = c.gpu_layouts("n1");
+    assert!(half.len() != 8, "the crash came before the apply finished: {half:?}");
+
+    // A restarted agent finds the journal and finishes the job.
+    let out = c.agent_once("n1");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Applied"), "{out:?}");
+    assert!(!journal.exists());
+    let lines = c.gpu_layouts("n1");
+    assert_eq!(lines.iter().filter(|l| l.contains("Type=1g.10gb")).count(), 7, "{lines:?}");
+    assert_eq!(lines.iter().filter(|l| l.contains("Type=7g.80gb")).count(), 1, "{lines:?}");
+    let gres_conf = std::fs::read_to_string(c.dir.join("nodes/n1/etc/gres.conf")).unwrap();
+    let conf_lines: Vec<&str> = gres_conf.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(conf_lines, lines.iter().map(String::as_str).collect::<Vec<_>>(), "gres.conf differs from the GPUs");
+    for l in &conf_lines {
+        let file = l.split("File=").nth(1).unwrap();
+        assert!(Path::new(file).exists(), "{file} missing");
+    }
+    let n = c.node("n1");
+    let gres = n["gres"].as_str().unwrap_or("");
+    assert!(gres.contains("1g.10gb:7") && gres.contains("7g.80gb:1"), "Slurm sees {gres}");
+    assert_eq!(n["reason"].as_str().unwrap_or(""), "");
+    // And the new layout is usable.
+    let id = c.sbatch(&["-w", "n1", "--gres=gpu:1g.10gb:1", "--wrap=sleep 1"]);
+    c.wait_for("a 1g.10gb job to complete on n1", Duration::from_secs(30), || c.job_state(id) == "COMPLETED");
+    c.kill_agent("n1");
+}
