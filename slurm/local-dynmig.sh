@@ -70,6 +70,22 @@ SH
     done
 }
 
+# Runs a command in a node's namespace with the node's host name.
+in_node() {
+    local node=$1
+    shift
+    SLURM_CONF=$SLURM_CONF nsenter --net="/run/netns/dynmig-$node" unshare --uts \
+        sh -c 'hostname "$0" && exec "$@"' "$node" "$@"
+}
+
+# A placeholder node that never runs and lists every profile the nodes may get, so that
+# slurmctld accepts a job for a type no node has at the moment (slurm/README.md, "Jobs for a
+# type no node has"). Counts: the most of each type one node can hold.
+catalog_gres() {
+    local gpus=2
+    echo "gpu:1g.10gb:$((7 * gpus)),gpu:2g.20gb:$((3 * gpus)),gpu:3g.40gb:$((2 * gpus)),gpu:4g.40gb:$gpus,gpu:7g.80gb:$gpus"
+}
+
 cmd_up() {
     "$ROOT/slurm/cluster.sh" down >/dev/null 2>&1 || true
     rm -rf "$DIR/dynmig"
@@ -80,17 +96,20 @@ cmd_up() {
         export "DYNMIG_NODE_GRES_$node=$gres"
     done
     export DYNMIG_CONFIG=$CONF
-    export DYNMIG_JOBSUBMIT_SO=$BIN/job_submit_dynmig.so
     export DYNMIG_SPANK_SO=$BIN/libspank_dynmig.so
     export DYNMIG_PROLOG=$DIR/bin/prolog
     export DYNMIG_EPILOG=$DIR/bin/epilog
-    [ -f "$BIN/job_submit_dynmig.so" ] || cp "$BIN/libjob_submit_dynmig.so" "$BIN/job_submit_dynmig.so"
+    export DYNMIG_JOBSUBMIT_SO=$BIN/libjob_submit_dynmig.so
+    export DYNMIG_CATALOG_GRES=$(catalog_gres)
+    export DYNMIG_EXTRA_CONF="MinJobAge=3600"
     "$ROOT/slurm/cluster.sh" up >/dev/null
     # shellcheck disable=SC1091
     . "$DIR/env.sh"
     for node in $DYNMIG_NODES; do
-        ip netns exec "dynmig-$node" env SLURM_CONF="$SLURM_CONF" \
-            "$DYNMIG" --config "$CONF" agent --node "$node" >>"$DIR/log/agent-$node.log" 2>&1 &
+        # The agent lives where the node's slurmd lives (its network namespace and host
+        # name), because it restarts that slurmd. nsenter, not `ip netns exec`, which
+        # remounts /sys and breaks slurmd (slurm/README.md).
+        in_node "$node" "$DYNMIG" --config "$CONF" agent --node "$node" >>"$DIR/log/agent-$node.log" 2>&1 &
         echo $! >"$DIR/run/agent-$node.pid"
     done
     if [ -z "${DYNMIG_NO_CONTROLLER:-}" ]; then

@@ -101,7 +101,7 @@ fn every_maximal_a100_80gb_layout_round_trips() {
                 inst.uuid
             );
             assert!(!inst.busy);
-            assert!(inst.device_files[0].is_file());
+            assert!(inst.device_files[0].exists());
             made.push(inst);
         }
         let gpu = b.gpu(0).unwrap();
@@ -240,7 +240,7 @@ fn busy_instances_cannot_be_destroyed() {
         other => panic!("{other:?}"),
     }
     assert!(
-        c.device_files[0].is_file(),
+        c.device_files[0].exists(),
         "a refused destroy keeps the device file"
     );
     // Idle slices of the same GPU can still change.
@@ -352,23 +352,34 @@ fn device_files_appear_and_vanish() {
     let node = Node::new();
     let mut b = node.open(&A100_80GB, 2);
     let dev = node.devices();
-    assert!(dev.join("nvidia0").is_file() && dev.join("nvidia1").is_file());
+    assert!(dev.join("nvidia0").exists() && dev.join("nvidia1").exists());
     assert!(!dev.join("nvidia2").exists());
     let i = b.create_instance(1, "4g.40gb", 0).unwrap();
     assert_eq!(
         i.device_files,
         vec![dev.join(format!("gpu1/gi{}", i.gi_id))]
     );
-    assert!(i.device_files[0].is_file());
+    assert!(i.device_files[0].exists());
+    // As root the fake devices are character devices (1, 3), so that slurmd hands jobs their
+    // GPU indices; as a normal user they are plain files.
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let ft = std::fs::metadata(&i.device_files[0]).unwrap().file_type();
+        if unsafe { libc::geteuid() } == 0 {
+            assert!(ft.is_char_device(), "root gets a character device");
+        } else {
+            assert!(ft.is_file());
+        }
+    }
     // Opening reconciles the files with the state: lost files come back, stray ones go.
     std::fs::remove_file(&i.device_files[0]).unwrap();
     std::fs::write(dev.join("gpu0/gi5"), "").unwrap();
     drop(node.open(&A100_80GB, 2));
-    assert!(i.device_files[0].is_file());
+    assert!(i.device_files[0].exists());
     assert!(!dev.join("gpu0/gi5").exists());
     b.destroy_instance(1, i.gi_id).unwrap();
     assert!(!i.device_files[0].exists());
-    assert!(dev.join("nvidia1").is_file(), "the whole-GPU file stays");
+    assert!(dev.join("nvidia1").exists(), "the whole-GPU file stays");
 }
 
 #[test]
