@@ -9,12 +9,18 @@
 //! contexts, so a bad hint fails on the login node with the core's message. Slurm then
 //! forwards each option set to slurmctld in `job_desc->spank_job_env` as
 //! `_SLURM_SPANK_OPTION_dynmig_mig_mem=VALUE`, where job_submit/dynmig reads it.
+//!
+//! With `required` in plugstack.conf a bad value stops sbatch before anything is sent;
+//! with `optional`, Slurm ignores the plugin's failure, prints the message and submits,
+//! and job_submit/dynmig then rejects the job with the same message.
 
 use std::error::Error;
 
 use dynmig_core::geometry::MODELS;
 use dynmig_core::hints::{parse_hint, Hints, MIG_MEM, MIG_PROFILE};
-use slurm_spank::{Context, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN};
+use slurm_spank::{
+    spank_log_error, Context, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN,
+};
 
 SPANK_PLUGIN!(b"dynmig", SLURM_VERSION_NUMBER, DynMig);
 
@@ -73,6 +79,11 @@ unsafe impl Plugin for DynMig {
         let profile = spank.get_option_value(MIG_PROFILE)?.map(|v| v.into_owned());
         check_options(mem.as_deref(), profile.as_deref())?;
         Ok(())
+    }
+
+    /// The core's messages are complete; the default would repeat their source after ": ".
+    fn report_error(&self, _spank: &mut SpankHandle, error: &dyn Error) {
+        spank_log_error!("{}", error);
     }
 }
 

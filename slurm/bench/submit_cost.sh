@@ -1,0 +1,40 @@
+#!/bin/bash
+# Cost of job_submit/dynmig inside slurmctld, next to no plugin and job_submit/lua doing the
+# same rewrite (slurm/bench/job_submit.lua). Submits N held jobs (nothing runs) per variant
+# on the throwaway cluster of slurm/bench/cluster.sh and reads slurmctld's own timing of
+# each submit RPC ("_slurm_rpc_submit_batch_job: JobId=.. InitPrio=.. usec=N", info level).
+#
+#   slurm/bench/submit_cost.sh [DIR] [N]     # default /tmp/dmb-cost 500; run as root
+set -euo pipefail
+D=${1:-/tmp/dmb-cost}
+N=${2:-500}
+here=$(cd "$(dirname "$0")" && pwd)
+export SLURM_CONF=$D/slurm.conf
+trap '"$here/cluster.sh" stop "$D"' EXIT
+
+stats() { # reads numbers, prints n median p95 mean
+	sort -n | awk '{a[NR]=$1; s+=$1} END {
+		if (NR == 0) { print "no samples"; exit }
+		m = a[int((NR + 1) / 2)]; p = a[int(NR * 0.95 + 0.999)];
+		printf "n=%d median=%d p95=%d mean=%.0f usec\n", NR, m, p, s / NR }'
+}
+
+for variant in none dynmig lua; do
+	"$here/cluster.sh" start "$D" "$variant" >/dev/null
+	from=$(wc -l <"$D/slurmctld.log")
+	start=$(date +%s.%N)
+	for _ in $(seq "$N"); do
+		sbatch --hold --gres=gpu:1 --mig-mem=9G --wrap true >/dev/null
+	done
+	end=$(date +%s.%N)
+	sleep 1
+	tail -n +"$from" "$D/slurmctld.log" |
+		sed -n 's/.*_slurm_rpc_submit_batch_job: JobId=.* usec=\([0-9]*\).*/\1/p' >"$D/usec.$variant"
+	last=$(squeue -h -o %i | sort -n | tail -1)
+	printf '%-7s %s  (last job: %s; wall %.1fs for %d sbatch)\n' "$variant" \
+		"$(stats <"$D/usec.$variant")" \
+		"$(scontrol show job "$last" | grep -o 'TresPerNode=[^ ]*')" \
+		"$(echo "$end - $start" | bc)" "$N"
+	scancel -u root
+	"$here/cluster.sh" stop "$D"
+done
