@@ -11,7 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "dynmig", version, about = "Dynamic NVIDIA MIG partitioning for Slurm")]
+#[command(
+    name = "dynmig",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (built with Slurm headers: ", env!("DYNMIG_SLURM_HEADERS"), ")"),
+    about = "Dynamic NVIDIA MIG partitioning for Slurm"
+)]
 struct Cli {
     /// The config file [default: $DYNMIG_CONFIG, else /etc/slurm/dynmig.toml, else the
     /// embedded defaults].
