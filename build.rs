@@ -13,8 +13,9 @@ fn main() {
         .ok()
         .and_then(|t| {
             t.lines().find_map(|l| {
-                let rest = l.trim().strip_prefix("#define SLURM_VERSION_STRING")?;
-                Some(rest.trim().trim_matches('"').to_string())
+                let hex = l.trim().strip_prefix("#define SLURM_VERSION_NUMBER")?.trim().strip_prefix("0x")?;
+                let n = u32::from_str_radix(hex, 16).ok()?;
+                Some(format!("{}.{:02}.{}", n >> 16, (n >> 8) & 0xff, n & 0xff))
             })
         })
         .unwrap_or_else(|| "no Slurm headers".to_string());
