@@ -130,6 +130,10 @@ pub struct PassReport {
 
 /// One controller pass. With `dry_run`, decides but changes nothing in Slurm.
 ///
+/// A node drained for a repartition whose jobs have not ended within `drain_timeout` is
+/// given back to service with its old layout (the repartition is dropped; the policy may
+/// choose again later).
+///
 /// # Errors
 /// Slurm cannot be read, or a drain is refused.
 pub fn pass(
@@ -137,6 +141,7 @@ pub fn pass(
     managed: &[ManagedNode],
     policy: &mut dyn Policy,
     events: &EventLog,
+    drain_timeout: Duration,
     dry_run: bool,
 ) -> Result<PassReport> {
     let jobs = slurm.jobs()?;
@@ -149,6 +154,16 @@ pub fn pass(
         // A failed repartition waits for an administrator: not ours to touch.
         if info.is_some_and(|n| n.reason.starts_with(FAILED_PREFIX)) {
             continue;
+        }
+        if let Some(n) = info.filter(|n| n.reason.starts_with(REASON_PREFIX) && n.has_jobs()) {
+            let waited = now - n.reason_changed_at;
+            if n.reason_changed_at > 0 && waited > drain_timeout.as_secs() as i64 {
+                if !dry_run {
+                    slurm.resume(&n.name)?;
+                    events.log(&Event::new("drain_timeout", &n.name).detail(&format!("jobs still ran after {waited} s; repartition dropped")));
+                }
+                continue;
+            }
         }
         if let Some(target) = info.and_then(|n| n.reason.strip_prefix(REASON_PREFIX)) {
             if let Ok(t) = NodeLayout::parse(m.model, m.gpus, target.trim()) {

@@ -166,7 +166,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Plan => {
             let ctx = Ctx::load(cli.config.as_deref())?;
             let mut policy = ctx.policy();
-            let r = controller::pass(&ctx.slurm(), &ctx.managed_nodes(), policy.as_mut(), &ctx.events(), true)?;
+            let r = controller::pass(&ctx.slurm(), &ctx.managed_nodes(), policy.as_mut(), &ctx.events(), ctx.config.controller.drain_timeout, true)?;
             println!("pending demand: {:?}", r.demand.pending);
             if r.drained.is_empty() {
                 println!("no repartition");
@@ -183,7 +183,7 @@ fn run(cli: Cli) -> Result<()> {
             let managed = ctx.managed_nodes();
             let events = ctx.events();
             loop {
-                match controller::pass(&slurm, &managed, policy.as_mut(), &events, false) {
+                match controller::pass(&slurm, &managed, policy.as_mut(), &events, ctx.config.controller.drain_timeout, false) {
                     Ok(r) => {
                         for d in &r.drained {
                             eprintln!("dynmig controller: draining {} to repartition to {}", d.node, d.target);

@@ -86,6 +86,8 @@ pub struct NodeInfo {
     pub slurmd_start_time: i64,
     /// CPUs allocated to jobs.
     pub alloc_cpus: i64,
+    /// When the reason was set (seconds since the epoch; 0 if unknown).
+    pub reason_changed_at: i64,
 }
 
 impl NodeInfo {
@@ -192,6 +194,7 @@ pub fn parse_nodes(json: &str) -> Result<Vec<NodeInfo>> {
                 gres_used: text(n.get("gres_used")),
                 slurmd_start_time: num(n.get("slurmd_start_time").unwrap_or(&Value::Null)),
                 alloc_cpus: num(n.get("alloc_cpus").unwrap_or(&Value::Null)),
+                reason_changed_at: num(n.get("reason_changed_at").unwrap_or(&Value::Null)),
             }
         })
         .collect())
