@@ -5,6 +5,7 @@
 # each submit RPC ("_slurm_rpc_submit_batch_job: JobId=.. InitPrio=.. usec=N", info level).
 #
 #   slurm/bench/submit_cost.sh [DIR] [N]     # default /tmp/dmb-cost 500; run as root
+#   VARIANTS="dynmig lua none" changes the order (the first run pays for warm-up).
 set -euo pipefail
 D=${1:-/tmp/dmb-cost}
 N=${2:-500}
@@ -19,7 +20,7 @@ stats() { # reads numbers, prints n median p95 mean
 		printf "n=%d median=%d p95=%d mean=%.0f usec\n", NR, m, p, s / NR }'
 }
 
-for variant in none dynmig lua; do
+for variant in ${VARIANTS:-none dynmig lua}; do
 	"$here/cluster.sh" start "$D" "$variant" >/dev/null
 	from=$(wc -l <"$D/slurmctld.log")
 	start=$(date +%s.%N)
