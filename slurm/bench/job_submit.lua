@@ -4,7 +4,7 @@
 -- "gres:gpu:<profile>:N", and note the decision in admin_comment.
 -- Profile memory in MiB from crates/dynmig-core/src/geometry/models.rs (A100_80GB).
 local profiles = {
-	{ "1g.10gb", 9728 }, { "1g.20gb", 19968 }, { "3g.40gb", 40192 }, { "7g.80gb", 80896 },
+	{ "1g.10gb", 9728 }, { "2g.20gb", 19968 }, { "3g.40gb", 40192 }, { "7g.80gb", 80896 },
 }
 local units = { K = 1 / 1024, M = 1, G = 1024, T = 1024 * 1024 }
 
