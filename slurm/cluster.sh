@@ -8,11 +8,12 @@
 #   slurm/cluster.sh restart-node NODE GRES [--write-gres-conf]
 #                                              re-register NODE as a dynamic node with GRES
 #   slurm/cluster.sh status                    daemons, namespaces and sinfo
+#   slurm/cluster.sh selftest                  up, jobs, restart-node, down, with checks
 #
 # Environment: DYNMIG_CLUSTER_DIR (default ./.run/cluster), DYNMIG_NODES (default "n1 n2"),
 # DYNMIG_JOBSUBMIT_SO, DYNMIG_SPANK_SO, DYNMIG_PROLOG, DYNMIG_EPILOG, DYNMIG_CONFIG,
 # DYNMIG_NODE_GRES_<node> (default gpu:7g.80gb:2), DYNMIG_NODE_CONF, DYNMIG_CATALOG_GRES,
-# DYNMIG_FAKE_DEV (char|file), DYNMIG_EXTRA_CONF, DYNMIG_UP_TIMEOUT. See slurm/README.md.
+# DYNMIG_FAKE_DEV (char|file), DYNMIG_EXTRA_CONF, DYNMIG_UP_TIMEOUT, DYNMIG_UP_WAIT. See slurm/README.md.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,9 +23,20 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$SCRIPT_DIR/lib/net.sh"
 # shellcheck source=lib/daemons.sh
 . "$SCRIPT_DIR/lib/daemons.sh"
+# shellcheck source=lib/selftest.sh
+. "$SCRIPT_DIR/lib/selftest.sh"
 
 cmd_up() {
     need_root
+    # Wait (lock released) while the cluster of another directory runs, up to DYNMIG_UP_WAIT s.
+    local waited=0
+    while other_cluster_running && [ "$waited" -lt "${DYNMIG_UP_WAIT:-0}" ]; do
+        [ "$waited" -gt 0 ] || log "waiting for the cluster of $(cat "$OWNER_FILE") to go down"
+        flock -u 9
+        sleep 1
+        lock
+        waited=$((waited + 1))
+    done
     cleanup_stale
     mkdir -p "$DIR"/{etc,state,run,log,munge}
     [ -w "$DIR" ] || die "cannot write $DIR"
@@ -69,7 +81,7 @@ cmd_restart_node() {
     local gres=${2:?usage: restart-node NODE GRES [--write-gres-conf]}
     local write=${3:-}
     load_env
-    local t0 t1
+    local t0
     t0=$(date +%s.%N)
     node_quiet "$node" || die "node $node is busy ($(node_busy_reason "$node")); not restarting"
     stop_slurmd "$node"
@@ -84,8 +96,7 @@ cmd_restart_node() {
     prepare_node "$node" "$gres"
     start_slurmd "$node" "$gres"
     wait_node_idle "$node" "$gres" 30
-    t1=$(date +%s.%N)
-    log "restart-node $node $gres: idle again after $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s"
+    log "restart-node $node $gres: idle again after $(elapsed "$t0") s"
 }
 
 cmd_status() {
@@ -107,16 +118,27 @@ cmd_status() {
     fi
 }
 
+# Commands that start or stop things hold /run/dynmig-cluster.lock, so that two of them
+# (e.g. the up of one test and the down of another) never interleave.
+lock() {
+    exec 9>"$LOCK_FILE"
+    flock -w "${DYNMIG_LOCK_TIMEOUT:-300}" 9 || die "another cluster.sh holds $LOCK_FILE"
+}
+
 main() {
     local cmd=${1:-}
     shift || true
+    case "$cmd" in
+    up | down | restart-node | selftest) need_root && lock ;;
+    esac
     case "$cmd" in
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
     restart-node) cmd_restart_node "$@" ;;
     status) cmd_status "$@" ;;
+    selftest) cmd_selftest "$@" ;;
     *)
-        sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2
         ;;
     esac

@@ -7,6 +7,7 @@ NODE_CONF=${DYNMIG_NODE_CONF:-CPUs=16 SocketsPerBoard=1 CoresPerSocket=16 Thread
 # Only one dynmig cluster can run per machine (fixed ports, addresses and namespace names):
 # this file names the directory of the one that runs.
 OWNER_FILE=/run/dynmig-cluster.owner
+LOCK_FILE=/run/dynmig-cluster.lock
 CTL_ADDR=10.199.0.1
 CTL_PORT=6817
 CATALOG_STATE=${DYNMIG_CATALOG_STATE:-DOWN}
@@ -51,24 +52,37 @@ pid_alive() {
     [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] && [ "$(cat "/proc/$pid/comm")" = "$2" ]
 }
 
-# stop_pid PID: SIGTERM, wait up to 10 s, then SIGKILL.
-stop_pid() {
-    local pid=$1 i
-    kill -TERM "$pid" 2>/dev/null || return 0
+# stop_pids PID...: SIGTERM to all, wait up to 10 s for all to exit, then SIGKILL.
+stop_pids() {
+    local pid left i
+    [ $# -gt 0 ] || return 0
+    kill -TERM "$@" 2>/dev/null || true
     for i in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
+        left=""
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && left="$left $pid"; done
+        [ -z "$left" ] && return 0
         sleep 0.1
     done
-    log "pid $pid did not stop after 10 s: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
+    log "pids$left did not stop after 10 s: SIGKILL"
+    kill -KILL $left 2>/dev/null || true
     sleep 0.2
 }
 
-# stop_pidfile PIDFILE COMM: stop the process the pid file names if it is COMM; remove the file.
-stop_pidfile() {
-    if pid_alive "$1" "$2"; then stop_pid "$(cat "$1")"; fi
-    rm -f "$1"
+# stop_pidfiles PIDFILE COMM [PIDFILE COMM]...: stop together the processes the pid files
+# name (only those whose name is COMM); remove the files.
+stop_pidfiles() {
+    local pids=() files=()
+    while [ $# -ge 2 ]; do
+        if pid_alive "$1" "$2"; then pids+=("$(cat "$1")"); fi
+        files+=("$1")
+        shift 2
+    done
+    stop_pids "${pids[@]}"
+    rm -f "${files[@]}"
 }
+
+# stop_pidfile PIDFILE COMM: one process, see stop_pidfiles.
+stop_pidfile() { stop_pidfiles "$1" "$2"; }
 
 show_pidfile() {
     if pid_alive "$1" "$2"; then
@@ -214,9 +228,10 @@ other_cluster_running() {
 cleanup_dir() {
     local node nodes
     nodes=$(recorded_nodes)
-    for node in $nodes; do stop_slurmd "$node"; done
-    stop_pidfile "$DIR/run/slurmctld.pid" slurmctld
-    stop_pidfile "$DIR/munge/munged.pid" munged
+    local args=()
+    for node in $nodes; do args+=("$DIR/nodes/$node/slurmd.pid" slurmd); done
+    stop_pidfiles "${args[@]}"
+    stop_pidfiles "$DIR/run/slurmctld.pid" slurmctld "$DIR/munge/munged.pid" munged
     if other_cluster_running; then
         log "not touching namespaces: the cluster of $(cat "$OWNER_FILE") is running"
     else

@@ -10,7 +10,7 @@ start_munged() {
     fi
     chmod 0400 "$m/munge.key"
     rm -f "$m/munge.socket" "$m/munge.socket.lock"
-    munged --force --socket="$m/munge.socket" --key-file="$m/munge.key" \
+    munged --force 9>&- --socket="$m/munge.socket" --key-file="$m/munge.key" \
         --pid-file="$m/munged.pid" --log-file="$DIR/log/munged.log" --seed-file="$m/munged.seed" ||
         die "munged failed to start: see $DIR/log/munged.log"
     for i in $(seq 50); do
@@ -24,7 +24,7 @@ start_munged() {
 
 start_slurmctld() {
     local i
-    env DYNMIG_CONFIG="${DYNMIG_CONFIG:-}" slurmctld -f "$DIR/etc/slurm.conf" ||
+    env DYNMIG_CONFIG="${DYNMIG_CONFIG:-}" slurmctld -f "$DIR/etc/slurm.conf" 9>&- ||
         die "slurmctld failed to start: see $DIR/log/slurmctld.log"
     for i in $(seq 100); do
         if SLURM_CONF="$DIR/etc/slurm.conf" scontrol ping 2>/dev/null | grep -q 'is UP'; then
@@ -42,7 +42,7 @@ start_slurmd() {
     rm -f "$nd/slurmd.pid"
     echo "$NODE_CONF Gres=$gres" >"$nd/slurmd.conf-line"
     nsenter --net="/run/netns/$(ns_name "$node")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$node" \
-        slurmd -Z -N "$node" -f "$nd/etc/slurm.conf" --conf "$NODE_CONF Gres=$gres" ||
+        slurmd -Z -N "$node" -f "$nd/etc/slurm.conf" --conf "$NODE_CONF Gres=$gres" 9>&- ||
         die "slurmd $node failed to start: see $DIR/log/slurmd-$node.log"
     for i in $(seq 100); do
         pid_alive "$nd/slurmd.pid" slurmd && return 0
@@ -98,7 +98,7 @@ wait_node_idle() {
         case "${line%% *}" in
         inval* | drain*)
             if [ "$(canon_gres "${line#* }")" = "$want" ]; then
-                die "node $node is ${line%% *}: $(SLURM_CONF="$DIR/etc/slurm.conf" sinfo -h -n "$node" -o %E); check $DIR/nodes/$node/etc/gres.conf"
+                die "node $node is ${line%% *}: $(SLURM_CONF="$DIR/etc/slurm.conf" sinfo -h -n "$node" -o %E); check $DIR/nodes/$node/etc/gres.conf (one kept from an earlier run? delete it)"
             fi
             ;;
         esac
