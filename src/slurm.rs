@@ -279,13 +279,10 @@ impl SlurmCommands {
     }
 
     /// One node, or `None` if Slurm does not know it (a dynamic node between delete and
-    /// re-registration).
+    /// re-registration). Reads `sinfo --json` (22.05's scontrol has no `--json`) and picks
+    /// the node out.
     pub fn node(&self, name: &str) -> Result<Option<NodeInfo>> {
-        match self.run(&self.scontrol, &["show", "node", name, "--json"]) {
-            Ok(out) => Ok(parse_nodes(&out)?.into_iter().find(|n| n.name == name)),
-            Err(e) if e.to_string().contains("not found") || e.to_string().contains("Invalid node name") => Ok(None),
-            Err(e) => Err(e),
-        }
+        Ok(self.nodes()?.into_iter().find(|n| n.name == name))
     }
 
     /// Drains `node` with `reason` (running jobs go on; no new job starts there).

@@ -81,12 +81,12 @@ impl Cluster {
     }
 
     fn node(&self, node: &str) -> Value {
-        let out = self.cmd("scontrol", &["show", "node", node, "--json"]);
+        let out = self.cmd("sinfo", &["--json"]);
         if !out.status.success() {
             return Value::Null;
         }
         let v: Value = serde_json::from_slice(&out.stdout).expect("json");
-        v["nodes"][0].clone()
+        v["nodes"].as_array().and_then(|a| a.iter().find(|n| n["name"] == node)).cloned().unwrap_or(Value::Null)
     }
 
     fn wait_for(&self, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
