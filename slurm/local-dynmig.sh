@@ -101,7 +101,6 @@ cmd_up() {
     export DYNMIG_EPILOG=$DIR/bin/epilog
     export DYNMIG_JOBSUBMIT_SO=$BIN/libjob_submit_dynmig.so
     export DYNMIG_CATALOG_GRES=$(catalog_gres)
-    export DYNMIG_EXTRA_CONF="MinJobAge=3600"
     "$ROOT/slurm/cluster.sh" up >/dev/null
     # shellcheck disable=SC1091
     . "$DIR/env.sh"

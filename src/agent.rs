@@ -96,7 +96,7 @@ impl Reregister for DynamicNode {
             .status()
             .with_context(|| format!("cannot start {}", self.slurmd.display()))?;
         if !status.success() {
-            bail!("{} -Z -N {node} --conf '{conf}' exited with {status}", self.slurmd.display());
+            bail!("{} {} -Z -N {node} --conf '{conf}' exited with {status}", self.slurmd.display(), self.extra_args.join(" "));
         }
         Ok(())
     }

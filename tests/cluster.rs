@@ -121,10 +121,13 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with('#')).map(str::to_string).collect()
     }
 
-    /// Runs `dynmig agent --node <node> --once` inside the node's namespace.
+    /// Runs `dynmig agent --node <node> --once` inside the node's network namespace with the
+    /// node's host name, as slurm/local-dynmig.sh runs the agents (nsenter: `ip netns exec`
+    /// remounts /sys, which breaks the slurmd the agent restarts).
     fn agent_once(&self, node: &str) -> Output {
-        Command::new("ip")
-            .args(["netns", "exec", &format!("dynmig-{node}")])
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/dynmig-{node}"))
+            .args(["unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", node])
             .arg(bin_dir().join("dynmig"))
             .args(["--config", &self.dir.join("dynmig.toml").display().to_string(), "agent", "--node", node, "--once"])
             .env("SLURM_CONF", &self.slurm_conf)
