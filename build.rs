@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 
 fn main() {
-    let dir = std::env::var_os("SLURM_INCLUDE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/usr/include"));
+    let dir = std::env::var_os("SLURM_INCLUDE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/include"));
     let header = dir.join("slurm/slurm_version.h");
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
     println!("cargo:rerun-if-changed={}", header.display());
@@ -13,7 +15,11 @@ fn main() {
         .ok()
         .and_then(|t| {
             t.lines().find_map(|l| {
-                let hex = l.trim().strip_prefix("#define SLURM_VERSION_NUMBER")?.trim().strip_prefix("0x")?;
+                let hex = l
+                    .trim()
+                    .strip_prefix("#define SLURM_VERSION_NUMBER")?
+                    .trim()
+                    .strip_prefix("0x")?;
                 let n = u32::from_str_radix(hex, 16).ok()?;
                 Some(format!("{}.{:02}.{}", n >> 16, (n >> 8) & 0xff, n & 0xff))
             })

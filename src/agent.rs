@@ -96,7 +96,11 @@ impl Reregister for DynamicNode {
             .status()
             .with_context(|| format!("cannot start {}", self.slurmd.display()))?;
         if !status.success() {
-            bail!("{} {} -Z -N {node} --conf '{conf}' exited with {status}", self.slurmd.display(), self.extra_args.join(" "));
+            bail!(
+                "{} {} -Z -N {node} --conf '{conf}' exited with {status}",
+                self.slurmd.display(),
+                self.extra_args.join(" ")
+            );
         }
         Ok(())
     }
@@ -104,8 +108,12 @@ impl Reregister for DynamicNode {
 
 /// Stops the process in `pid_file` (SIGTERM, then waits), if it runs.
 fn stop_pid_file(pid_file: &Path, wait: Duration) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(pid_file) else { return Ok(()) };
-    let Ok(pid) = text.trim().parse::<i32>() else { return Ok(()) };
+    let Ok(text) = std::fs::read_to_string(pid_file) else {
+        return Ok(());
+    };
+    let Ok(pid) = text.trim().parse::<i32>() else {
+        return Ok(());
+    };
     if !Path::new(&format!("/proc/{pid}")).exists() {
         return Ok(());
     }
@@ -136,7 +144,9 @@ pub struct Journal {
 impl Journal {
     fn load(path: &Path) -> Result<Option<Self>> {
         match std::fs::read_to_string(path) {
-            Ok(t) => Ok(Some(serde_json::from_str(&t).with_context(|| format!("bad journal {}", path.display()))?)),
+            Ok(t) => Ok(Some(
+                serde_json::from_str(&t).with_context(|| format!("bad journal {}", path.display()))?,
+            )),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -175,7 +185,9 @@ pub struct Agent<'a> {
 }
 
 fn now_secs() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl Agent<'_> {
@@ -190,8 +202,12 @@ impl Agent<'_> {
         let target_text = if let Some(j) = Journal::load(&journal_path)? {
             j.target
         } else {
-            let Some(node) = self.slurm.node(&self.settings.node)? else { return Ok(Step::Nothing) };
-            let Some(target) = node.reason.strip_prefix(REASON_PREFIX) else { return Ok(Step::Nothing) };
+            let Some(node) = self.slurm.node(&self.settings.node)? else {
+                return Ok(Step::Nothing);
+            };
+            let Some(target) = node.reason.strip_prefix(REASON_PREFIX) else {
+                return Ok(Step::Nothing);
+            };
             if !node.is_drain() {
                 return Ok(Step::Nothing);
             }
@@ -207,9 +223,12 @@ impl Agent<'_> {
                 let reason = format!("{FAILED_PREFIX}{}", why.replace(['\n', '"'], " "));
                 // Leave the node drained and say why; the journal goes so that we do not retry
                 // in a loop: an administrator decides (scontrol update state=resume).
-                let _ = self.slurm.drain(&self.settings.node, &reason.chars().take(200).collect::<String>());
+                let _ = self
+                    .slurm
+                    .drain(&self.settings.node, &reason.chars().take(200).collect::<String>());
                 let _ = std::fs::remove_file(&journal_path);
-                self.events.log(&Event::new("repartition_failed", &self.settings.node).detail(&why));
+                self.events
+                    .log(&Event::new("repartition_failed", &self.settings.node).detail(&why));
                 Ok(Step::Failed(why))
             }
         }
@@ -224,9 +243,14 @@ impl Agent<'_> {
         let s = self.settings.clone();
         let target = NodeLayout::parse(s.model, s.gpus, target_text).map_err(|e| anyhow!("bad target: {e}"))?;
         let started = Instant::now();
-        let mut journal = Journal { target: target.to_string(), step: "instances".into(), started: now_secs() };
+        let mut journal = Journal {
+            target: target.to_string(),
+            step: "instances".into(),
+            started: now_secs(),
+        };
         journal.save(&s.journal_path())?;
-        self.events.log(&Event::new("apply_start", &s.node).layout(&target.to_string()));
+        self.events
+            .log(&Event::new("apply_start", &s.node).layout(&target.to_string()));
 
         let ops = self.apply_instances(&target)?;
 
@@ -240,9 +264,9 @@ impl Agent<'_> {
         journal.step = "register".into();
         journal.save(&s.journal_path())?;
         let registered = self.slurm.node(&s.node)?;
-        let already = registered.as_ref().is_some_and(|n| {
-            !n.is_drain() && same_gres(&crate::slurm::parse_node_gres(&n.gres), &target)
-        });
+        let already = registered
+            .as_ref()
+            .is_some_and(|n| !n.is_drain() && same_gres(&crate::slurm::parse_node_gres(&n.gres), &target));
         if !already {
             self.reregister.reregister(&self.slurm, &s.node, &gres)?;
         }
@@ -258,7 +282,11 @@ impl Agent<'_> {
                 }
             }
             if Instant::now() > until {
-                bail!("node {} did not come back with GRES {gres} within {:?}", s.node, s.register_timeout);
+                bail!(
+                    "node {} did not come back with GRES {gres} within {:?}",
+                    s.node,
+                    s.register_timeout
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -266,7 +294,10 @@ impl Agent<'_> {
         self.events.log(
             &Event::new("applied", &s.node)
                 .layout(&target.to_string())
-                .detail(&format!("{ops} instance operations, {:.2} s", started.elapsed().as_secs_f64())),
+                .detail(&format!(
+                    "{ops} instance operations, {:.2} s",
+                    started.elapsed().as_secs_f64()
+                )),
         );
         Ok(())
     }
@@ -279,7 +310,9 @@ impl Agent<'_> {
             let index = index as u32;
             let gpu = self.backend.gpu(index)?;
             if !gpu.mig_enabled {
-                self.backend.set_mig_mode(index, true).map_err(|e| anyhow!("GPU {index}: enabling MIG: {e}"))?;
+                self.backend
+                    .set_mig_mode(index, true)
+                    .map_err(|e| anyhow!("GPU {index}: enabling MIG: {e}"))?;
                 ops += 1;
             }
             let current: Vec<_> = gpu.instances.iter().map(|i| (i.placed, i.busy)).collect();
@@ -291,7 +324,9 @@ impl Agent<'_> {
                     .iter()
                     .find(|i| i.placed == *d)
                     .ok_or_else(|| anyhow!("GPU {index}: planned destroy of {d} which does not exist"))?;
-                self.backend.destroy_instance(index, inst.gi_id).map_err(|e| op_error(index, "destroy", &d.to_string(), e))?;
+                self.backend
+                    .destroy_instance(index, inst.gi_id)
+                    .map_err(|e| op_error(index, "destroy", &d.to_string(), e))?;
                 ops += 1;
             }
             for c in &plan.create {
@@ -335,7 +370,10 @@ pub fn run_forever(agent: &mut Agent<'_>) -> Result<()> {
         let mut step = agent.step();
         // After a wake-up the last job may still be completing: look again quickly for a while.
         let fast_until = Instant::now() + Duration::from_secs(15);
-        while matches!(step, Ok(Step::WaitingForJobs)) && Instant::now() < fast_until && woken.load(std::sync::atomic::Ordering::SeqCst) {
+        while matches!(step, Ok(Step::WaitingForJobs))
+            && Instant::now() < fast_until
+            && woken.load(std::sync::atomic::Ordering::SeqCst)
+        {
             std::thread::sleep(Duration::from_millis(50));
             step = agent.step();
         }

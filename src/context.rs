@@ -56,15 +56,25 @@ impl Ctx {
     /// # Errors
     /// A named file that cannot be read, or any config error (with key and line).
     pub fn load(explicit: Option<&Path>) -> Result<Self> {
-        let named = explicit.map(Path::to_path_buf).or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from));
+        let named = explicit
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from));
         let path = match named {
             Some(p) => p,
             None if Path::new(DEFAULT_CONFIG).exists() => PathBuf::from(DEFAULT_CONFIG),
-            None => return Ok(Self { config: Config::default_embedded(), source: None }),
+            None => {
+                return Ok(Self {
+                    config: Config::default_embedded(),
+                    source: None,
+                })
+            }
         };
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let config = parse_config(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-        Ok(Self { config, source: Some(path) })
+        Ok(Self {
+            config,
+            source: Some(path),
+        })
     }
 
     /// The node group of `node`.
@@ -73,8 +83,16 @@ impl Ctx {
     /// The node is in no group.
     pub fn group(&self, node: &str) -> Result<&NodeGroup> {
         self.config.group_of(node).ok_or_else(|| {
-            let all: Vec<&str> = self.config.node_groups.iter().flat_map(|g| g.nodes.iter().map(String::as_str)).collect();
-            anyhow!("node '{node}' is in no [[node_group]] of the config; known nodes: {}", all.join(", "))
+            let all: Vec<&str> = self
+                .config
+                .node_groups
+                .iter()
+                .flat_map(|g| g.nodes.iter().map(String::as_str))
+                .collect();
+            anyhow!(
+                "node '{node}' is in no [[node_group]] of the config; known nodes: {}",
+                all.join(", ")
+            )
         })
     }
 
@@ -116,7 +134,12 @@ impl Ctx {
         }
         let paths = self.node_paths(node);
         std::fs::create_dir_all(&paths.state_dir)?;
-        Ok(SimulatedBackend::open(&paths.state_dir.join("gpus.json"), &paths.device_dir, g.gpu_model, g.gpus)?)
+        Ok(SimulatedBackend::open(
+            &paths.state_dir.join("gpus.json"),
+            &paths.device_dir,
+            g.gpu_model,
+            g.gpus,
+        )?)
     }
 
     /// The GPU backend of `node`.
@@ -126,7 +149,9 @@ impl Ctx {
     pub fn backend(&self, node: &str) -> Result<Box<dyn GpuBackend>> {
         match self.group(node)?.backend {
             Backend::Simulated => Ok(Box::new(self.simulated_backend(node)?)),
-            Backend::Nvml => bail!("node {node}: the NVML backend is not available in this build (backend = \"simulated\" is)"),
+            Backend::Nvml => {
+                bail!("node {node}: the NVML backend is not available in this build (backend = \"simulated\" is)")
+            }
         }
     }
 
@@ -139,7 +164,12 @@ impl Ctx {
                 AllowedLayouts::Only(v) => v.clone(),
             };
             for n in &g.nodes {
-                out.push(ManagedNode { name: n.clone(), model: g.gpu_model, gpus: g.gpus as usize, allowed: allowed.clone() });
+                out.push(ManagedNode {
+                    name: n.clone(),
+                    model: g.gpu_model,
+                    gpus: g.gpus as usize,
+                    allowed: allowed.clone(),
+                });
             }
         }
         out

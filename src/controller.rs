@@ -35,7 +35,9 @@ pub struct ManagedNode {
 pub fn pending_demand(jobs: &[JobInfo]) -> Demand {
     let mut d = Demand::default();
     for j in jobs.iter().filter(|j| j.state == "PENDING") {
-        let Ok(list) = TresList::parse(&j.tres_per_node) else { continue };
+        let Ok(list) = TresList::parse(&j.tres_per_node) else {
+            continue;
+        };
         for g in list.gpu_entries() {
             if let Some(t) = &g.gres_type {
                 d.add_pending(t, u32::try_from(g.count).unwrap_or(u32::MAX));
@@ -48,7 +50,13 @@ pub fn pending_demand(jobs: &[JobInfo]) -> Demand {
 /// Splits a node's GRES totals into one layout per GPU, choosing among `candidates`
 /// (non-increasing order, so each split is tried once). `None` if no split exists.
 pub fn split_per_gpu(totals: &BTreeMap<String, u32>, gpus: usize, candidates: &[ProfileCounts]) -> Option<NodeLayout> {
-    fn go(left: &mut BTreeMap<String, u32>, gpus: usize, from: usize, cands: &[ProfileCounts], acc: &mut Vec<ProfileCounts>) -> bool {
+    fn go(
+        left: &mut BTreeMap<String, u32>,
+        gpus: usize,
+        from: usize,
+        cands: &[ProfileCounts],
+        acc: &mut Vec<ProfileCounts>,
+    ) -> bool {
         if acc.len() == gpus {
             return left.values().all(|n| *n == 0);
         }
@@ -87,7 +95,9 @@ pub fn node_view(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> NodeView
         return NodeView {
             name: m.name.clone(),
             model: m.model,
-            layout: NodeLayout { gpus: vec![ProfileCounts::empty(); m.gpus] },
+            layout: NodeLayout {
+                gpus: vec![ProfileCounts::empty(); m.gpus],
+            },
             allowed: m.allowed.clone(),
             busy: BTreeMap::new(),
             unavailable: true,
@@ -99,8 +109,9 @@ pub fn node_view(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> NodeView
     for (t, c) in parse_node_gres(&n.gres) {
         *totals.entry(t).or_insert(0) += c;
     }
-    let layout = split_per_gpu(&totals, m.gpus, &all_layouts(m.model))
-        .unwrap_or_else(|| NodeLayout { gpus: vec![ProfileCounts::empty(); m.gpus] });
+    let layout = split_per_gpu(&totals, m.gpus, &all_layouts(m.model)).unwrap_or_else(|| NodeLayout {
+        gpus: vec![ProfileCounts::empty(); m.gpus],
+    });
     let mut busy = BTreeMap::new();
     for (t, c) in parse_node_gres(&n.gres_used) {
         *busy.entry(t).or_insert(0) += c;
@@ -146,7 +157,9 @@ pub fn pass(
 ) -> Result<PassReport> {
     let jobs = slurm.jobs()?;
     let nodes = slurm.nodes()?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs() as i64;
     let mut demand = pending_demand(&jobs);
     let mut views = Vec::new();
     for m in managed {
@@ -160,7 +173,10 @@ pub fn pass(
             if n.reason_changed_at > 0 && waited > drain_timeout.as_secs() as i64 {
                 if !dry_run {
                     slurm.resume(&n.name)?;
-                    events.log(&Event::new("drain_timeout", &n.name).detail(&format!("jobs still ran after {waited} s; repartition dropped")));
+                    events.log(
+                        &Event::new("drain_timeout", &n.name)
+                            .detail(&format!("jobs still ran after {waited} s; repartition dropped")),
+                    );
                 }
                 continue;
             }
@@ -180,7 +196,11 @@ pub fn pass(
         if !dry_run {
             slurm.drain(&r.node, &reason)?;
             let serves: Vec<String> = r.serves.iter().map(|(p, n)| format!("{n}x{p}")).collect();
-            events.log(&Event::new("drain", &r.node).layout(&r.target.to_string()).detail(&format!("serves {}", serves.join("+"))));
+            events.log(
+                &Event::new("drain", &r.node)
+                    .layout(&r.target.to_string())
+                    .detail(&format!("serves {}", serves.join("+"))),
+            );
         }
     }
     Ok(PassReport { demand, drained: plan })
@@ -198,7 +218,12 @@ mod tests {
         assert_eq!(l.to_string(), "2x3g.40gb,1x7g.80gb");
         let odd: BTreeMap<String, u32> = [("7g.80gb".to_string(), 3)].into();
         assert!(split_per_gpu(&odd, 2, &all_layouts(&A100_80GB)).is_none());
-        assert_eq!(split_per_gpu(&BTreeMap::new(), 2, &all_layouts(&A100_80GB)).unwrap().to_string(), "empty,empty");
+        assert_eq!(
+            split_per_gpu(&BTreeMap::new(), 2, &all_layouts(&A100_80GB))
+                .unwrap()
+                .to_string(),
+            "empty,empty"
+        );
     }
 
     #[test]

@@ -46,8 +46,17 @@ pub struct DemoArgs {
     pub report: Option<PathBuf>,
 }
 
-const DONE_STATES: &[&str] =
-    &["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"];
+const DONE_STATES: &[&str] = &[
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+];
 
 /// Runs the demo.
 ///
@@ -71,7 +80,12 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
     let events = ctx.events();
     let t0 = Instant::now();
     let start_epoch = now();
-    eprintln!("dynmig demo: submitting {} jobs from {} over {:.0} s", jobs.len(), args.trace.display(), jobs.last().map_or(0.0, |j| j.submit_at.as_secs_f64()));
+    eprintln!(
+        "dynmig demo: submitting {} jobs from {} over {:.0} s",
+        jobs.len(),
+        args.trace.display(),
+        jobs.last().map_or(0.0, |j| j.submit_at.as_secs_f64())
+    );
     let mut ids: BTreeMap<u64, String> = BTreeMap::new();
     for j in &jobs {
         if let Some(wait) = j.submit_at.checked_sub(t0.elapsed()) {
@@ -85,7 +99,10 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
         events.log(&Event::new("submit", "").job(id).detail(&j.pod));
         ids.insert(id, j.pod.clone());
     }
-    eprintln!("dynmig demo: all submitted after {:.0} s; waiting for them to end", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "dynmig demo: all submitted after {:.0} s; waiting for them to end",
+        t0.elapsed().as_secs_f64()
+    );
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut last_print = Instant::now();
     let finished = loop {
@@ -96,7 +113,12 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
             break all;
         }
         if Instant::now() > deadline {
-            bail!("{} of {} jobs still not ended after {} s", ids.len() - done, ids.len(), args.timeout);
+            bail!(
+                "{} of {} jobs still not ended after {} s",
+                ids.len() - done,
+                ids.len(),
+                args.timeout
+            );
         }
         if last_print.elapsed() > Duration::from_secs(10) {
             eprintln!("dynmig demo: {done}/{} jobs ended", ids.len());
@@ -114,9 +136,16 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
     if let Some(p) = &args.report {
         std::fs::write(p, &report)?;
     }
-    let bad: Vec<String> = ours.iter().filter(|j| j.state != "COMPLETED").map(|j| format!("{} ({})", j.id, j.state)).collect();
+    let bad: Vec<String> = ours
+        .iter()
+        .filter(|j| j.state != "COMPLETED")
+        .map(|j| format!("{} ({})", j.id, j.state))
+        .collect();
     if ours.len() != ids.len() {
-        bail!("{} jobs are lost: slurmctld no longer knows them", ids.len() - ours.len());
+        bail!(
+            "{} jobs are lost: slurmctld no longer knows them",
+            ids.len() - ours.len()
+        );
     }
     if !bad.is_empty() {
         bail!("jobs that did not complete: {}", bad.join(", "));
@@ -125,7 +154,9 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
 }
 
 fn now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The `p`-quantile (0..=1) of `v` by the nearest-rank method; 0 for an empty list.
@@ -142,7 +173,11 @@ pub fn quantile(v: &[f64], p: f64) -> f64 {
 fn profile_of(tres: &str) -> String {
     dynmig_core::gres::TresList::parse(tres)
         .ok()
-        .and_then(|l| l.gpu_entries().next().map(|g| format!("{}x{}", g.count, g.gres_type.clone().unwrap_or_else(|| "gpu".into()))))
+        .and_then(|l| {
+            l.gpu_entries()
+                .next()
+                .map(|g| format!("{}x{}", g.count, g.gres_type.clone().unwrap_or_else(|| "gpu".into())))
+        })
         .unwrap_or_else(|| "-".into())
 }
 
@@ -150,7 +185,10 @@ fn profile_of(tres: &str) -> String {
 pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], t0: f64) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# dynmig demo report\n\n## Jobs\n");
-    let _ = writeln!(s, "| job | pod | profile | node | wait s | run s | state |\n|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "| job | pod | profile | node | wait s | run s | state |\n|---|---|---|---|---|---|---|"
+    );
     let mut waits = Vec::new();
     let mut per_profile: BTreeMap<String, u32> = BTreeMap::new();
     for j in jobs {
@@ -171,7 +209,11 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], 
         );
     }
     let completed = jobs.iter().filter(|j| j.state == "COMPLETED").count();
-    let _ = writeln!(s, "\nJobs: {} submitted, {completed} completed. Profiles: {per_profile:?}", jobs.len());
+    let _ = writeln!(
+        s,
+        "\nJobs: {} submitted, {completed} completed. Profiles: {per_profile:?}",
+        jobs.len()
+    );
     let _ = writeln!(
         s,
         "Queue wait (s, Slurm's submit to start, whole seconds): median {:.0}, p95 {:.0}, max {:.0}",
@@ -197,7 +239,13 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], 
                 }
                 "drain" => {
                     drain_at = Some(e.time);
-                    let _ = writeln!(s, "  - {:>6.1} drain for {} ({})", e.time - t0, e.layout.as_deref().unwrap_or("?"), e.detail.as_deref().unwrap_or(""));
+                    let _ = writeln!(
+                        s,
+                        "  - {:>6.1} drain for {} ({})",
+                        e.time - t0,
+                        e.layout.as_deref().unwrap_or("?"),
+                        e.detail.as_deref().unwrap_or("")
+                    );
                 }
                 "job_end" => last_job_end = Some(e.time),
                 "applied" => {
@@ -218,7 +266,12 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], 
                     );
                 }
                 "repartition_failed" => {
-                    let _ = writeln!(s, "  - {:>6.1} repartition FAILED: {}", e.time - t0, e.detail.as_deref().unwrap_or(""));
+                    let _ = writeln!(
+                        s,
+                        "  - {:>6.1} repartition FAILED: {}",
+                        e.time - t0,
+                        e.detail.as_deref().unwrap_or("")
+                    );
                 }
                 _ => {}
             }

@@ -35,7 +35,14 @@ impl Event {
         let time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        Self { time, kind: kind.into(), node: node.into(), layout: None, job: None, detail: None }
+        Self {
+            time,
+            kind: kind.into(),
+            node: node.into(),
+            layout: None,
+            job: None,
+            detail: None,
+        }
     }
     /// With a layout.
     pub fn layout(mut self, l: &str) -> Self {
@@ -63,7 +70,9 @@ pub struct EventLog {
 impl EventLog {
     /// Events go to `path`.
     pub fn to(path: impl Into<PathBuf>) -> Self {
-        Self { path: Some(path.into()) }
+        Self {
+            path: Some(path.into()),
+        }
     }
 
     /// Appends one event. Logging never fails the caller: an error is printed to stderr.

@@ -56,16 +56,8 @@ impl GresEntry {
     /// The gres.conf line, e.g. `Name=gpu Type=3g.40gb File=/dev/sim/gpu0/gi1`.
     pub fn line(&self) -> String {
         let files: Vec<String> = self.files.iter().map(|f| f.display().to_string()).collect();
-        let key = if files.len() == 1 {
-            "File"
-        } else {
-            "MultipleFiles"
-        };
-        format!(
-            "Name=gpu Type={} {key}={}",
-            self.placed.profile.name,
-            files.join(",")
-        )
+        let key = if files.len() == 1 { "File" } else { "MultipleFiles" };
+        format!("Name=gpu Type={} {key}={}", self.placed.profile.name, files.join(","))
     }
 }
 
@@ -76,17 +68,9 @@ pub fn node_entries(gpus: &[GpuState], whole_gpu_file: impl Fn(u32) -> PathBuf) 
     let mut out = Vec::new();
     for g in gpus {
         if g.mig_enabled {
-            out.extend(
-                g.instances
-                    .iter()
-                    .map(|i| GresEntry::from_instance(g.index, i)),
-            );
+            out.extend(g.instances.iter().map(|i| GresEntry::from_instance(g.index, i)));
         } else {
-            out.push(GresEntry::whole_gpu(
-                g.index,
-                g.model,
-                whole_gpu_file(g.index),
-            ));
+            out.push(GresEntry::whole_gpu(g.index, g.model, whole_gpu_file(g.index)));
         }
     }
     out.sort_by_key(|e| (e.gpu, e.placed.start));
@@ -108,11 +92,7 @@ pub fn render(entries: &[GresEntry]) -> String {
 /// The node's `Gres=` value, e.g. `gpu:1g.10gb:1,gpu:3g.40gb:2` (profile names in
 /// [`NodeLayout::gres`] order; `""` for no entries).
 pub fn node_gres_string(entries: &[GresEntry]) -> String {
-    let gpu_count = entries
-        .iter()
-        .map(|e| e.gpu as usize + 1)
-        .max()
-        .unwrap_or(0);
+    let gpu_count = entries.iter().map(|e| e.gpu as usize + 1).max().unwrap_or(0);
     let mut layout = NodeLayout {
         gpus: vec![ProfileCounts::empty(); gpu_count],
     };
@@ -144,10 +124,7 @@ mod tests {
                 profile: A100_80GB.profile("1g.10gb").unwrap(),
                 start: 3,
             },
-            files: vec![
-                "/dev/nvidia0".into(),
-                "/dev/nvidia-caps/nvidia-cap21".into(),
-            ],
+            files: vec!["/dev/nvidia0".into(), "/dev/nvidia-caps/nvidia-cap21".into()],
         };
         assert_eq!(
             e.line(),

@@ -7,14 +7,14 @@
 //! - [`gres_conf`]: gres.conf generation for a node's MIG instances;
 //! - [`trace`]: the Alibaba GPU trace and its mapping to demo jobs.
 
-pub mod backend;
-pub mod gres_conf;
-pub mod slurm;
-pub mod trace;
 pub mod agent;
-pub mod controller;
-pub mod events;
+pub mod backend;
 pub mod context;
+pub mod controller;
 pub mod demo;
+pub mod events;
+pub mod gres_conf;
 pub mod hooks;
+pub mod slurm;
 pub mod status;
+pub mod trace;

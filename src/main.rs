@@ -126,15 +126,28 @@ fn main() {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Cmd::Config { cmd: ConfigCmd::Check { file } } => {
+        Cmd::Config {
+            cmd: ConfigCmd::Check { file },
+        } => {
             let ctx = Ctx::load(file.as_deref().or(cli.config.as_deref()))?;
-            let from = ctx.source.as_ref().map_or("embedded defaults".to_string(), |p| p.display().to_string());
+            let from = ctx
+                .source
+                .as_ref()
+                .map_or("embedded defaults".to_string(), |p| p.display().to_string());
             println!("{from}: ok");
             print!("{}", status::config_summary(&ctx));
             Ok(())
         }
-        Cmd::Config { cmd: ConfigCmd::Defaults } => {
-            print!("{}", status::config_summary(&Ctx { config: dynmig_core::config::Config::default_embedded(), source: None }));
+        Cmd::Config {
+            cmd: ConfigCmd::Defaults,
+        } => {
+            print!(
+                "{}",
+                status::config_summary(&Ctx {
+                    config: dynmig_core::config::Config::default_embedded(),
+                    source: None
+                })
+            );
             Ok(())
         }
         Cmd::Layouts { model, maximal } => {
@@ -160,19 +173,32 @@ fn run(cli: Cli) -> Result<()> {
             let ctx = Ctx::load(cli.config.as_deref())?;
             let backend = ctx.backend(&node)?;
             let gpus = backend.gpus()?;
-            print!("{}", gres_conf::render(&gres_conf::node_entries(&gpus, |g| backend.gpu_device_file(g))));
+            print!(
+                "{}",
+                gres_conf::render(&gres_conf::node_entries(&gpus, |g| backend.gpu_device_file(g)))
+            );
             Ok(())
         }
         Cmd::Plan => {
             let ctx = Ctx::load(cli.config.as_deref())?;
             let mut policy = ctx.policy();
-            let r = controller::pass(&ctx.slurm(), &ctx.managed_nodes(), policy.as_mut(), &ctx.events(), ctx.config.controller.drain_timeout, true)?;
+            let r = controller::pass(
+                &ctx.slurm(),
+                &ctx.managed_nodes(),
+                policy.as_mut(),
+                &ctx.events(),
+                ctx.config.controller.drain_timeout,
+                true,
+            )?;
             println!("pending demand: {:?}", r.demand.pending);
             if r.drained.is_empty() {
                 println!("no repartition");
             }
             for d in r.drained {
-                println!("would drain {}: repartition to {} (serves {:?})", d.node, d.target, d.serves);
+                println!(
+                    "would drain {}: repartition to {} (serves {:?})",
+                    d.node, d.target, d.serves
+                );
             }
             Ok(())
         }
@@ -183,7 +209,14 @@ fn run(cli: Cli) -> Result<()> {
             let managed = ctx.managed_nodes();
             let events = ctx.events();
             loop {
-                match controller::pass(&slurm, &managed, policy.as_mut(), &events, ctx.config.controller.drain_timeout, false) {
+                match controller::pass(
+                    &slurm,
+                    &managed,
+                    policy.as_mut(),
+                    &events,
+                    ctx.config.controller.drain_timeout,
+                    false,
+                ) {
                     Ok(r) => {
                         for d in &r.drained {
                             eprintln!("dynmig controller: draining {} to repartition to {}", d.node, d.target);
@@ -214,8 +247,18 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", status::status(&ctx)?);
             Ok(())
         }
-        Cmd::Trace { cmd: TraceCmd::Slice { input, day, from_hour, to_hour } } => {
-            let pods = trace::parse_pods(&std::fs::read_to_string(&input).with_context(|| format!("cannot read {}", input.display()))?)?;
+        Cmd::Trace {
+            cmd:
+                TraceCmd::Slice {
+                    input,
+                    day,
+                    from_hour,
+                    to_hour,
+                },
+        } => {
+            let pods = trace::parse_pods(
+                &std::fs::read_to_string(&input).with_context(|| format!("cannot read {}", input.display()))?,
+            )?;
             let last = pods.iter().map(|p| p.creation_time).max().unwrap_or(0);
             let start = last - 30 * 86400;
             let day_start = start + day * 86400;
@@ -254,8 +297,11 @@ fn init_node(ctx: &Ctx, node: &str) -> Result<String> {
         std::fs::create_dir_all(dir)?;
     }
     gres_conf::write_atomically(&path, &gres_conf::render(&entries))?;
-    let layout = dynmig_core::geometry::NodeLayout { gpus: backend.gpus()?.iter().map(|g| g.layout()).collect() };
-    ctx.events().log(&dynmig::events::Event::new("init", node).layout(&layout.to_string()));
+    let layout = dynmig_core::geometry::NodeLayout {
+        gpus: backend.gpus()?.iter().map(|g| g.layout()).collect(),
+    };
+    ctx.events()
+        .log(&dynmig::events::Event::new("init", node).layout(&layout.to_string()));
     Ok(gres_conf::node_gres_string(&entries))
 }
 
@@ -267,7 +313,9 @@ fn slurmd_pid_file(slurm_conf: &Path, node: &str) -> PathBuf {
             t.lines().find_map(|l| {
                 let l = l.trim();
                 let (k, v) = l.split_once('=')?;
-                k.trim().eq_ignore_ascii_case("SlurmdPidFile").then(|| PathBuf::from(v.trim().replace("%n", node)))
+                k.trim()
+                    .eq_ignore_ascii_case("SlurmdPidFile")
+                    .then(|| PathBuf::from(v.trim().replace("%n", node)))
             })
         })
         .unwrap_or_else(|| PathBuf::from("/run/slurmd.pid"))

@@ -133,7 +133,10 @@ fn text(v: Option<&Value>) -> String {
 /// Output that is not JSON or has no `jobs` array.
 pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>> {
     let v: Value = serde_json::from_str(json).context("squeue --json output is not JSON")?;
-    let jobs = v.get("jobs").and_then(Value::as_array).ok_or_else(|| anyhow!("squeue --json output has no 'jobs'"))?;
+    let jobs = v
+        .get("jobs")
+        .and_then(Value::as_array)
+        .ok_or_else(|| anyhow!("squeue --json output has no 'jobs'"))?;
     Ok(jobs
         .iter()
         .map(|j| {
@@ -170,7 +173,10 @@ pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>> {
 /// Output that is not JSON or has no `nodes` array.
 pub fn parse_nodes(json: &str) -> Result<Vec<NodeInfo>> {
     let v: Value = serde_json::from_str(json).context("sinfo --json output is not JSON")?;
-    let nodes = v.get("nodes").and_then(Value::as_array).ok_or_else(|| anyhow!("sinfo --json output has no 'nodes'"))?;
+    let nodes = v
+        .get("nodes")
+        .and_then(Value::as_array)
+        .ok_or_else(|| anyhow!("sinfo --json output has no 'nodes'"))?;
     Ok(nodes
         .iter()
         .map(|n| {
@@ -178,7 +184,10 @@ pub fn parse_nodes(json: &str) -> Result<Vec<NodeInfo>> {
             let (state, mut flags) = match n.get("state") {
                 Some(Value::Array(a)) => {
                     let all: Vec<String> = a.iter().filter_map(Value::as_str).map(str::to_uppercase).collect();
-                    (all.first().cloned().unwrap_or_default().to_lowercase(), all.into_iter().skip(1).collect())
+                    (
+                        all.first().cloned().unwrap_or_default().to_lowercase(),
+                        all.into_iter().skip(1).collect(),
+                    )
                 }
                 other => (text(other).to_lowercase(), Vec::new()),
             };
@@ -223,7 +232,10 @@ pub fn parse_node_gres(gres: &str) -> Vec<(String, u32)> {
     parts.push(bytes[start..].iter().collect::<String>());
     for part in parts {
         let part = part.split('(').next().unwrap_or("").trim();
-        let part = part.strip_prefix("gres/").or_else(|| part.strip_prefix("gres:")).unwrap_or(part);
+        let part = part
+            .strip_prefix("gres/")
+            .or_else(|| part.strip_prefix("gres:"))
+            .unwrap_or(part);
         let fields: Vec<&str> = part.split(':').collect();
         if fields.len() == 3 && fields[0] == "gpu" {
             if let Ok(n) = fields[2].parse() {
@@ -251,7 +263,12 @@ impl SlurmCommands {
             if std::time::Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("{} {} timed out after {:?}", program.display(), args.join(" "), self.timeout);
+                bail!(
+                    "{} {} timed out after {:?}",
+                    program.display(),
+                    args.join(" "),
+                    self.timeout
+                );
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -287,13 +304,22 @@ impl SlurmCommands {
 
     /// Drains `node` with `reason` (running jobs go on; no new job starts there).
     pub fn drain(&self, node: &str, reason: &str) -> Result<()> {
-        self.run(&self.scontrol, &["update", &format!("nodename={node}"), "state=drain", &format!("reason={reason}")])
-            .map(drop)
+        self.run(
+            &self.scontrol,
+            &[
+                "update",
+                &format!("nodename={node}"),
+                "state=drain",
+                &format!("reason={reason}"),
+            ],
+        )
+        .map(drop)
     }
 
     /// Returns a drained node to service.
     pub fn resume(&self, node: &str) -> Result<()> {
-        self.run(&self.scontrol, &["update", &format!("nodename={node}"), "state=resume"]).map(drop)
+        self.run(&self.scontrol, &["update", &format!("nodename={node}"), "state=resume"])
+            .map(drop)
     }
 
     /// Deletes a dynamic node (refused by slurmctld while jobs run there). A node that is
@@ -311,7 +337,12 @@ impl SlurmCommands {
         let mut a = vec!["--parsable"];
         a.extend_from_slice(args);
         let out = self.run(&self.sbatch, &a)?;
-        out.trim().split(';').next().unwrap_or("").parse().with_context(|| format!("sbatch printed '{}'", out.trim()))
+        out.trim()
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .parse()
+            .with_context(|| format!("sbatch printed '{}'", out.trim()))
     }
 }
 
@@ -325,14 +356,20 @@ mod tests {
             parse_node_gres("gpu:3g.40gb:2(S:0),gpu:1g.10gb:1"),
             vec![("3g.40gb".to_string(), 2), ("1g.10gb".to_string(), 1)]
         );
-        assert_eq!(parse_node_gres("gpu:7g.80gb:1(IDX:0,1),gres/gpu:2g.20gb:3"), vec![("7g.80gb".into(), 1), ("2g.20gb".into(), 3)]);
+        assert_eq!(
+            parse_node_gres("gpu:7g.80gb:1(IDX:0,1),gres/gpu:2g.20gb:3"),
+            vec![("7g.80gb".into(), 1), ("2g.20gb".into(), 3)]
+        );
         assert!(parse_node_gres("(null)").is_empty());
     }
 
     #[test]
     fn numbers_old_and_new_forms() {
         assert_eq!(num(&serde_json::json!(5)), 5);
-        assert_eq!(num(&serde_json::json!({"set": true, "infinite": false, "number": 7})), 7);
+        assert_eq!(
+            num(&serde_json::json!({"set": true, "infinite": false, "number": 7})),
+            7
+        );
         assert_eq!(num(&serde_json::json!({"set": false, "number": 7})), 0);
     }
 

@@ -150,8 +150,8 @@ pub fn demo_jobs(pods: &[Pod], m: &DemoMapping) -> Vec<DemoJob> {
         .map(|p| {
             let run = p.duration().unwrap_or_default().as_secs_f64() / m.duration_compression;
             let run = Duration::from_secs_f64(run.clamp(m.min_run.as_secs_f64(), m.max_run.as_secs_f64()));
-            let mig_mem = (p.num_gpu == 1 && p.gpu_milli < 1000)
-                .then(|| m.gpu_memory_bytes * u64::from(p.gpu_milli) / 1000);
+            let mig_mem =
+                (p.num_gpu == 1 && p.gpu_milli < 1000).then(|| m.gpu_memory_bytes * u64::from(p.gpu_milli) / 1000);
             DemoJob {
                 pod: p.name.clone(),
                 submit_at: Duration::from_secs_f64((p.creation_time - t0) as f64 / m.time_compression),
@@ -167,7 +167,8 @@ pub fn demo_jobs(pods: &[Pod], m: &DemoMapping) -> Vec<DemoJob> {
 mod tests {
     use super::*;
 
-    const CSV: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+    const CSV: &str =
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
 openb-pod-0001,6000,12288,1,460,,LS,Running,100,3700,100
 openb-pod-0002,6000,12288,1,1000,,LS,Succeeded,190,1000,200
 openb-pod-0003,6000,12288,0,0,,LS,Succeeded,200,1000,200
@@ -180,10 +181,17 @@ openb-pod-0004,6000,12288,2,1000,V100M16|V100M32,LS,Pending,300,,
         assert_eq!(pods.len(), 4);
         assert_eq!(pods[3].scheduled_time, None);
         let gpu = gpu_pods_between(&pods, 0, 1000);
-        assert_eq!(gpu.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["openb-pod-0001", "openb-pod-0002"]);
+        assert_eq!(
+            gpu.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["openb-pod-0001", "openb-pod-0002"]
+        );
         let jobs = demo_jobs(&gpu, &DemoMapping::default());
         assert_eq!(jobs[0].submit_at, Duration::ZERO);
-        assert_eq!(jobs[1].submit_at, Duration::from_secs(1), "90 trace seconds = 1 demo second");
+        assert_eq!(
+            jobs[1].submit_at,
+            Duration::from_secs(1),
+            "90 trace seconds = 1 demo second"
+        );
         assert_eq!(jobs[0].run, Duration::from_secs(15), "3600 s / 240 = 15 s");
         assert_eq!(jobs[1].run, Duration::from_secs_f64(800.0 / 240.0));
         assert_eq!(jobs[0].mig_mem, Some((80u64 << 30) * 460 / 1000));

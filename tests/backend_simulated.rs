@@ -1,9 +1,7 @@
 //! The simulated GPU backend against real files in a temp dir: placement rules, busy
 //! instances, fault injection, crash simulation, shared state, device files, gres.conf.
 
-use dynmig::backend::{
-    BackendError, Fault, FaultKind, FaultOp, FaultPlan, GpuBackend, SimulatedBackend, FAULTS_ENV,
-};
+use dynmig::backend::{BackendError, Fault, FaultKind, FaultOp, FaultPlan, GpuBackend, SimulatedBackend, FAULTS_ENV};
 use dynmig::gres_conf::{self, GresEntry};
 use dynmig_core::geometry::{place, GpuModel, NodeLayout, ProfileCounts, A100_40GB, A100_80GB};
 use std::path::{Path, PathBuf};
@@ -78,10 +76,7 @@ fn every_maximal_a100_80gb_layout_round_trips() {
         "7x1g.10gb",
         "4x1g.20gb",
     ] {
-        assert!(
-            texts.iter().any(|t| t == known),
-            "{known} missing from {texts:?}"
-        );
+        assert!(texts.iter().any(|t| t == known), "{known} missing from {texts:?}");
     }
     // 28 counted independently by brute force over all placements (12 of them without
     // 1g.20gb, the same 12 found over the classic profiles 7g/4g/3g/2g/1g alone).
@@ -95,11 +90,7 @@ fn every_maximal_a100_80gb_layout_round_trips() {
         for p in &placed {
             let inst = b.create_instance(0, p.profile.name, p.start).unwrap();
             assert_eq!(inst.placed, *p);
-            assert!(
-                inst.uuid.starts_with("MIG-") && inst.uuid.len() == 40,
-                "{}",
-                inst.uuid
-            );
+            assert!(inst.uuid.starts_with("MIG-") && inst.uuid.len() == 40, "{}", inst.uuid);
             assert!(!inst.busy);
             assert!(inst.device_files[0].exists());
             made.push(inst);
@@ -124,10 +115,7 @@ fn every_maximal_a100_80gb_layout_round_trips() {
             b.destroy_instance(0, inst.gi_id).unwrap();
             assert!(!inst.device_files[0].exists());
         }
-        assert!(
-            b.gpu(0).unwrap().instances.is_empty(),
-            "{layout} left instances"
-        );
+        assert!(b.gpu(0).unwrap().instances.is_empty(), "{layout} left instances");
     }
 }
 
@@ -137,8 +125,7 @@ fn overlaps_and_bad_arguments_are_refused_and_change_nothing() {
     let mut b = node.open(&A100_80GB, 2);
     b.create_instance(0, "3g.40gb", 0).unwrap();
     let before = b.gpus().unwrap();
-    let err =
-        |r: Result<_, BackendError>| r.map(|_: dynmig::backend::InstanceState| ()).unwrap_err();
+    let err = |r: Result<_, BackendError>| r.map(|_: dynmig::backend::InstanceState| ()).unwrap_err();
     assert!(matches!(
         err(b.create_instance(0, "2g.20gb", 2)),
         BackendError::InsufficientResources { .. }
@@ -189,10 +176,7 @@ fn mig_mode_changes_need_an_empty_gpu() {
     let node = Node::new();
     let mut b = node.open(&A100_40GB, 1);
     let inst = b.create_instance(0, "7g.40gb", 0).unwrap();
-    assert!(matches!(
-        b.set_mig_mode(0, false),
-        Err(BackendError::InUse { .. })
-    ));
+    assert!(matches!(b.set_mig_mode(0, false), Err(BackendError::InUse { .. })));
     b.set_mig_mode(0, true).unwrap(); // already on: nothing to do
     b.destroy_instance(0, inst.gi_id).unwrap();
     b.set_mig_mode(0, false).unwrap();
@@ -202,16 +186,10 @@ fn mig_mode_changes_need_an_empty_gpu() {
         b.create_instance(0, "1g.5gb", 0),
         Err(BackendError::NotSupported)
     ));
-    assert!(matches!(
-        b.destroy_instance(0, 1),
-        Err(BackendError::NotSupported)
-    ));
+    assert!(matches!(b.destroy_instance(0, 1), Err(BackendError::NotSupported)));
     b.set_mig_mode(0, true).unwrap();
     assert!(b.gpu(0).unwrap().mig_enabled);
-    assert!(matches!(
-        b.destroy_instance(0, 1),
-        Err(BackendError::NotFound { .. })
-    ));
+    assert!(matches!(b.destroy_instance(0, 1), Err(BackendError::NotFound { .. })));
 }
 
 #[test]
@@ -221,10 +199,7 @@ fn busy_instances_cannot_be_destroyed() {
     let a = b.create_instance(1, "2g.20gb", 0).unwrap();
     let c = b.create_instance(1, "2g.20gb", 2).unwrap();
     // The prolog finds the instance from the device file Slurm gave the job.
-    let (gpu, found) = b
-        .instance_by_device_file(&c.device_files[0])
-        .unwrap()
-        .unwrap();
+    let (gpu, found) = b.instance_by_device_file(&c.device_files[0]).unwrap().unwrap();
     assert_eq!((gpu, found.gi_id), (1, c.gi_id));
     assert!(b
         .instance_by_device_file(&node.devices().join("gpu0/gi9"))
@@ -239,10 +214,7 @@ fn busy_instances_cannot_be_destroyed() {
         Err(BackendError::InUse { what }) => assert!(what.contains("4242"), "{what}"),
         other => panic!("{other:?}"),
     }
-    assert!(
-        c.device_files[0].exists(),
-        "a refused destroy keeps the device file"
-    );
+    assert!(c.device_files[0].exists(), "a refused destroy keeps the device file");
     // Idle slices of the same GPU can still change.
     b.destroy_instance(1, a.gi_id).unwrap();
     // The epilog detaches by job id.
@@ -271,16 +243,9 @@ fn faults_fire_once_across_processes_sharing_the_file() {
     assert!(
         matches!(b.create_instance(0, "1g.10gb", 1), Err(BackendError::InsufficientResources { what }) if what.contains("injected"))
     );
-    assert_eq!(
-        a.gpu(0).unwrap().instances.len(),
-        1,
-        "a failed call changes nothing"
-    );
+    assert_eq!(a.gpu(0).unwrap().instances.len(), 1, "a failed call changes nothing");
     b.create_instance(0, "1g.10gb", 1).unwrap();
-    assert!(matches!(
-        a.destroy_instance(0, first.gi_id),
-        Err(BackendError::Unknown)
-    ));
+    assert!(matches!(a.destroy_instance(0, first.gi_id), Err(BackendError::Unknown)));
     a.destroy_instance(0, first.gi_id).unwrap();
     let left = FaultPlan::parse(&std::fs::read_to_string(a.faults_path()).unwrap()).unwrap();
     assert!(left.is_empty(), "{left:?}");
@@ -294,16 +259,11 @@ fn faults_fire_once_across_processes_sharing_the_file() {
         crash_after: None,
     })
     .unwrap();
-    assert!(matches!(
-        b.set_mig_mode(0, true),
-        Err(BackendError::NoPermission)
-    ));
+    assert!(matches!(b.set_mig_mode(0, true), Err(BackendError::NoPermission)));
     b.set_mig_mode(0, true).unwrap();
     // A broken faults file is reported, not ignored.
     std::fs::write(a.faults_path(), "[{\"op\": \"create\"}]").unwrap();
-    assert!(
-        matches!(a.gpus(), Err(BackendError::InvalidArgument { what }) if what.contains("faults file"))
-    );
+    assert!(matches!(a.gpus(), Err(BackendError::InvalidArgument { what }) if what.contains("faults file")));
 }
 
 #[test]
@@ -334,16 +294,13 @@ fn state_survives_reopen_and_ids_are_reused() {
         .flat_map(|g| g.instances.iter().map(|i| i.uuid.clone()))
         .collect();
     assert_eq!(uuids.len(), 3);
-    assert!(uuids
-        .iter()
-        .all(|u| uuids.iter().filter(|v| *v == u).count() == 1));
+    assert!(uuids.iter().all(|u| uuids.iter().filter(|v| *v == u).count() == 1));
     // Another model or GPU count on the same file is refused.
     let wrong = SimulatedBackend::open(&node.state(), &node.devices(), &A100_40GB, 2);
     assert!(matches!(wrong, Err(BackendError::InvalidArgument { .. })));
     let wrong = SimulatedBackend::open(&node.state(), &node.devices(), &A100_80GB, 3);
     assert!(matches!(wrong, Err(BackendError::InvalidArgument { .. })));
-    let missing =
-        SimulatedBackend::open_existing(&node.dir.path().join("none.json"), &node.devices());
+    let missing = SimulatedBackend::open_existing(&node.dir.path().join("none.json"), &node.devices());
     assert!(matches!(missing, Err(BackendError::NotFound { .. })));
 }
 
@@ -355,10 +312,7 @@ fn device_files_appear_and_vanish() {
     assert!(dev.join("nvidia0").exists() && dev.join("nvidia1").exists());
     assert!(!dev.join("nvidia2").exists());
     let i = b.create_instance(1, "4g.40gb", 0).unwrap();
-    assert_eq!(
-        i.device_files,
-        vec![dev.join(format!("gpu1/gi{}", i.gi_id))]
-    );
+    assert_eq!(i.device_files, vec![dev.join(format!("gpu1/gi{}", i.gi_id))]);
     assert!(i.device_files[0].exists());
     // As root the fake devices are character devices (1, 3), so that slurmd hands jobs their
     // GPU indices; as a normal user they are plain files.
@@ -436,12 +390,7 @@ fn gres_conf_for_a_known_layout() {
     reversed.reverse();
     assert_eq!(gres_conf::render(&reversed), expected);
     // The Gres= string agrees with the core's NodeLayout.
-    let layout = NodeLayout::parse(
-        &A100_80GB,
-        3,
-        "3x2g.20gb+1x1g.10gb,1x4g.40gb+1x3g.40gb,1x7g.80gb",
-    )
-    .unwrap();
+    let layout = NodeLayout::parse(&A100_80GB, 3, "3x2g.20gb+1x1g.10gb,1x4g.40gb+1x3g.40gb,1x7g.80gb").unwrap();
     assert_eq!(gres_conf::node_gres_string(&entries), layout.gres());
     assert_eq!(
         gres_conf::node_gres_string(&entries),
@@ -453,15 +402,9 @@ fn gres_conf_for_a_known_layout() {
     gres_conf::write_atomically(&path, "old\n").unwrap();
     gres_conf::write_atomically(&path, &text).unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
-    assert_eq!(
-        std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
-        1
-    );
+    assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
     let empty: Vec<GresEntry> = Vec::new();
-    assert_eq!(
-        gres_conf::render(&empty),
-        "# generated by dynmig; do not edit\n"
-    );
+    assert_eq!(gres_conf::render(&empty), "# generated by dynmig; do not edit\n");
 }
 
 /// Runs this test binary again as a child process that calls [`crash_helper`] with `env`;
@@ -482,8 +425,7 @@ fn run_crash_helper(node: &Node, env: &[(&str, &str)]) -> (std::process::ExitSta
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status, text)
 }
 
@@ -496,8 +438,7 @@ fn crash_helper() {
         return;
     };
     let devices = std::env::var("DYNMIG_TEST_CRASH_DEVICES").unwrap();
-    let mut b =
-        SimulatedBackend::open(Path::new(&state), Path::new(&devices), &A100_80GB, 1).unwrap();
+    let mut b = SimulatedBackend::open(Path::new(&state), Path::new(&devices), &A100_80GB, 1).unwrap();
     for start in 0..3 {
         b.create_instance(0, "1g.10gb", start).unwrap();
     }
@@ -510,10 +451,7 @@ fn crash_after_from_the_environment_kills_the_process_after_saving() {
     node.open(&A100_80GB, 1);
     let (status, out) = run_crash_helper(&node, &[(FAULTS_ENV, r#"{"crash_after": 2}"#)]);
     assert_eq!(status.code(), Some(137), "{status:?}: {out}");
-    assert!(
-        out.contains("crash_after reached after create 1g.10gb@1"),
-        "{out}"
-    );
+    assert!(out.contains("crash_after reached after create 1g.10gb@1"), "{out}");
     let gpu = node.open(&A100_80GB, 1).gpu(0).unwrap();
     assert_eq!(
         gpu.layout().to_string(),

@@ -41,7 +41,12 @@ impl Cluster {
             cmd.env("DYNMIG_NO_CONTROLLER", "1");
         }
         let out = cmd.output().expect("run slurm/local-dynmig.sh");
-        let c = Cluster { root, dir: dir.clone(), slurm_conf: dir.join("etc/slurm.conf").display().to_string(), _lock: lock };
+        let c = Cluster {
+            root,
+            dir: dir.clone(),
+            slurm_conf: dir.join("etc/slurm.conf").display().to_string(),
+            _lock: lock,
+        };
         assert!(
             out.status.success(),
             "cluster did not come up: {}\n{}",
@@ -62,7 +67,11 @@ impl Cluster {
 
     fn ok(&self, program: &str, args: &[&str]) -> String {
         let out = self.cmd(program, args);
-        assert!(out.status.success(), "{program} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -86,20 +95,33 @@ impl Cluster {
             return Value::Null;
         }
         let v: Value = serde_json::from_slice(&out.stdout).expect("json");
-        v["nodes"].as_array().and_then(|a| a.iter().find(|n| n["name"] == node)).cloned().unwrap_or(Value::Null)
+        v["nodes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|n| n["name"] == node))
+            .cloned()
+            .unwrap_or(Value::Null)
     }
 
     fn wait_for(&self, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
         let until = Instant::now() + timeout;
         while !f() {
-            assert!(Instant::now() < until, "timed out after {timeout:?} waiting for {what}\n{}", self.logs());
+            assert!(
+                Instant::now() < until,
+                "timed out after {timeout:?} waiting for {what}\n{}",
+                self.logs()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
 
     fn logs(&self) -> String {
         let mut s = String::new();
-        for f in ["log/controller.log", "log/agent-n1.log", "log/agent-n2.log", "dynmig/events.jsonl"] {
+        for f in [
+            "log/controller.log",
+            "log/agent-n1.log",
+            "log/agent-n2.log",
+            "dynmig/events.jsonl",
+        ] {
             let text = std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
             let tail: Vec<&str> = text.lines().rev().take(15).collect();
             s += &format!("--- {f}\n{}\n", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
@@ -113,12 +135,22 @@ impl Cluster {
         )
         .expect("state json");
         let out = Command::new(bin_dir().join("dynmig"))
-            .args(["--config", &self.dir.join("dynmig.toml").display().to_string(), "gres-conf", "--node", node])
+            .args([
+                "--config",
+                &self.dir.join("dynmig.toml").display().to_string(),
+                "gres-conf",
+                "--node",
+                node,
+            ])
             .output()
             .unwrap();
         assert!(out.status.success());
         let _ = v;
-        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with('#')).map(str::to_string).collect()
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
     }
 
     /// Runs `dynmig agent --node <node> --once` inside the node's network namespace with the
@@ -129,7 +161,14 @@ impl Cluster {
             .arg(format!("--net=/run/netns/dynmig-{node}"))
             .args(["unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", node])
             .arg(bin_dir().join("dynmig"))
-            .args(["--config", &self.dir.join("dynmig.toml").display().to_string(), "agent", "--node", node, "--once"])
+            .args([
+                "--config",
+                &self.dir.join("dynmig.toml").display().to_string(),
+                "agent",
+                "--node",
+                node,
+                "--once",
+            ])
             .env("SLURM_CONF", &self.slurm_conf)
             .output()
             .unwrap()
@@ -190,7 +229,11 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn bad_hints_make_sbatch_fail_with_the_reason() {
     let c = Cluster::up(false);
-    for (hint, expect) in [("--mig-mem=18Q", "unit"), ("--mig-profile=9g.99gb", "9g.99gb"), ("--mig-mem=900G", "largest")] {
+    for (hint, expect) in [
+        ("--mig-mem=18Q", "unit"),
+        ("--mig-profile=9g.99gb", "9g.99gb"),
+        ("--mig-mem=900G", "largest"),
+    ] {
         let out = c.cmd("sbatch", &["--gres=gpu:1", hint, "--wrap=true"]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{hint} was accepted");
@@ -199,7 +242,11 @@ fn bad_hints_make_sbatch_fail_with_the_reason() {
     // A hint without a GPU request is refused by job_submit/dynmig in slurmctld.
     let out = c.cmd("sbatch", &["--mig-mem=10G", "--wrap=true"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("gpu"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("gpu"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -209,12 +256,17 @@ fn a_pending_job_makes_the_controller_repartition_a_node_and_then_runs() {
     // Every GPU starts as one 7g.80gb: no node has a 3g.40gb.
     let id = c.sbatch(&["--gres=gpu:1", "--mig-mem=30G", "--wrap=sleep 1"]);
     assert_eq!(field(&c.job(id), "TresPerNode"), "gres:gpu:3g.40gb:1");
-    c.wait_for("the job to complete", Duration::from_secs(90), || c.job_state(id) == "COMPLETED");
+    c.wait_for("the job to complete", Duration::from_secs(90), || {
+        c.job_state(id) == "COMPLETED"
+    });
     let node = field(&c.job(id), "NodeList");
     let gres = c.node(&node)["gres"].as_str().unwrap_or("").to_string();
     assert!(gres.contains("3g.40gb"), "{node} has GRES {gres}");
     let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
-    assert!(events.contains("\"kind\":\"drain\"") && events.contains("\"kind\":\"applied\""), "{events}");
+    assert!(
+        events.contains("\"kind\":\"drain\"") && events.contains("\"kind\":\"applied\""),
+        "{events}"
+    );
 }
 
 #[test]
@@ -222,17 +274,33 @@ fn a_pending_job_makes_the_controller_repartition_a_node_and_then_runs() {
 fn a_node_with_running_jobs_is_never_reconfigured() {
     let c = Cluster::up(false);
     let id = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--wrap=sleep 300"]);
-    c.wait_for("the job to run", Duration::from_secs(30), || c.job_state(id) == "RUNNING");
+    c.wait_for("the job to run", Duration::from_secs(30), || {
+        c.job_state(id) == "RUNNING"
+    });
     let before = c.gpu_layouts("n1");
     // Hand n1 a target as the controller does.
-    c.ok("scontrol", &["update", "nodename=n1", "state=drain", "reason=dynmig: repartition to 2x3g.40gb,2x3g.40gb"]);
+    c.ok(
+        "scontrol",
+        &[
+            "update",
+            "nodename=n1",
+            "state=drain",
+            "reason=dynmig: repartition to 2x3g.40gb,2x3g.40gb",
+        ],
+    );
     // The agent looks every 2 s; give it several looks.
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(c.gpu_layouts("n1"), before, "instances changed under a running job");
     assert_eq!(c.job_state(id), "RUNNING");
-    assert!(c.node("n1")["reason"].as_str().unwrap_or("").starts_with("dynmig: repartition to"));
+    assert!(c.node("n1")["reason"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("dynmig: repartition to"));
     let out = c.agent_once("n1");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("WaitingForJobs"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("WaitingForJobs"),
+        "{out:?}"
+    );
 
     // The job ends: the Epilog wakes the agent, which applies the layout at once.
     let t0 = Instant::now();
@@ -255,10 +323,23 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
     // operation.
     let faults = c.dir.join("dynmig/nodes/n1/gpus.json.faults.json");
     std::fs::write(&faults, r#"{"faults": [], "crash_after": 2}"#).unwrap();
-    c.ok("scontrol", &["update", "nodename=n1", "state=drain", "reason=dynmig: repartition to 7x1g.10gb,1x7g.80gb"]);
+    c.ok(
+        "scontrol",
+        &[
+            "update",
+            "nodename=n1",
+            "state=drain",
+            "reason=dynmig: repartition to 7x1g.10gb,1x7g.80gb",
+        ],
+    );
     let journal = c.dir.join("dynmig/nodes/n1/agent-journal.json");
-    let pid: String = std::fs::read_to_string(c.dir.join("run/agent-n1.pid")).unwrap().trim().to_string();
-    c.wait_for("the agent to die mid-apply", Duration::from_secs(20), || !Path::new(&format!("/proc/{pid}")).exists());
+    let pid: String = std::fs::read_to_string(c.dir.join("run/agent-n1.pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+    c.wait_for("the agent to die mid-apply", Duration::from_secs(20), || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    });
     assert!(journal.exists(), "the intent was not journalled before acting");
     let half = c.gpu_layouts("n1");
     assert!(half.len() != 8, "the crash came before the apply finished: {half:?}");
@@ -269,21 +350,38 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
     assert!(String::from_utf8_lossy(&out.stdout).contains("Applied"), "{out:?}");
     assert!(!journal.exists());
     let lines = c.gpu_layouts("n1");
-    assert_eq!(lines.iter().filter(|l| l.contains("Type=1g.10gb")).count(), 7, "{lines:?}");
-    assert_eq!(lines.iter().filter(|l| l.contains("Type=7g.80gb")).count(), 1, "{lines:?}");
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("Type=1g.10gb")).count(),
+        7,
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("Type=7g.80gb")).count(),
+        1,
+        "{lines:?}"
+    );
     let gres_conf = std::fs::read_to_string(c.dir.join("nodes/n1/etc/gres.conf")).unwrap();
     let conf_lines: Vec<&str> = gres_conf.lines().filter(|l| !l.starts_with('#')).collect();
-    assert_eq!(conf_lines, lines.iter().map(String::as_str).collect::<Vec<_>>(), "gres.conf differs from the GPUs");
+    assert_eq!(
+        conf_lines,
+        lines.iter().map(String::as_str).collect::<Vec<_>>(),
+        "gres.conf differs from the GPUs"
+    );
     for l in &conf_lines {
         let file = l.split("File=").nth(1).unwrap();
         assert!(Path::new(file).exists(), "{file} missing");
     }
     let n = c.node("n1");
     let gres = n["gres"].as_str().unwrap_or("");
-    assert!(gres.contains("1g.10gb:7") && gres.contains("7g.80gb:1"), "Slurm sees {gres}");
+    assert!(
+        gres.contains("1g.10gb:7") && gres.contains("7g.80gb:1"),
+        "Slurm sees {gres}"
+    );
     assert_eq!(n["reason"].as_str().unwrap_or(""), "");
     // And the new layout is usable.
     let id = c.sbatch(&["-w", "n1", "--gres=gpu:1g.10gb:1", "--wrap=sleep 1"]);
-    c.wait_for("a 1g.10gb job to complete on n1", Duration::from_secs(30), || c.job_state(id) == "COMPLETED");
+    c.wait_for("a 1g.10gb job to complete on n1", Duration::from_secs(30), || {
+        c.job_state(id) == "COMPLETED"
+    });
     c.kill_agent("n1");
 }

@@ -59,9 +59,7 @@ fn main() {
         .generate()
         .expect("bindgen failed on include/slurm_wrapper.h");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("bindings.rs");
-    bindings
-        .write_to_file(out)
-        .expect("cannot write bindings.rs");
+    bindings.write_to_file(out).expect("cannot write bindings.rs");
 }
 
 /// Gives the C types to integer macros: `int` for return codes, `uint32_t` for versions.

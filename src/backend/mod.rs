@@ -98,12 +98,7 @@ pub trait GpuBackend: Send {
     /// - [`BackendError::NotSupported`]: MIG is off on the GPU.
     /// - [`BackendError::InsufficientResources`]: overlaps an existing instance, or too many
     ///   instances of the profile, or not enough compute slices left.
-    fn create_instance(
-        &mut self,
-        gpu: u32,
-        profile: &str,
-        start: u8,
-    ) -> Result<InstanceState, BackendError>;
+    fn create_instance(&mut self, gpu: u32, profile: &str, start: u8) -> Result<InstanceState, BackendError>;
 
     /// Destroys the GPU instance `gi_id` of `gpu` and its compute instances.
     ///

@@ -111,8 +111,7 @@ impl FaultPlan {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("bad JSON: {e}"))?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("bad JSON: {e}"))?;
         let plan = if value.is_array() {
             Self {
                 faults: serde_json::from_value(value).map_err(|e| e.to_string())?,
@@ -145,12 +144,7 @@ impl FaultPlan {
     /// Counts one call of `op`; returns the error kind of the fault that fires, removing it.
     pub fn on_call(&mut self, op: FaultOp) -> Option<FaultKind> {
         let mut fired = None;
-        for (i, f) in self
-            .faults
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, f)| f.op == op)
-        {
+        for (i, f) in self.faults.iter_mut().enumerate().filter(|(_, f)| f.op == op) {
             f.after -= 1;
             if f.after == 0 {
                 if fired.is_none() {
@@ -206,9 +200,7 @@ mod tests {
     #[test]
     fn bad_plans_are_refused() {
         assert!(FaultPlan::parse(r#"[{"op": "create", "after": 0, "error": "unknown"}]"#).is_err());
-        assert!(
-            FaultPlan::parse(r#"[{"op": "explode", "after": 1, "error": "unknown"}]"#).is_err()
-        );
+        assert!(FaultPlan::parse(r#"[{"op": "explode", "after": 1, "error": "unknown"}]"#).is_err());
         assert!(FaultPlan::parse(r#"{"crash_after": 1, "extra": 2}"#).is_err());
         assert!(FaultPlan::parse("  ").unwrap().is_empty());
     }

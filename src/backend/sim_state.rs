@@ -106,8 +106,7 @@ impl Store {
     /// Takes the exclusive lock; it is held until the returned file is dropped.
     fn lock(&self) -> Result<File, BackendError> {
         if let Some(dir) = self.state.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir)
-                .map_err(|e| BackendError::io("create the folder of", &self.state, e))?;
+            fs::create_dir_all(dir).map_err(|e| BackendError::io("create the folder of", &self.state, e))?;
         }
         let f = OpenOptions::new()
             .write(true)
@@ -134,10 +133,7 @@ impl Store {
             )
         })?;
         if st.version != STATE_VERSION {
-            let msg = format!(
-                "state file version {} (this dynmig reads {STATE_VERSION})",
-                st.version
-            );
+            let msg = format!("state file version {} (this dynmig reads {STATE_VERSION})", st.version);
             return Err(BackendError::io(
                 "read",
                 &self.state,
@@ -191,10 +187,8 @@ impl Store {
                 .map_err(|e| BackendError::io("write", &self.faults, e))?;
         }
         if created || st != before {
-            let text =
-                serde_json::to_string_pretty(&st).expect("the state always serializes") + "\n";
-            write_atomically(&self.state, text.as_bytes())
-                .map_err(|e| BackendError::io("write", &self.state, e))?;
+            let text = serde_json::to_string_pretty(&st).expect("the state always serializes") + "\n";
+            write_atomically(&self.state, text.as_bytes()).map_err(|e| BackendError::io("write", &self.state, e))?;
         }
         Ok(out)
     }

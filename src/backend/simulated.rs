@@ -101,11 +101,9 @@ impl SimulatedBackend {
     /// # Errors
     /// [`BackendError::NotFound`] if there is no state file; otherwise as [`Self::open`].
     pub fn open_existing(state_file: &Path, device_dir: &Path) -> Result<Self, BackendError> {
-        let st = Store::new(state_file)
-            .peek()?
-            .ok_or_else(|| BackendError::NotFound {
-                what: format!("no simulated node state at {}", state_file.display()),
-            })?;
+        let st = Store::new(state_file).peek()?.ok_or_else(|| BackendError::NotFound {
+            what: format!("no simulated node state at {}", state_file.display()),
+        })?;
         let model = model_by_name(&st.model).ok_or_else(|| BackendError::InvalidArgument {
             what: format!("{}: unknown GPU model {}", state_file.display(), st.model),
         })?;
@@ -143,9 +141,7 @@ impl SimulatedBackend {
 
     /// The device file of GPU instance `gi_id` on `gpu`, `<device_dir>/gpu<gpu>/gi<gi_id>`.
     pub fn instance_device_file(&self, gpu: u32, gi_id: u32) -> PathBuf {
-        self.device_dir
-            .join(format!("gpu{gpu}"))
-            .join(format!("gi{gi_id}"))
+        self.device_dir.join(format!("gpu{gpu}")).join(format!("gi{gi_id}"))
     }
 
     /// Marks instance `gi_id` of `gpu` as used by Slurm job `job_id` (the prolog's call).
@@ -210,10 +206,7 @@ impl SimulatedBackend {
     ///
     /// # Errors
     /// [`BackendError::Io`] if the state cannot be read.
-    pub fn instance_by_device_file(
-        &self,
-        path: &Path,
-    ) -> Result<Option<(u32, InstanceState)>, BackendError> {
+    pub fn instance_by_device_file(&self, path: &Path) -> Result<Option<(u32, InstanceState)>, BackendError> {
         let canon = |p: &Path| fs::canonicalize(p).ok();
         let wanted = canon(path);
         for gpu in self.gpus()? {
@@ -231,10 +224,7 @@ impl SimulatedBackend {
     }
 
     /// Runs `f` on a copy of the state under the lock; saves the copy only if `f` succeeds.
-    fn transact<T>(
-        &self,
-        f: impl FnOnce(&mut SimState) -> Result<T, BackendError>,
-    ) -> Result<T, BackendError> {
+    fn transact<T>(&self, f: impl FnOnce(&mut SimState) -> Result<T, BackendError>) -> Result<T, BackendError> {
         let seed = node_seed(&self.store.state);
         self.store
             .transact(
@@ -377,43 +367,26 @@ impl GpuBackend for SimulatedBackend {
         Ok(out)
     }
 
-    fn create_instance(
-        &mut self,
-        gpu: u32,
-        profile: &str,
-        start: u8,
-    ) -> Result<InstanceState, BackendError> {
+    fn create_instance(&mut self, gpu: u32, profile: &str, start: u8) -> Result<InstanceState, BackendError> {
         let call = format!("create {profile}@{start} on GPU {gpu}");
         self.mutate(FaultOp::Create, &call, |this, st| {
             let model = this.model;
-            let spec = model
-                .profile(profile)
-                .ok_or_else(|| BackendError::InvalidArgument {
-                    what: format!(
-                        "unknown MIG profile '{profile}' for {}; allowed: {}",
-                        model.name,
-                        model
-                            .profiles
-                            .iter()
-                            .map(|p| p.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                })?;
+            let spec = model.profile(profile).ok_or_else(|| BackendError::InvalidArgument {
+                what: format!(
+                    "unknown MIG profile '{profile}' for {}; allowed: {}",
+                    model.name,
+                    model.profiles.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+                ),
+            })?;
             let seed = st.seed;
             let serial = st.next_serial;
             let g = gpu_mut(st, gpu)?;
             if !g.mig_enabled {
                 return Err(BackendError::NotSupported);
             }
-            let new = Placed {
-                profile: spec,
-                start,
-            };
+            let new = Placed { profile: spec, start };
             // NVML checks the placement argument before the GPU's free resources.
-            if !spec.placement_starts.contains(&start)
-                || start + spec.memory_slices > model.memory_slices
-            {
+            if !spec.placement_starts.contains(&start) || start + spec.memory_slices > model.memory_slices {
                 return Err(BackendError::InvalidArgument {
                     what: format!(
                         "{new}: {} can start only at memory slices {:?}",
@@ -424,9 +397,7 @@ impl GpuBackend for SimulatedBackend {
             let mut all = this.placed_on(g);
             all.push(new);
             check_instances(model, &all).map_err(|e| match e {
-                LayoutError::BadPlacement { .. } => BackendError::InvalidArgument {
-                    what: e.to_string(),
-                },
+                LayoutError::BadPlacement { .. } => BackendError::InvalidArgument { what: e.to_string() },
                 _ => BackendError::InsufficientResources {
                     what: format!("{new} on GPU {gpu}: {e}"),
                 },
@@ -473,10 +444,7 @@ impl GpuBackend for SimulatedBackend {
     }
 
     fn set_mig_mode(&mut self, gpu: u32, enabled: bool) -> Result<(), BackendError> {
-        let call = format!(
-            "set MIG mode {} on GPU {gpu}",
-            if enabled { "on" } else { "off" }
-        );
+        let call = format!("set MIG mode {} on GPU {gpu}", if enabled { "on" } else { "off" });
         self.mutate(FaultOp::SetMigMode, &call, |_, st| {
             let g = gpu_mut(st, gpu)?;
             if g.mig_enabled == enabled {

@@ -247,21 +247,14 @@ fn parse_entry(raw: &str) -> Result<Option<GresEntry>, &'static str> {
     let (count_text, count_with_equals) = match eq_count {
         Some(c) => (Some(c), true),
         // A last field of digits only is the count; `1g.10gb` is a type.
-        None if fields
-            .last()
-            .is_some_and(|f| f.bytes().all(|b| b.is_ascii_digit())) =>
-        {
-            (fields.pop(), false)
-        }
+        None if fields.last().is_some_and(|f| f.bytes().all(|b| b.is_ascii_digit())) => (fields.pop(), false),
         None => (None, false),
     };
     if fields.len() > 1 {
         return Err("expected NAME[:TYPE][:COUNT]");
     }
     let count = match count_text {
-        Some(c) => c
-            .parse::<u64>()
-            .map_err(|_| "the count is not a whole number")?,
+        Some(c) => c.parse::<u64>().map_err(|_| "the count is not a whole number")?,
         None => 1,
     };
     Ok(Some(GresEntry {
@@ -279,12 +272,7 @@ mod tests {
     use super::*;
 
     fn gpu(text: &str) -> GresEntry {
-        TresList::parse(text)
-            .unwrap()
-            .gpu_entries()
-            .next()
-            .unwrap()
-            .clone()
+        TresList::parse(text).unwrap().gpu_entries().next().unwrap().clone()
     }
 
     #[test]
@@ -357,9 +345,6 @@ mod tests {
         let g = gpu("gres:gpu:1g.10gb");
         assert_eq!((g.gres_type.as_deref(), g.count), (Some("1g.10gb"), 1));
         assert!(TresList::parse("gres:gpu::1").is_err());
-        assert_eq!(
-            TresList::parse("gres:foo:a:b:2").unwrap().render(),
-            "gres:foo:a:b:2"
-        );
+        assert_eq!(TresList::parse("gres:foo:a:b:2").unwrap().render(), "gres:foo:a:b:2");
     }
 }

@@ -78,7 +78,11 @@ pub struct PolicyLimits {
 
 impl Default for PolicyLimits {
     fn default() -> Self {
-        Self { max_concurrent: 1, min_layout_lifetime: Duration::from_secs(120), min_gain: 1 }
+        Self {
+            max_concurrent: 1,
+            min_layout_lifetime: Duration::from_secs(120),
+            min_gain: 1,
+        }
     }
 }
 
@@ -170,7 +174,11 @@ impl Policy for DemandDriven {
                 }
             }
             unmet.retain(|_, u| *u > 0);
-            out.push(Repartition { node: node.name.clone(), target, serves: served });
+            out.push(Repartition {
+                node: node.name.clone(),
+                target,
+                serves: served,
+            });
             budget -= 1;
         }
         out
@@ -240,11 +248,19 @@ mod tests {
         NodeView {
             name: name.into(),
             model: &A100_80GB,
-            layout: NodeLayout { gpus: l.iter().map(|s| layout(s)).collect() },
-            allowed: ["1x7g.80gb", "2x3g.40gb", "1x4g.40gb+1x3g.40gb", "3x2g.20gb+1x1g.10gb", "7x1g.10gb"]
-                .iter()
-                .map(|s| layout(s))
-                .collect(),
+            layout: NodeLayout {
+                gpus: l.iter().map(|s| layout(s)).collect(),
+            },
+            allowed: [
+                "1x7g.80gb",
+                "2x3g.40gb",
+                "1x4g.40gb+1x3g.40gb",
+                "3x2g.20gb+1x1g.10gb",
+                "7x1g.10gb",
+            ]
+            .iter()
+            .map(|s| layout(s))
+            .collect(),
             busy: busy.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
             unavailable: false,
             repartitioning: false,
@@ -253,7 +269,10 @@ mod tests {
     }
 
     fn demand(p: &[(&str, u32)]) -> Demand {
-        Demand { pending: p.iter().map(|(p, n)| (p.to_string(), *n)).collect(), incoming: BTreeMap::new() }
+        Demand {
+            pending: p.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
+            incoming: BTreeMap::new(),
+        }
     }
 
     #[test]
@@ -265,12 +284,19 @@ mod tests {
 
     #[test]
     fn unmet_small_profile_repartitions_idle_node_one_gpu() {
-        let nodes = [node("n1", &["1x7g.80gb", "1x7g.80gb"], &[("7g.80gb", 1)]), node("n2", &["1x7g.80gb", "1x7g.80gb"], &[])];
+        let nodes = [
+            node("n1", &["1x7g.80gb", "1x7g.80gb"], &[("7g.80gb", 1)]),
+            node("n2", &["1x7g.80gb", "1x7g.80gb"], &[]),
+        ];
         let mut p = DemandDriven::default();
         let plan = p.plan(&nodes, &demand(&[("1g.10gb", 3)]));
         assert_eq!(plan.len(), 1);
         assert_eq!(plan[0].node, "n2", "the idle node is chosen");
-        assert_eq!(plan[0].target.to_string(), "7x1g.10gb,1x7g.80gb", "one GPU changes, the other keeps its layout");
+        assert_eq!(
+            plan[0].target.to_string(),
+            "7x1g.10gb,1x7g.80gb",
+            "one GPU changes, the other keeps its layout"
+        );
         assert_eq!(plan[0].serves.get("1g.10gb"), Some(&3));
     }
 
@@ -279,13 +305,19 @@ mod tests {
         let mut young = node("n1", &["1x7g.80gb", "1x7g.80gb"], &[]);
         young.layout_age = Duration::from_secs(10);
         let mut p = DemandDriven::default();
-        assert!(p.plan(&[young], &demand(&[("3g.40gb", 1)])).is_empty(), "a young layout is kept");
+        assert!(
+            p.plan(&[young], &demand(&[("3g.40gb", 1)])).is_empty(),
+            "a young layout is kept"
+        );
 
         let mut draining = node("n1", &["1x7g.80gb", "1x7g.80gb"], &[]);
         draining.unavailable = true;
         draining.repartitioning = true;
         let other = node("n2", &["1x7g.80gb", "1x7g.80gb"], &[]);
-        assert!(p.plan(&[draining, other], &demand(&[("3g.40gb", 1)])).is_empty(), "one repartition at a time");
+        assert!(
+            p.plan(&[draining, other], &demand(&[("3g.40gb", 1)])).is_empty(),
+            "one repartition at a time"
+        );
     }
 
     #[test]

@@ -78,9 +78,7 @@ pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     if num.is_empty() || num.starts_with('+') && num.len() == 1 {
         return Err(SizeError::BadNumber(s.to_string()));
     }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| SizeError::BadNumber(num.to_string()))?;
+    let value: f64 = num.parse().map_err(|_| SizeError::BadNumber(num.to_string()))?;
     let multiplier = unit_multiplier(unit)?;
     let bytes = value * multiplier as f64;
     if !bytes.is_finite() || bytes > MAX_SIZE_BYTES as f64 {
@@ -146,9 +144,7 @@ mod tests {
 
     #[test]
     fn units_are_binary_and_case_insensitive() {
-        for s in [
-            "18G", "18g", "18GB", "18gb", "18GiB", "18gib", " 18G ", "18 G",
-        ] {
+        for s in ["18G", "18g", "18GB", "18gb", "18GiB", "18gib", " 18G ", "18 G"] {
             assert_eq!(parse_size(s), Ok(18 * GIB), "{s}");
         }
         assert_eq!(parse_size("512M"), Ok(512 * MIB));
@@ -171,16 +167,10 @@ mod tests {
         assert_eq!(parse_size("-4G"), Err(SizeError::Negative));
         assert_eq!(parse_size("0G"), Err(SizeError::Zero));
         assert_eq!(parse_size("G"), Err(SizeError::BadNumber("G".into())));
-        assert_eq!(
-            parse_size("1.2.3G"),
-            Err(SizeError::BadNumber("1.2.3".into()))
-        );
+        assert_eq!(parse_size("1.2.3G"), Err(SizeError::BadNumber("1.2.3".into())));
         assert_eq!(parse_size("2T"), Err(SizeError::TooLarge("2T".into())));
         assert_eq!(parse_size("1.5T"), Err(SizeError::TooLarge("1.5T".into())));
-        assert!(parse_size("18Q")
-            .unwrap_err()
-            .to_string()
-            .contains("unknown unit 'Q'"));
+        assert!(parse_size("18Q").unwrap_err().to_string().contains("unknown unit 'Q'"));
     }
 
     #[test]

@@ -30,9 +30,7 @@
 
 use crate::geometry::{GpuModel, ProfileSpec};
 use crate::gres::{GresEntry, GresError, GresPrefix, TresList};
-use crate::hints::{
-    hints_from_spank_env, smallest_fitting, HintError, Hints, MIG_MEM, MIG_PROFILE,
-};
+use crate::hints::{hints_from_spank_env, smallest_fitting, HintError, Hints, MIG_MEM, MIG_PROFILE};
 use crate::size::{format_size, MIB};
 use std::fmt;
 
@@ -320,17 +318,11 @@ pub fn decide(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome, Submit
     }
     let gpus: Vec<(Field, &GresEntry)> = lists
         .iter()
-        .flat_map(|(f, l)| {
-            l.gpu_entries()
-                .filter(|g| g.count > 0)
-                .map(move |g| (*f, g))
-        })
+        .flat_map(|(f, l)| l.gpu_entries().filter(|g| g.count > 0).map(move |g| (*f, g)))
         .collect();
     let Some(&(field, entry)) = gpus.first() else {
         return match (hints.mem_bytes, &hints.profile) {
-            (_, Some(_)) => Err(SubmitError::HintWithoutGpu {
-                option: MIG_PROFILE,
-            }),
+            (_, Some(_)) => Err(SubmitError::HintWithoutGpu { option: MIG_PROFILE }),
             (Some(_), None) => Err(SubmitError::HintWithoutGpu { option: MIG_MEM }),
             (None, None) => Ok(Outcome::NoGpu),
         };
@@ -338,10 +330,7 @@ pub fn decide(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome, Submit
     if policy.models.is_empty() {
         return Err(SubmitError::NoModels);
     }
-    let typed: Vec<&str> = gpus
-        .iter()
-        .filter_map(|(_, g)| g.gres_type.as_deref())
-        .collect();
+    let typed: Vec<&str> = gpus.iter().filter_map(|(_, g)| g.gres_type.as_deref()).collect();
     if gpus.len() > 1 && typed.len() != gpus.len() {
         let what = gpus
             .iter()
@@ -362,11 +351,7 @@ pub fn decide(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome, Submit
 }
 
 /// Rule 3: every GPU entry is typed.
-fn check_typed(
-    types: &[&str],
-    hints: &Hints,
-    policy: &SubmitPolicy,
-) -> Result<Outcome, SubmitError> {
+fn check_typed(types: &[&str], hints: &Hints, policy: &SubmitPolicy) -> Result<Outcome, SubmitError> {
     for t in types {
         let specs: Vec<&ProfileSpec> = policy.models.iter().filter_map(|m| m.profile(t)).collect();
         if specs.is_empty() {
@@ -452,12 +437,7 @@ fn single_gpu(hints: &Hints, policy: &SubmitPolicy) -> Result<Decision, SubmitEr
 }
 
 /// Rule 6: more than one GPU.
-fn multi_gpu(
-    count: u64,
-    field: Field,
-    hints: &Hints,
-    policy: &SubmitPolicy,
-) -> Result<Decision, SubmitError> {
+fn multi_gpu(count: u64, field: Field, hints: &Hints, policy: &SubmitPolicy) -> Result<Decision, SubmitError> {
     if policy.multi_gpu == MultiGpu::Reject {
         return Err(SubmitError::MultiGpuRejected {
             count,
@@ -526,10 +506,7 @@ fn rewrite(mut lists: Vec<(Field, TresList)>, field: Field, decision: Decision) 
             .find(|(f, _)| *f == Field::Node)
             .map(|(_, l)| l.clone())
             .unwrap_or_default();
-        let prefix = removed
-            .iter()
-            .map(|g| g.prefix)
-            .find(|p| *p != GresPrefix::None);
+        let prefix = removed.iter().map(|g| g.prefix).find(|p| *p != GresPrefix::None);
         node.push(GresEntry {
             prefix: node.prefix().or(prefix).unwrap_or(GresPrefix::Colon),
             name: "gpu".into(),
@@ -556,10 +533,7 @@ fn rewrite(mut lists: Vec<(Field, TresList)>, field: Field, decision: Decision) 
     out
 }
 
-fn profile_on_cluster(
-    name: &str,
-    policy: &SubmitPolicy,
-) -> Result<&'static ProfileSpec, SubmitError> {
+fn profile_on_cluster(name: &str, policy: &SubmitPolicy) -> Result<&'static ProfileSpec, SubmitError> {
     policy
         .models
         .iter()
@@ -608,10 +582,7 @@ fn looks_like_profile(t: &str) -> bool {
     let Some(m) = m.strip_suffix("gb") else {
         return false;
     };
-    !g.is_empty()
-        && !m.is_empty()
-        && g.bytes().all(|b| b.is_ascii_digit())
-        && m.bytes().all(|b| b.is_ascii_digit())
+    !g.is_empty() && !m.is_empty() && g.bytes().all(|b| b.is_ascii_digit()) && m.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]

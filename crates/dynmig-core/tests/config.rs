@@ -1,9 +1,7 @@
 //! dynmig.toml: the example parses to the documented defaults; each bad key or value gives an
 //! error naming the key, its line and what is allowed.
 
-use dynmig_core::config::{
-    parse_config, AllowedLayouts, Backend, Config, ConfigError, PolicyConfig, EXAMPLE_TOML,
-};
+use dynmig_core::config::{parse_config, AllowedLayouts, Backend, Config, ConfigError, PolicyConfig, EXAMPLE_TOML};
 use dynmig_core::size::GIB;
 use dynmig_core::submit::{MultiGpu, WholeGpu};
 use std::path::Path;
@@ -24,10 +22,7 @@ fn bad(text: &str, key: &str, line: usize) -> String {
     let e: ConfigError = parse_config(text).expect_err("expected a config error");
     let shown = e.to_string();
     assert_eq!((e.key.as_str(), e.line), (key, line), "{shown}");
-    assert!(
-        shown.starts_with(&format!("line {line}, column ")),
-        "{shown}"
-    );
+    assert!(shown.starts_with(&format!("line {line}, column ")), "{shown}");
     shown
 }
 
@@ -81,10 +76,7 @@ fn example_parses_with_its_values() {
     assert_eq!(c.group_of("n2").map(|g| g.name.as_str()), Some("a100"));
     assert!(c.group_of("n3").is_none());
     let p = c.submit_policy();
-    assert_eq!(
-        p.models.iter().map(|m| m.name).collect::<Vec<_>>(),
-        ["A100-80GB"]
-    );
+    assert_eq!(p.models.iter().map(|m| m.name).collect::<Vec<_>>(), ["A100-80GB"]);
     assert_eq!(p.default_mem_bytes, 8 * GIB);
 }
 
@@ -161,10 +153,7 @@ backend = "nvml"
 fn unknown_keys_are_named() {
     let t = example_with("sinfo = ", "sinfo_path = ");
     let e = bad(&t, "paths.sinfo_path", line_of(&t, "sinfo_path"));
-    assert!(
-        e.contains("unknown field `sinfo_path`") && e.contains("`sinfo`"),
-        "{e}"
-    );
+    assert!(e.contains("unknown field `sinfo_path`") && e.contains("`sinfo`"), "{e}");
     let t = example_with("gpus = 2", "gpus = 2\ncolour = \"red\"");
     let e = bad(&t, "node_group.colour", line_of(&t, "colour"));
     assert!(e.contains("unknown field `colour`"), "{e}");
@@ -198,45 +187,22 @@ fn bad_gpu_model_lists_known_models() {
 #[test]
 fn bad_layouts_say_why() {
     let t = example_with("\"1x7g.80gb\" ", "\"1x7g.40gb\" ");
-    let e = bad(
-        &t,
-        "node_group.initial_layout",
-        line_of(&t, "initial_layout"),
-    );
+    let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
     assert!(
         e.contains("unknown MIG profile '7g.40gb' for A100-80GB; allowed:"),
         "{e}"
     );
     let t = example_with("\"1x7g.80gb\" ", "\"3x3g.40gb\" ");
-    let e = bad(
-        &t,
-        "node_group.initial_layout",
-        line_of(&t, "initial_layout"),
-    );
+    let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
     assert!(e.contains("does not fit on one A100-80GB"), "{e}");
     let t = example_with("\"1x7g.80gb\" ", "\"0x7g.80gb\" ");
-    let e = bad(
-        &t,
-        "node_group.initial_layout",
-        line_of(&t, "initial_layout"),
-    );
+    let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
     assert!(e.contains("bad count"), "{e}");
-    let t = example_with(
-        "allowed_layouts = \"all\"",
-        "allowed_layouts = [\"7x1g.10gb\"]",
-    );
-    let e = bad(
-        &t,
-        "node_group.initial_layout",
-        line_of(&t, "initial_layout"),
-    );
+    let t = example_with("allowed_layouts = \"all\"", "allowed_layouts = [\"7x1g.10gb\"]");
+    let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
     assert!(e.contains("1x7g.80gb is not in allowed_layouts"), "{e}");
     let t = example_with("allowed_layouts = \"all\"", "allowed_layouts = \"some\"");
-    let e = bad(
-        &t,
-        "node_group.allowed_layouts",
-        line_of(&t, "allowed_layouts"),
-    );
+    let e = bad(&t, "node_group.allowed_layouts", line_of(&t, "allowed_layouts"));
     assert!(e.contains("use \"all\" or a list of layouts"), "{e}");
 }
 
@@ -244,10 +210,7 @@ fn bad_layouts_say_why() {
 fn bad_durations_and_sizes() {
     let t = example_with("interval = \"5s\"", "interval = \"5\"");
     let e = bad(&t, "controller.interval", line_of(&t, "interval"));
-    assert!(
-        e.contains("bad duration '5'") && e.contains("e.g. \"5s\""),
-        "{e}"
-    );
+    assert!(e.contains("bad duration '5'") && e.contains("e.g. \"5s\""), "{e}");
     let t = example_with("drain_timeout = \"30m\"", "drain_timeout = \"0s\"");
     let e = bad(&t, "controller.drain_timeout", line_of(&t, "drain_timeout"));
     assert!(e.contains("must be more than 0"), "{e}");
@@ -256,10 +219,7 @@ fn bad_durations_and_sizes() {
     assert!(e.contains("expected a string"), "{e}");
     let t = example_with("\"8G\"", "\"8Q\"");
     let e = bad(&t, "estimator.default_mem", line_of(&t, "default_mem"));
-    assert!(
-        e.contains("unknown unit 'Q'; use a number with K, M, G or T"),
-        "{e}"
-    );
+    assert!(e.contains("unknown unit 'Q'; use a number with K, M, G or T"), "{e}");
     let t = example_with("\"8G\"", "\"100G\"");
     let e = bad(&t, "estimator.default_mem", line_of(&t, "default_mem"));
     assert!(
@@ -276,10 +236,7 @@ fn other_bad_values() {
     let t = example_with("gpus = 2", "gpus = 0");
     let e = bad(&t, "node_group.gpus", line_of(&t, "gpus ="));
     assert!(e.contains("allowed: 1 to 16"), "{e}");
-    let t = example_with(
-        "max_concurrent_repartitions = 1",
-        "max_concurrent_repartitions = 0",
-    );
+    let t = example_with("max_concurrent_repartitions = 1", "max_concurrent_repartitions = 0");
     bad(
         &t,
         "controller.max_concurrent_repartitions",
@@ -308,11 +265,7 @@ fn node_groups_are_required_unique_and_disjoint() {
     let e = bad(&t, "node_group.nodes", line_of(&t, "\"a[2-3]\""));
     assert!(e.contains("node a2 is also in group 'g'"), "{e}");
     let t = format!("{MINIMAL}\n[[node_group]]\nname = \"g\"\nnodes = \"b1\"\ngpu_model = \"A100-40GB\"\ngpus = 1\nbackend = \"nvml\"\n");
-    let e = bad(
-        &t,
-        "node_group.name",
-        line_of(&t, "name = \"g\"\nnodes = \"b1\""),
-    );
+    let e = bad(&t, "node_group.name", line_of(&t, "name = \"g\"\nnodes = \"b1\""));
     assert!(e.contains("names must be unique"), "{e}");
     let t = MINIMAL.replace("backend = \"nvml\"\n", "");
     let e = parse_config(&t).unwrap_err();

@@ -80,17 +80,11 @@ fn nvidia_19(m: &GpuModel) -> BTreeSet<String> {
         profile: m
             .profiles
             .iter()
-            .find(|q| {
-                q.compute_slices == c && !q.media_extensions && (c != 1 || q.memory_slices == 1)
-            })
+            .find(|q| q.compute_slices == c && !q.media_extensions && (c != 1 || q.memory_slices == 1))
             .unwrap(),
         start,
     };
-    let rights = [
-        vec![p(3, 4)],
-        vec![p(2, 4), p(1, 6)],
-        vec![p(1, 4), p(1, 5), p(1, 6)],
-    ];
+    let rights = [vec![p(3, 4)], vec![p(2, 4), p(1, 6)], vec![p(1, 4), p(1, 5), p(1, 6)]];
     let lefts = [
         vec![p(4, 0)],
         vec![p(3, 0)],
@@ -118,10 +112,7 @@ fn nineteen_maximal_layouts_and_fourteen_multisets() {
         assert_eq!(got.len(), 19, "{}: duplicates", m.name);
         assert_eq!(got, nvidia_19(m), "{}", m.name);
         assert!(
-            got.contains(&text(&[
-                at(m, m.profiles[1].name, 0),
-                at(m, m.profiles[2].name, 4)
-            ])),
+            got.contains(&text(&[at(m, m.profiles[1].name, 0), at(m, m.profiles[2].name, 4)])),
             "4g+3g"
         );
         assert_eq!(distinct_multisets(m).len(), 14, "{}", m.name);
@@ -130,10 +121,7 @@ fn nineteen_maximal_layouts_and_fourteen_multisets() {
 
 #[test]
 fn the_fourteen_multisets_in_table_order() {
-    let got: Vec<String> = distinct_multisets(&A100_40GB)
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
+    let got: Vec<String> = distinct_multisets(&A100_40GB).iter().map(|c| c.to_string()).collect();
     let want = [
         "1x7g.40gb",
         "1x4g.20gb+1x3g.20gb",
@@ -163,11 +151,7 @@ fn maximal_layouts_are_valid_and_complete() {
                 for c in &cands {
                     let mut bigger = layout.clone();
                     bigger.push(*c);
-                    assert!(
-                        check_instances(m, &bigger).is_err(),
-                        "{} + {c} is valid",
-                        text(&layout)
-                    );
+                    assert!(check_instances(m, &bigger).is_err(), "{} + {c} is valid", text(&layout));
                 }
             }
         }
@@ -188,11 +172,7 @@ fn enumeration_matches_brute_force_with_and_without_double_memory_profile() {
     let got: BTreeSet<String> = with_dm.iter().map(|l| text(l)).collect();
     assert_eq!(got.len(), with_dm.len(), "duplicates");
     assert_eq!(got, brute_maximal(m, &all));
-    assert!(got.contains(&text(&[
-        at(m, "4g.40gb", 0),
-        at(m, "1g.20gb", 4),
-        at(m, "1g.20gb", 6)
-    ])));
+    assert!(got.contains(&text(&[at(m, "4g.40gb", 0), at(m, "1g.20gb", 4), at(m, "1g.20gb", 6)])));
     // Pinned from the brute-force oracle above (not a number NVIDIA publishes).
     assert_eq!(with_dm.len(), 78);
     assert_eq!(distinct_multisets_with(m, &all).len(), 38);
@@ -237,10 +217,7 @@ fn hand_checked_transition() {
     let current: Vec<(Placed, bool)> = (0..7).map(|s| (at(m, "1g.10gb", s), s < 2)).collect();
     let target = ProfileCounts::parse(m, "2x1g.10gb+1x2g.20gb+1x3g.40gb").unwrap();
     let t = plan_transition(m, &current, &target).unwrap();
-    assert_eq!(
-        t.destroy,
-        (2..7).map(|s| at(m, "1g.10gb", s)).collect::<Vec<_>>()
-    );
+    assert_eq!(t.destroy, (2..7).map(|s| at(m, "1g.10gb", s)).collect::<Vec<_>>());
     assert_eq!(t.create, vec![at(m, "2g.20gb", 2), at(m, "3g.40gb", 4)]);
     assert_eq!(t.operations(), 7);
     let plain: Vec<Placed> = current.iter().map(|(p, _)| *p).collect();
@@ -290,10 +267,7 @@ fn identity_is_zero_operations() {
                 let current: Vec<_> = layout.iter().map(|p| (*p, busy)).collect();
                 let t = plan_transition(m, &current, &ProfileCounts::of(&layout)).unwrap();
                 assert!(t.is_empty(), "{}: {t:?}", text(&layout));
-                assert_eq!(
-                    destroy_all_and_recreate(&layout, &ProfileCounts::of(&layout)),
-                    0
-                );
+                assert_eq!(destroy_all_and_recreate(&layout, &ProfileCounts::of(&layout)), 0);
             }
         }
     }
@@ -303,24 +277,13 @@ fn identity_is_zero_operations() {
 fn errors_name_what_is_wrong() {
     let m = &A100_80GB;
     let busy3g = [(at(m, "3g.40gb", 4), true)];
-    let err =
-        plan_transition(m, &busy3g, &ProfileCounts::parse(m, "7x1g.10gb").unwrap()).unwrap_err();
-    assert!(
-        matches!(err, TransitionError::BusyInstanceNotInTarget { ref instance, .. } if instance == "3g.40gb@4")
-    );
+    let err = plan_transition(m, &busy3g, &ProfileCounts::parse(m, "7x1g.10gb").unwrap()).unwrap_err();
+    assert!(matches!(err, TransitionError::BusyInstanceNotInTarget { ref instance, .. } if instance == "3g.40gb@4"));
     assert!(err.to_string().contains("3g.40gb@4"), "{err}");
 
     let busy1g = [(at(m, "1g.10gb", 0), true)];
-    let err = plan_transition(
-        m,
-        &busy1g,
-        &ProfileCounts::parse(m, "4g.40gb+1g.10gb").unwrap(),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(err, TransitionError::BusyInstancesBlock { .. }),
-        "{err:?}"
-    );
+    let err = plan_transition(m, &busy1g, &ProfileCounts::parse(m, "4g.40gb+1g.10gb").unwrap()).unwrap_err();
+    assert!(matches!(err, TransitionError::BusyInstancesBlock { .. }), "{err:?}");
     assert!(
         err.to_string().contains("1g.10gb@0") && err.to_string().contains("4g.40gb"),
         "{err}"
@@ -345,12 +308,7 @@ fn errors_name_what_is_wrong() {
 /// Every valid placed set of A100-80GB non-+me profiles, for the optimality oracle.
 fn all_valid_sets() -> &'static Vec<Vec<Placed>> {
     static SETS: OnceLock<Vec<Vec<Placed>>> = OnceLock::new();
-    SETS.get_or_init(|| {
-        brute_valid_sets(
-            &A100_80GB,
-            &candidates(&A100_80GB, &A100_80GB.schedulable_profiles()),
-        )
-    })
+    SETS.get_or_init(|| brute_valid_sets(&A100_80GB, &candidates(&A100_80GB, &A100_80GB.schedulable_profiles())))
 }
 
 /// A random valid current state: candidates tried in the order `picks` gives, each added

@@ -3,8 +3,7 @@
 use dynmig_core::geometry::{A100_40GB, A100_80GB};
 use dynmig_core::size::GIB;
 use dynmig_core::submit::{
-    decide, Decision, EstimateSource, JobRequest, MultiGpu, Outcome, Rewrite, SubmitError,
-    SubmitPolicy, WholeGpu,
+    decide, Decision, EstimateSource, JobRequest, MultiGpu, Outcome, Rewrite, SubmitError, SubmitPolicy, WholeGpu,
 };
 
 fn policy() -> SubmitPolicy {
@@ -42,16 +41,10 @@ fn error(req: &JobRequest, p: &SubmitPolicy) -> String {
 
 #[test]
 fn no_gpu_request_is_left_alone() {
-    assert_eq!(
-        decide(&JobRequest::default(), &policy()),
-        Ok(Outcome::NoGpu)
-    );
+    assert_eq!(decide(&JobRequest::default(), &policy()), Ok(Outcome::NoGpu));
     let req = node("gres:shard:2", &["OTHER=1"]);
     assert_eq!(decide(&req, &policy()), Ok(Outcome::NoGpu));
-    assert_eq!(
-        decide(&node("gres:gpu:0", &[]), &policy()),
-        Ok(Outcome::NoGpu)
-    );
+    assert_eq!(decide(&node("gres:gpu:0", &[]), &policy()), Ok(Outcome::NoGpu));
 }
 
 #[test]
@@ -84,16 +77,10 @@ fn mig_mem_18g_on_a100_80gb_gets_2g_20gb_not_the_double_memory_1g() {
 #[test]
 fn slash_form_and_other_entries_are_kept() {
     let r = rewrite(
-        &node(
-            "gres/gpu:1,gres/shard:4",
-            &["_SLURM_SPANK_OPTION_dynmig_mig_mem=4G"],
-        ),
+        &node("gres/gpu:1,gres/shard:4", &["_SLURM_SPANK_OPTION_dynmig_mig_mem=4G"]),
         &policy(),
     );
-    assert_eq!(
-        r.tres_per_node.as_deref(),
-        Some("gres/gpu:1g.10gb:1,gres/shard:4")
-    );
+    assert_eq!(r.tres_per_node.as_deref(), Some("gres/gpu:1g.10gb:1,gres/shard:4"));
     let r = rewrite(&node("gres:gpu", &[MEM18]), &policy());
     assert_eq!(r.tres_per_node.as_deref(), Some("gres:gpu:2g.20gb:1"));
 }
@@ -117,10 +104,7 @@ fn gpus_1_moves_to_tres_per_node() {
     };
     let r = rewrite(&req, &policy());
     assert_eq!(r.tres_per_job.as_deref(), Some(""));
-    assert_eq!(
-        r.tres_per_node.as_deref(),
-        Some("gres/shard:2,gres/gpu:2g.20gb:1")
-    );
+    assert_eq!(r.tres_per_node.as_deref(), Some("gres/shard:2,gres/gpu:2g.20gb:1"));
 }
 
 #[test]
@@ -145,10 +129,7 @@ fn one_gpu_without_hint_follows_whole_gpu() {
         ..policy()
     };
     let e = error(&node("gres:gpu:1", &[]), &p);
-    assert!(
-        e.contains("--mig-mem=<size>") && e.contains("2g.20gb"),
-        "{e}"
-    );
+    assert!(e.contains("--mig-mem=<size>") && e.contains("2g.20gb"), "{e}");
 }
 
 #[test]
@@ -168,10 +149,7 @@ fn multi_gpu_gets_whole_gpus_or_is_rejected() {
     );
 
     let e = error(
-        &node(
-            "gres:gpu:2",
-            &["_SLURM_SPANK_OPTION_dynmig_mig_profile=2g.20gb"],
-        ),
+        &node("gres:gpu:2", &["_SLURM_SPANK_OPTION_dynmig_mig_profile=2g.20gb"]),
         &policy(),
     );
     assert!(
@@ -184,10 +162,7 @@ fn multi_gpu_gets_whole_gpus_or_is_rejected() {
         ..policy()
     };
     let e = error(&node("gres:gpu:2", &[]), &p);
-    assert!(
-        e.contains("more than one GPU (2 asked for with --gres)"),
-        "{e}"
-    );
+    assert!(e.contains("more than one GPU (2 asked for with --gres)"), "{e}");
 }
 
 #[test]
@@ -236,10 +211,7 @@ fn profile_hint_wins_when_it_holds_the_memory() {
 
     // Named explicitly, the double-memory 1g profile is allowed.
     let r = rewrite(
-        &node(
-            "gres:gpu:1",
-            &["_SLURM_SPANK_OPTION_dynmig_mig_profile=1g.20gb"],
-        ),
+        &node("gres:gpu:1", &["_SLURM_SPANK_OPTION_dynmig_mig_profile=1g.20gb"]),
         &policy(),
     );
     assert_eq!(r.tres_per_node.as_deref(), Some("gres:gpu:1g.20gb:1"));
@@ -256,10 +228,7 @@ fn profile_hint_wins_when_it_holds_the_memory() {
 
     // Known profile, but not on this cluster's GPUs.
     let e = error(
-        &node(
-            "gres:gpu:1",
-            &["_SLURM_SPANK_OPTION_dynmig_mig_profile=1g.5gb"],
-        ),
+        &node("gres:gpu:1", &["_SLURM_SPANK_OPTION_dynmig_mig_profile=1g.5gb"]),
         &policy(),
     );
     assert!(
@@ -317,10 +286,7 @@ fn conflicting_requests_and_unreadable_gpu_entries_are_errors() {
         models: vec![],
         ..policy()
     };
-    assert_eq!(
-        decide(&node("gres:gpu:1", &[]), &p),
-        Err(SubmitError::NoModels)
-    );
+    assert_eq!(decide(&node("gres:gpu:1", &[]), &p), Err(SubmitError::NoModels));
 }
 
 #[test]
@@ -329,21 +295,12 @@ fn mixed_models_pick_smallest_over_all() {
         models: vec![&A100_40GB, &A100_80GB],
         ..policy()
     };
-    let r = rewrite(
-        &node("gres:gpu:1", &["_SLURM_SPANK_OPTION_dynmig_mig_mem=3G"]),
-        &p,
-    );
+    let r = rewrite(&node("gres:gpu:1", &["_SLURM_SPANK_OPTION_dynmig_mig_mem=3G"]), &p);
     assert_eq!(r.decision.profile, "1g.5gb");
     // Whole GPU without a hint: the first configured model's full profile.
-    assert_eq!(
-        rewrite(&node("gres:gpu:1", &[]), &p).decision.profile,
-        "7g.40gb"
-    );
+    assert_eq!(rewrite(&node("gres:gpu:1", &[]), &p).decision.profile, "7g.40gb");
     // Multi-GPU with a memory hint: the smallest full profile that holds it.
-    let r = rewrite(
-        &node("gres:gpu:2", &["_SLURM_SPANK_OPTION_dynmig_mig_mem=50G"]),
-        &p,
-    );
+    let r = rewrite(&node("gres:gpu:2", &["_SLURM_SPANK_OPTION_dynmig_mig_mem=50G"]), &p);
     assert_eq!(r.decision.profile, "7g.80gb");
 }
 

@@ -28,12 +28,7 @@ const CASES: &[(&str, Option<&str>, Option<&str>, &[&str])] = &[
         &["_SLURM_SPANK_OPTION_dynmig_mig_profile=3g.40gb"],
     ),
     ("gres:gpu:1 no hint", Some("gres:gpu:1"), None, &[]),
-    (
-        "gres:gpu:1g.10gb:1 typed",
-        Some("gres:gpu:1g.10gb:1"),
-        None,
-        &[],
-    ),
+    ("gres:gpu:1g.10gb:1 typed", Some("gres:gpu:1g.10gb:1"), None, &[]),
     ("no GPU", None, None, &["SOME_OTHER=1"]),
     ("gres:gpu:4 multi-GPU", Some("gres:gpu:4"), None, &[]),
     (
@@ -88,11 +83,7 @@ fn sample<F: FnMut()>(mut f: F) -> (u64, u64) {
 }
 
 /// One plugin step on a job description, as slurmctld would hand it over.
-fn handle_once(
-    case: &(&str, Option<&str>, Option<&str>, &[&str]),
-    env: &mut [*mut c_char],
-    policy: &SubmitPolicy,
-) {
+fn handle_once(case: &(&str, Option<&str>, Option<&str>, &[&str]), env: &mut [*mut c_char], policy: &SubmitPolicy) {
     // SAFETY: a zeroed job_desc with xmalloc'd strings, freed below.
     unsafe {
         let mut d: slurm_sys::job_desc_msg_t = std::mem::zeroed();
@@ -101,11 +92,7 @@ fn handle_once(
         d.spank_job_env = env.as_mut_ptr();
         d.spank_job_env_size = env.len() as u32;
         black_box(glue::handle(&mut d, policy).is_ok());
-        for f in [
-            &mut d.tres_per_node,
-            &mut d.tres_per_job,
-            &mut d.admin_comment,
-        ] {
+        for f in [&mut d.tres_per_node, &mut d.tres_per_job, &mut d.admin_comment] {
             xalloc::xfree(f);
         }
     }

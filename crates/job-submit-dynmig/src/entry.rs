@@ -49,9 +49,7 @@ pub extern "C" fn init() -> c_int {
         match state::load(env.as_deref()) {
             Ok((policy, source)) => {
                 match source {
-                    state::Source::File(p) => {
-                        log::info(&format!("dynmig: job_submit loaded {}", p.display()))
-                    }
+                    state::Source::File(p) => log::info(&format!("dynmig: job_submit loaded {}", p.display())),
                     state::Source::Embedded => log::info(&format!(
                         "dynmig: warning: {} not found and {} not set; using built-in defaults",
                         state::DEFAULT_CONFIG_PATH,
@@ -100,9 +98,7 @@ unsafe fn run(desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mut c_char) ->
             SLURM_SUCCESS
         }
         Some(Ok(Handled::Unchanged(reason))) => {
-            log::debug(&format!(
-                "dynmig: job {name} uid {uid}: unchanged: {reason}"
-            ));
+            log::debug(&format!("dynmig: job {name} uid {uid}: unchanged: {reason}"));
             SLURM_SUCCESS
         }
         Some(Ok(Handled::NoGpu)) => SLURM_SUCCESS,
@@ -136,14 +132,8 @@ pub unsafe extern "C" fn job_submit(
 /// Called by slurmctld with valid pointers; `job_ptr` is opaque and unused.
 #[cfg(not(slurm_2302_plus))]
 #[no_mangle]
-pub unsafe extern "C" fn job_modify(
-    job_desc: *mut job_desc_msg_t,
-    _job_ptr: *mut c_void,
-    submit_uid: u32,
-) -> c_int {
-    guarded("job_modify", || {
-        modify(job_desc, submit_uid, std::ptr::null_mut())
-    })
+pub unsafe extern "C" fn job_modify(job_desc: *mut job_desc_msg_t, _job_ptr: *mut c_void, submit_uid: u32) -> c_int {
+    guarded("job_modify", || modify(job_desc, submit_uid, std::ptr::null_mut()))
 }
 
 /// Slurm 23.02+: `int job_modify(job_desc_msg_t *, job_record_t *, uint32_t submit_uid,
@@ -167,14 +157,9 @@ unsafe fn modify(desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mut c_char)
     let Some(d) = desc.as_ref() else {
         return SLURM_SUCCESS;
     };
-    let touches_gpu = [
-        d.tres_per_node,
-        d.tres_per_job,
-        d.tres_per_socket,
-        d.tres_per_task,
-    ]
-    .iter()
-    .any(|p| !p.is_null());
+    let touches_gpu = [d.tres_per_node, d.tres_per_job, d.tres_per_socket, d.tres_per_task]
+        .iter()
+        .any(|p| !p.is_null());
     if touches_gpu {
         run(desc, uid, err_msg)
     } else {

@@ -89,10 +89,7 @@ pub unsafe fn apply(desc: &mut job_desc_msg_t, rewrite: &Rewrite) -> String {
 ///
 /// # Safety
 /// As [`request`] and [`apply`].
-pub unsafe fn handle(
-    desc: &mut job_desc_msg_t,
-    policy: &SubmitPolicy,
-) -> Result<Handled, SubmitError> {
+pub unsafe fn handle(desc: &mut job_desc_msg_t, policy: &SubmitPolicy) -> Result<Handled, SubmitError> {
     let outcome = decide(&request(desc), policy)?;
     Ok(match outcome {
         Outcome::NoGpu => Handled::NoGpu,

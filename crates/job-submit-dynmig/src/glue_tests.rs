@@ -70,10 +70,7 @@ fn reads_fields_and_spank_env() {
         let r = request(&d);
         assert_eq!(r.tres_per_node, Some("gres:gpu:1"));
         assert_eq!(r.tres_per_job, None);
-        assert_eq!(
-            r.spank_env,
-            vec!["_SLURM_SPANK_OPTION_dynmig_mig_mem=18G", "OTHER=1"]
-        );
+        assert_eq!(r.spank_env, vec!["_SLURM_SPANK_OPTION_dynmig_mig_mem=18G", "OTHER=1"]);
         d.spank_job_env = std::ptr::null_mut();
         assert!(request(&d).spank_env.is_empty());
         free_all(&mut d);
@@ -97,18 +94,12 @@ fn apply_replaces_frees_and_appends() {
             decision: decision(),
         };
         let note = apply(&mut d, &rw);
-        assert_eq!(
-            note,
-            "dynmig: profile=2g.20gb count=1 mem=18.0GiB source=mig-mem"
-        );
+        assert_eq!(note, "dynmig: profile=2g.20gb count=1 mem=18.0GiB source=mig-mem");
         assert_eq!(s(d.tres_per_node).as_deref(), Some("gres:gpu:2g.20gb:1"));
         assert!(is_xmalloced(d.tres_per_node), "new string from xstrdup");
         assert!(d.tres_per_job.is_null(), "Some(\"\") frees and leaves NULL");
         assert!(d.tres_per_socket.is_null());
-        assert_eq!(
-            d.tres_per_task, task_before,
-            "None leaves the pointer itself"
-        );
+        assert_eq!(d.tres_per_task, task_before, "None leaves the pointer itself");
         assert_eq!(
             s(d.admin_comment).unwrap(),
             format!("site note; {note}"),

@@ -39,10 +39,7 @@ pub fn load(env_path: Option<&str>) -> Result<(SubmitPolicy, Source), String> {
 ///
 /// # Errors
 /// As [`load`].
-pub fn load_from(
-    env_path: Option<&str>,
-    default_path: &Path,
-) -> Result<(SubmitPolicy, Source), String> {
+pub fn load_from(env_path: Option<&str>, default_path: &Path) -> Result<(SubmitPolicy, Source), String> {
     let (path, required) = match env_path {
         Some(p) if !p.is_empty() => (PathBuf::from(p), true),
         _ => (default_path.to_path_buf(), false),
@@ -56,8 +53,7 @@ pub fn load_from(
 }
 
 fn read(path: &Path) -> Result<Config, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("dynmig: cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("dynmig: cannot read {}: {e}", path.display()))?;
     parse_config(&text).map_err(|e| format!("dynmig: {}: {e}", path.display()))
 }
 
@@ -91,19 +87,13 @@ mod tests {
     #[test]
     fn file_named_by_env_must_exist_and_parse() {
         let err = load_from(Some("/nonexistent/x.toml"), Path::new("/x")).unwrap_err();
-        assert!(
-            err.starts_with("dynmig: cannot read /nonexistent/x.toml"),
-            "{err}"
-        );
+        assert!(err.starts_with("dynmig: cannot read /nonexistent/x.toml"), "{err}");
         let dir = std::env::temp_dir().join(format!("dynmig-state-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "no_such_key = 1\n").unwrap();
         let err = load_from(bad.to_str(), Path::new("/x")).unwrap_err();
-        assert!(
-            err.starts_with(&format!("dynmig: {}: ", bad.display())),
-            "{err}"
-        );
+        assert!(err.starts_with(&format!("dynmig: {}: ", bad.display())), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

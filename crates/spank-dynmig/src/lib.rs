@@ -18,9 +18,7 @@ use std::error::Error;
 
 use dynmig_core::geometry::MODELS;
 use dynmig_core::hints::{parse_hint, Hints, MIG_MEM, MIG_PROFILE};
-use slurm_spank::{
-    spank_log_error, Context, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN,
-};
+use slurm_spank::{spank_log_error, Context, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN};
 
 SPANK_PLUGIN!(b"dynmig", SLURM_VERSION_NUMBER, DynMig);
 
@@ -53,15 +51,8 @@ pub fn check_options(mem: Option<&str>, profile: Option<&str>) -> Result<Hints, 
 // SAFETY: the plugin starts no threads and keeps no state across fork.
 unsafe impl Plugin for DynMig {
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
-        if matches!(
-            spank.context()?,
-            Context::Allocator | Context::Local | Context::Remote
-        ) {
-            spank.register_option(
-                SpankOption::new(MIG_MEM)
-                    .takes_value("size")
-                    .usage(MIG_MEM_USAGE),
-            )?;
+        if matches!(spank.context()?, Context::Allocator | Context::Local | Context::Remote) {
+            spank.register_option(SpankOption::new(MIG_MEM).takes_value("size").usage(MIG_MEM_USAGE))?;
             spank.register_option(
                 SpankOption::new(MIG_PROFILE)
                     .takes_value("name")
@@ -104,9 +95,7 @@ mod tests {
     fn rejects_bad_hints_with_core_message() {
         let e = check_options(Some("18Q"), None).unwrap_err().to_string();
         assert!(e.starts_with("dynmig: --mig-mem=18Q"), "{e}");
-        let e = check_options(None, Some("9g.99gb"))
-            .unwrap_err()
-            .to_string();
+        let e = check_options(None, Some("9g.99gb")).unwrap_err().to_string();
         assert!(e.contains("unknown MIG profile"), "{e}");
         let e = check_options(Some("30G"), Some("1g.10gb")).unwrap_err();
         assert!(e.to_string().starts_with("dynmig: "), "{e}");

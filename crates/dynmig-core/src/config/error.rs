@@ -35,12 +35,7 @@ impl std::error::Error for ConfigError {}
 
 impl ConfigError {
     /// An error about `key` whose value sits at byte range `span` of `text`.
-    pub(super) fn at(
-        text: &str,
-        span: Range<usize>,
-        key: &str,
-        message: impl Into<String>,
-    ) -> Self {
+    pub(super) fn at(text: &str, span: Range<usize>, key: &str, message: impl Into<String>) -> Self {
         let (line, column) = line_col(text, span.start);
         Self {
             key: key.to_string(),

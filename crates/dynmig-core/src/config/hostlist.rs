@@ -71,16 +71,10 @@ fn expand_one(part: &str, out: &mut Vec<String>) -> Result<(), String> {
     for range in ranges.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let bad = || format!("bad range '{range}' in '{part}'; use N or N-M, e.g. n[1-4,7]");
-        if lo.is_empty()
-            || !lo.bytes().all(|b| b.is_ascii_digit())
-            || !hi.bytes().all(|b| b.is_ascii_digit())
-        {
+        if lo.is_empty() || !lo.bytes().all(|b| b.is_ascii_digit()) || !hi.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
         }
-        let (a, b): (u64, u64) = (
-            lo.parse().map_err(|_| bad())?,
-            hi.parse().map_err(|_| bad())?,
-        );
+        let (a, b): (u64, u64) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
         if a > b {
             return Err(bad());
         }

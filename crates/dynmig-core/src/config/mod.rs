@@ -221,9 +221,7 @@ impl Config {
 
     /// The group that lists `node`.
     pub fn group_of(&self, node: &str) -> Option<&NodeGroup> {
-        self.node_groups
-            .iter()
-            .find(|g| g.nodes.iter().any(|n| n == node))
+        self.node_groups.iter().find(|g| g.nodes.iter().any(|n| n == node))
     }
 
     /// The example config (`slurm/dynmig.toml`, [`EXAMPLE_TOML`]): nodes n1 and n2, two

@@ -2,8 +2,8 @@
 
 use super::raw::{PolicyKind, RawConfig, RawController, RawNodeGroup, RawPaths, RawPolicy};
 use super::{
-    expand_hostlist, AllowedLayouts, Config, ConfigError, ControllerConfig, EstimatorConfig,
-    JobsConfig, NodeGroup, Paths, PolicyConfig, CONFIG_VERSION,
+    expand_hostlist, AllowedLayouts, Config, ConfigError, ControllerConfig, EstimatorConfig, JobsConfig, NodeGroup,
+    Paths, PolicyConfig, CONFIG_VERSION,
 };
 use crate::geometry::{model_by_name, model_names, GpuModel, ProfileCounts};
 use crate::hints::smallest_fitting;
@@ -35,7 +35,14 @@ impl Ctx<'_> {
     ) -> Result<Duration, ConfigError> {
         let Some(v) = v else { return Ok(default) };
         let d = humantime::parse_duration(v.get_ref().trim()).map_err(|e| {
-            self.err(v, key, format!("bad duration '{}': {e}; use a number with ms, s, m or h, e.g. \"5s\" or \"2m\"", v.get_ref()))
+            self.err(
+                v,
+                key,
+                format!(
+                    "bad duration '{}': {e}; use a number with ms, s, m or h, e.g. \"5s\" or \"2m\"",
+                    v.get_ref()
+                ),
+            )
         })?;
         if positive && d.is_zero() {
             return Err(self.err(v, key, "must be more than 0, e.g. \"5s\""));
@@ -52,28 +59,16 @@ impl Ctx<'_> {
     ) -> Result<ProfileCounts, ConfigError> {
         ProfileCounts::parse(model, text).map_err(|e| {
             let example = model.full_profile().name;
-            let msg =
-                format!("{e} (write layouts like \"1x{example}\" or \"3x2g.20gb+1x1g.10gb\")");
+            let msg = format!("{e} (write layouts like \"1x{example}\" or \"3x2g.20gb+1x1g.10gb\")");
             ConfigError::at(self.text, span, key, msg)
         })
     }
 
-    fn count(
-        &self,
-        v: &Option<Spanned<i64>>,
-        key: &str,
-        default: u32,
-        min: i64,
-        max: i64,
-    ) -> Result<u32, ConfigError> {
+    fn count(&self, v: &Option<Spanned<i64>>, key: &str, default: u32, min: i64, max: i64) -> Result<u32, ConfigError> {
         let Some(v) = v else { return Ok(default) };
         let n = *v.get_ref();
         if n < min || n > max {
-            return Err(self.err(
-                v,
-                key,
-                format!("{n} is out of range; allowed: {min} to {max}"),
-            ));
+            return Err(self.err(v, key, format!("{n} is out of range; allowed: {min} to {max}")));
         }
         Ok(n as u32)
     }
@@ -126,8 +121,8 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
         None => 8 << 30,
         Some(v) => {
             let key = "estimator.default_mem";
-            let b = parse_size(v.get_ref())
-                .map_err(|e| cx.err(v, key, format!("'{}': {e}, e.g. \"8G\"", v.get_ref())))?;
+            let b =
+                parse_size(v.get_ref()).map_err(|e| cx.err(v, key, format!("'{}': {e}, e.g. \"8G\"", v.get_ref())))?;
             if smallest_fitting(&models, b).is_none() {
                 let largest = models
                     .iter()
@@ -163,44 +158,14 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
 }
 
 fn paths(cx: &Ctx, p: &RawPaths) -> Result<Paths, ConfigError> {
-    let state_dir = cx.path(
-        &p.state_dir,
-        "paths.state_dir",
-        "/var/lib/dynmig".into(),
-        false,
-    )?;
-    let slurm_conf_dir = cx.path(
-        &p.slurm_conf_dir,
-        "paths.slurm_conf_dir",
-        "/etc/slurm".into(),
-        false,
-    )?;
+    let state_dir = cx.path(&p.state_dir, "paths.state_dir", "/var/lib/dynmig".into(), false)?;
+    let slurm_conf_dir = cx.path(&p.slurm_conf_dir, "paths.slurm_conf_dir", "/etc/slurm".into(), false)?;
     Ok(Paths {
-        gres_conf: cx.path(
-            &p.gres_conf,
-            "paths.gres_conf",
-            slurm_conf_dir.join("gres.conf"),
-            false,
-        )?,
-        device_dir: cx.path(
-            &p.device_dir,
-            "paths.device_dir",
-            state_dir.join("devices"),
-            false,
-        )?,
-        history_db: cx.path(
-            &p.history_db,
-            "paths.history_db",
-            state_dir.join("history.db"),
-            false,
-        )?,
+        gres_conf: cx.path(&p.gres_conf, "paths.gres_conf", slurm_conf_dir.join("gres.conf"), false)?,
+        device_dir: cx.path(&p.device_dir, "paths.device_dir", state_dir.join("devices"), false)?,
+        history_db: cx.path(&p.history_db, "paths.history_db", state_dir.join("history.db"), false)?,
         slurmd: cx.path(&p.slurmd, "paths.slurmd", "/usr/sbin/slurmd".into(), true)?,
-        scontrol: cx.path(
-            &p.scontrol,
-            "paths.scontrol",
-            "/usr/bin/scontrol".into(),
-            true,
-        )?,
+        scontrol: cx.path(&p.scontrol, "paths.scontrol", "/usr/bin/scontrol".into(), true)?,
         squeue: cx.path(&p.squeue, "paths.squeue", "/usr/bin/squeue".into(), true)?,
         sinfo: cx.path(&p.sinfo, "paths.sinfo", "/usr/bin/sinfo".into(), true)?,
         state_dir,
@@ -210,12 +175,7 @@ fn paths(cx: &Ctx, p: &RawPaths) -> Result<Paths, ConfigError> {
 
 fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigError> {
     Ok(ControllerConfig {
-        interval: cx.duration(
-            &c.interval,
-            "controller.interval",
-            Duration::from_secs(5),
-            true,
-        )?,
+        interval: cx.duration(&c.interval, "controller.interval", Duration::from_secs(5), true)?,
         max_concurrent_repartitions: cx.count(
             &c.max_concurrent_repartitions,
             "controller.max_concurrent_repartitions",
@@ -240,9 +200,8 @@ fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigErr
 
 fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
     if p.kind != PolicyKind::Demand {
-        let only_demand = |key: &str| {
-            format!("policy.{key} applies only to kind = \"demand\"; remove it or set kind = \"demand\"")
-        };
+        let only_demand =
+            |key: &str| format!("policy.{key} applies only to kind = \"demand\"; remove it or set kind = \"demand\"");
         if let Some(v) = &p.forecast_window {
             return Err(cx.err(v, "policy.forecast_window", only_demand("forecast_window")));
         }
@@ -289,10 +248,7 @@ fn node_groups(cx: &Ctx, raw: &[RawNodeGroup]) -> Result<Vec<NodeGroup>, ConfigE
                 return Err(cx.err(
                     &r.nodes,
                     "node_group.nodes",
-                    format!(
-                        "node {n} is also in group '{}'; a node belongs to one group",
-                        o.name
-                    ),
+                    format!("node {n} is also in group '{}'; a node belongs to one group", o.name),
                 ));
             }
         }
@@ -303,11 +259,7 @@ fn node_groups(cx: &Ctx, raw: &[RawNodeGroup]) -> Result<Vec<NodeGroup>, ConfigE
 
 fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
     let name = r.name.get_ref().clone();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
         return Err(cx.err(
             &r.name,
             "node_group.name",
@@ -346,11 +298,7 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
         Some(v) => {
             let c = cx.layout(model, v.span(), v.get_ref(), "node_group.initial_layout")?;
             if !allowed_layouts.allows(&c) {
-                return Err(cx.err(
-                    v,
-                    "node_group.initial_layout",
-                    format!("{c} is not in allowed_layouts"),
-                ));
+                return Err(cx.err(v, "node_group.initial_layout", format!("{c} is not in allowed_layouts")));
             }
             c
         }
@@ -392,13 +340,7 @@ fn nodes(cx: &Ctx, v: &Spanned<toml::Value>) -> Result<Vec<String>, ConfigError>
                     .ok_or_else(|| cx.err(v, key, format!("{e} is not a string; {shape}")))
             })
             .collect::<Result<_, _>>()?,
-        other => {
-            return Err(cx.err(
-                v,
-                key,
-                format!("{} is not a node list; {shape}", other.type_str()),
-            ))
-        }
+        other => return Err(cx.err(v, key, format!("{} is not a node list; {shape}", other.type_str()))),
     };
     let mut out: Vec<String> = Vec::new();
     for e in exprs {
@@ -415,11 +357,7 @@ fn nodes(cx: &Ctx, v: &Spanned<toml::Value>) -> Result<Vec<String>, ConfigError>
     Ok(out)
 }
 
-fn allowed(
-    cx: &Ctx,
-    model: &'static GpuModel,
-    v: &Spanned<toml::Value>,
-) -> Result<AllowedLayouts, ConfigError> {
+fn allowed(cx: &Ctx, model: &'static GpuModel, v: &Spanned<toml::Value>) -> Result<AllowedLayouts, ConfigError> {
     let key = "node_group.allowed_layouts";
     let shape = "use \"all\" or a list of layouts, e.g. [\"1x7g.80gb\", \"2x3g.40gb\"]";
     match v.get_ref() {

@@ -46,10 +46,7 @@ pub fn maximal_layouts(model: &GpuModel) -> Vec<Vec<Placed>> {
 /// `1g@0+1g@1+2g@2` are two layouts with one multiset). Instances within a layout are sorted
 /// by start slice; layouts are sorted largest multiset first (see [`distinct_multisets_with`]),
 /// then by placement.
-pub fn maximal_layouts_with(
-    model: &GpuModel,
-    profiles: &[&'static ProfileSpec],
-) -> Vec<Vec<Placed>> {
+pub fn maximal_layouts_with(model: &GpuModel, profiles: &[&'static ProfileSpec]) -> Vec<Vec<Placed>> {
     let cands = candidates(model, profiles);
     let mut out = Vec::new();
     visit(model, &cands, &[], &mut |chosen, occ| {
@@ -72,10 +69,7 @@ pub fn distinct_multisets(model: &GpuModel) -> Vec<ProfileCounts> {
 }
 
 /// The distinct profile multisets of [`maximal_layouts_with`], sorted by [`layout_order`].
-pub fn distinct_multisets_with(
-    model: &GpuModel,
-    profiles: &[&'static ProfileSpec],
-) -> Vec<ProfileCounts> {
+pub fn distinct_multisets_with(model: &GpuModel, profiles: &[&'static ProfileSpec]) -> Vec<ProfileCounts> {
     let set: BTreeSet<ProfileCounts> = maximal_layouts_with(model, profiles)
         .iter()
         .map(|l| ProfileCounts::of(l))
@@ -105,11 +99,7 @@ pub fn addable_layouts(model: &GpuModel, fixed: &[Placed]) -> Vec<ProfileCounts>
     addable_with(model, &model.schedulable_profiles(), fixed)
 }
 
-fn addable_with(
-    model: &GpuModel,
-    profiles: &[&'static ProfileSpec],
-    fixed: &[Placed],
-) -> Vec<ProfileCounts> {
+fn addable_with(model: &GpuModel, profiles: &[&'static ProfileSpec], fixed: &[Placed]) -> Vec<ProfileCounts> {
     let cands = candidates(model, profiles);
     let mut set = BTreeSet::new();
     visit(model, &cands, fixed, &mut |chosen, _| {
@@ -124,9 +114,7 @@ fn addable_with(
 /// profile first (the model table's order), more first. `1x7g` comes first, then the `4g`
 /// layouts, then the `3g` ones, ..., `7x1g` last: the order of NVIDIA's configuration table.
 pub fn layout_order(model: &GpuModel, a: &ProfileCounts, b: &ProfileCounts) -> std::cmp::Ordering {
-    counts_key(model, a)
-        .cmp(&counts_key(model, b))
-        .then_with(|| a.cmp(b))
+    counts_key(model, a).cmp(&counts_key(model, b)).then_with(|| a.cmp(b))
 }
 
 fn counts_key(model: &GpuModel, c: &ProfileCounts) -> Vec<std::cmp::Reverse<u32>> {
@@ -207,8 +195,7 @@ impl<'m> Occupancy<'m> {
         p.profile.placement_starts.contains(&p.start)
             && p.start + p.profile.memory_slices <= self.model.memory_slices
             && self.mask & Self::bits(p) == 0
-            && self.compute + u32::from(p.profile.compute_slices)
-                <= u32::from(self.model.compute_slices)
+            && self.compute + u32::from(p.profile.compute_slices) <= u32::from(self.model.compute_slices)
             && self.counts[self.index(p.profile)] < p.profile.max_instances
             && !(p.profile.media_extensions && self.media > 0)
     }
@@ -237,12 +224,7 @@ impl<'m> Occupancy<'m> {
 
 /// Calls `f` once for every set of `cands` that can be added to `fixed` (the empty set
 /// included), with the chosen instances and the occupancy of `fixed` plus them.
-fn visit(
-    model: &GpuModel,
-    cands: &[Placed],
-    fixed: &[Placed],
-    f: &mut dyn FnMut(&[Placed], &Occupancy),
-) {
+fn visit(model: &GpuModel, cands: &[Placed], fixed: &[Placed], f: &mut dyn FnMut(&[Placed], &Occupancy)) {
     fn go(
         cands: &[Placed],
         from: usize,
@@ -301,21 +283,7 @@ mod tests {
         // Around 1g.5gb@6 a 4g.20gb still fits, around 1g.5gb@0 it does not.
         let one = m.profile("1g.5gb").unwrap();
         let four = ProfileCounts::parse(m, "1x4g.20gb").unwrap();
-        assert!(addable_layouts(
-            m,
-            &[Placed {
-                profile: one,
-                start: 6
-            }]
-        )
-        .contains(&four));
-        assert!(!addable_layouts(
-            m,
-            &[Placed {
-                profile: one,
-                start: 0
-            }]
-        )
-        .contains(&four));
+        assert!(addable_layouts(m, &[Placed { profile: one, start: 6 }]).contains(&four));
+        assert!(!addable_layouts(m, &[Placed { profile: one, start: 0 }]).contains(&four));
     }
 }

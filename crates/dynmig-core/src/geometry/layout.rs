@@ -28,8 +28,7 @@ impl Placed {
 
     /// Whether two instances share a memory slice.
     pub fn overlaps(&self, other: &Placed) -> bool {
-        self.start < other.start + other.profile.memory_slices
-            && other.start < self.start + self.profile.memory_slices
+        self.start < other.start + other.profile.memory_slices && other.start < self.start + self.profile.memory_slices
     }
 }
 
@@ -138,7 +137,9 @@ impl ProfileCounts {
             let term = term.trim();
             let (n, name) = match term.split_once(['x', 'X', '*']) {
                 Some((n, name)) if !n.is_empty() && n.chars().all(|ch| ch.is_ascii_digit()) => {
-                    let n: u32 = n.parse().map_err(|_| LayoutParseError::BadCount { term: term.into() })?;
+                    let n: u32 = n
+                        .parse()
+                        .map_err(|_| LayoutParseError::BadCount { term: term.into() })?;
                     if n == 0 {
                         return Err(LayoutParseError::BadCount { term: term.into() });
                     }

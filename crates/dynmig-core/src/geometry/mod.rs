@@ -13,11 +13,11 @@ mod models;
 pub mod place;
 mod transition;
 
+pub use enumerate::{
+    addable_layouts, all_layouts, all_layouts_with, classic_profiles, distinct_multisets, distinct_multisets_with,
+    layout_order, maximal_layouts, maximal_layouts_with,
+};
 pub use layout::{LayoutParseError, NodeLayout, Placed, ProfileCounts};
 pub use models::{model_by_name, model_names, GpuModel, ProfileSpec, A100_40GB, A100_80GB, H100_80GB, MODELS};
 pub use place::{check_instances, place, place_around, LayoutError};
-pub use enumerate::{
-    addable_layouts, all_layouts, all_layouts_with, classic_profiles, distinct_multisets,
-    distinct_multisets_with, layout_order, maximal_layouts, maximal_layouts_with,
-};
 pub use transition::{destroy_all_and_recreate, plan_transition, Transition, TransitionError};

@@ -60,9 +60,7 @@ pub struct GpuModel {
 impl GpuModel {
     /// The profile with this name (`"2g.20gb"`), if the model has it. Exact, case-insensitive.
     pub fn profile(&self, name: &str) -> Option<&'static ProfileSpec> {
-        self.profiles
-            .iter()
-            .find(|p| p.name.eq_ignore_ascii_case(name))
+        self.profiles.iter().find(|p| p.name.eq_ignore_ascii_case(name))
     }
 
     /// Profiles without media extensions, sorted by memory then compute, smallest first.
@@ -92,13 +90,76 @@ macro_rules! seven_slice_profiles {
     ($one:expr, $one_me:expr, $one_dm:expr, $two:expr, $three:expr, $four:expr, $seven:expr,
      [$m1:expr, $m2:expr, $m4:expr, $m8:expr]) => {
         &[
-            ProfileSpec { id: 0, name: $seven, compute_slices: 7, memory_slices: 8, memory_mib: $m8, max_instances: 1, placement_starts: A100_STARTS_0, media_extensions: false },
-            ProfileSpec { id: 5, name: $four, compute_slices: 4, memory_slices: 4, memory_mib: $m4, max_instances: 1, placement_starts: A100_STARTS_0, media_extensions: false },
-            ProfileSpec { id: 9, name: $three, compute_slices: 3, memory_slices: 4, memory_mib: $m4, max_instances: 2, placement_starts: A100_STARTS_3G, media_extensions: false },
-            ProfileSpec { id: 14, name: $two, compute_slices: 2, memory_slices: 2, memory_mib: $m2, max_instances: 3, placement_starts: A100_STARTS_2G, media_extensions: false },
-            ProfileSpec { id: 15, name: $one_dm, compute_slices: 1, memory_slices: 2, memory_mib: $m2, max_instances: 4, placement_starts: A100_STARTS_2, media_extensions: false },
-            ProfileSpec { id: 19, name: $one, compute_slices: 1, memory_slices: 1, memory_mib: $m1, max_instances: 7, placement_starts: A100_STARTS_1, media_extensions: false },
-            ProfileSpec { id: 20, name: $one_me, compute_slices: 1, memory_slices: 1, memory_mib: $m1, max_instances: 1, placement_starts: A100_STARTS_1, media_extensions: true },
+            ProfileSpec {
+                id: 0,
+                name: $seven,
+                compute_slices: 7,
+                memory_slices: 8,
+                memory_mib: $m8,
+                max_instances: 1,
+                placement_starts: A100_STARTS_0,
+                media_extensions: false,
+            },
+            ProfileSpec {
+                id: 5,
+                name: $four,
+                compute_slices: 4,
+                memory_slices: 4,
+                memory_mib: $m4,
+                max_instances: 1,
+                placement_starts: A100_STARTS_0,
+                media_extensions: false,
+            },
+            ProfileSpec {
+                id: 9,
+                name: $three,
+                compute_slices: 3,
+                memory_slices: 4,
+                memory_mib: $m4,
+                max_instances: 2,
+                placement_starts: A100_STARTS_3G,
+                media_extensions: false,
+            },
+            ProfileSpec {
+                id: 14,
+                name: $two,
+                compute_slices: 2,
+                memory_slices: 2,
+                memory_mib: $m2,
+                max_instances: 3,
+                placement_starts: A100_STARTS_2G,
+                media_extensions: false,
+            },
+            ProfileSpec {
+                id: 15,
+                name: $one_dm,
+                compute_slices: 1,
+                memory_slices: 2,
+                memory_mib: $m2,
+                max_instances: 4,
+                placement_starts: A100_STARTS_2,
+                media_extensions: false,
+            },
+            ProfileSpec {
+                id: 19,
+                name: $one,
+                compute_slices: 1,
+                memory_slices: 1,
+                memory_mib: $m1,
+                max_instances: 7,
+                placement_starts: A100_STARTS_1,
+                media_extensions: false,
+            },
+            ProfileSpec {
+                id: 20,
+                name: $one_me,
+                compute_slices: 1,
+                memory_slices: 1,
+                memory_mib: $m1,
+                max_instances: 1,
+                placement_starts: A100_STARTS_1,
+                media_extensions: true,
+            },
         ]
     };
 }
@@ -120,13 +181,27 @@ pub static A100_40GB: GpuModel = GpuModel {
 /// NVIDIA A100-SXM4/PCIe 80GB.
 pub static A100_80GB: GpuModel = GpuModel {
     name: "A100-80GB",
-    aliases: &["A100-SXM4-80GB", "A100-PCIE-80GB", "A100 80GB PCIe", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"],
+    aliases: &[
+        "A100-SXM4-80GB",
+        "A100-PCIE-80GB",
+        "A100 80GB PCIe",
+        "NVIDIA A100-SXM4-80GB",
+        "NVIDIA A100 80GB PCIe",
+    ],
     pci_device_ids: &[0x20B2, 0x20B5],
     compute_slices: 7,
     memory_slices: 8,
     total_memory_mib: 81920,
-    profiles: seven_slice_profiles!("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
-        [9728, 19968, 40192, 80896]),
+    profiles: seven_slice_profiles!(
+        "1g.10gb",
+        "1g.10gb+me",
+        "1g.20gb",
+        "2g.20gb",
+        "3g.40gb",
+        "4g.40gb",
+        "7g.80gb",
+        [9728, 19968, 40192, 80896]
+    ),
     source: "NVIDIA MIG User Guide, A100-80GB profile table; MiB nominal (unverified)",
     verified: false,
 };
@@ -134,13 +209,26 @@ pub static A100_80GB: GpuModel = GpuModel {
 /// NVIDIA H100 80GB (SXM5 and PCIe).
 pub static H100_80GB: GpuModel = GpuModel {
     name: "H100-80GB",
-    aliases: &["H100-SXM5-80GB", "H100-PCIE-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"],
+    aliases: &[
+        "H100-SXM5-80GB",
+        "H100-PCIE-80GB",
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H100 PCIe",
+    ],
     pci_device_ids: &[0x2330, 0x2331],
     compute_slices: 7,
     memory_slices: 8,
     total_memory_mib: 81559,
-    profiles: seven_slice_profiles!("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
-        [9728, 19968, 40192, 80896]),
+    profiles: seven_slice_profiles!(
+        "1g.10gb",
+        "1g.10gb+me",
+        "1g.20gb",
+        "2g.20gb",
+        "3g.40gb",
+        "4g.40gb",
+        "7g.80gb",
+        [9728, 19968, 40192, 80896]
+    ),
     source: "NVIDIA MIG User Guide, H100 profile table (same placements as A100); MiB nominal (unverified)",
     verified: false,
 };
@@ -150,9 +238,10 @@ pub static MODELS: &[&GpuModel] = &[&A100_40GB, &A100_80GB, &H100_80GB];
 
 /// Looks a model up by canonical name or alias, case-insensitively.
 pub fn model_by_name(name: &str) -> Option<&'static GpuModel> {
-    MODELS.iter().copied().find(|m| {
-        m.name.eq_ignore_ascii_case(name) || m.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
-    })
+    MODELS
+        .iter()
+        .copied()
+        .find(|m| m.name.eq_ignore_ascii_case(name) || m.aliases.iter().any(|a| a.eq_ignore_ascii_case(name)))
 }
 
 /// Canonical names of every known model, for error messages.

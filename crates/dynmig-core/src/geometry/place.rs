@@ -50,9 +50,7 @@ pub fn check_instances(model: &GpuModel, instances: &[Placed]) -> Result<(), Lay
     let mut compute = 0u32;
     let mut media = 0u32;
     for (i, a) in instances.iter().enumerate() {
-        if !a.profile.placement_starts.contains(&a.start)
-            || a.start + a.profile.memory_slices > model.memory_slices
-        {
+        if !a.profile.placement_starts.contains(&a.start) || a.start + a.profile.memory_slices > model.memory_slices {
             return Err(LayoutError::BadPlacement {
                 instance: a.to_string(),
                 allowed: a.profile.placement_starts.to_vec(),
@@ -60,22 +58,36 @@ pub fn check_instances(model: &GpuModel, instances: &[Placed]) -> Result<(), Lay
         }
         for b in &instances[i + 1..] {
             if a.overlaps(b) {
-                return Err(LayoutError::Overlap { a: a.to_string(), b: b.to_string() });
+                return Err(LayoutError::Overlap {
+                    a: a.to_string(),
+                    b: b.to_string(),
+                });
             }
         }
         compute += u32::from(a.profile.compute_slices);
         media += u32::from(a.profile.media_extensions);
     }
     if compute > u32::from(model.compute_slices) {
-        return Err(LayoutError::ComputeOverCapacity { used: compute, available: model.compute_slices });
+        return Err(LayoutError::ComputeOverCapacity {
+            used: compute,
+            available: model.compute_slices,
+        });
     }
     if media > 1 {
-        return Err(LayoutError::TooMany { profile: "+me", count: media, max: 1 });
+        return Err(LayoutError::TooMany {
+            profile: "+me",
+            count: media,
+            max: 1,
+        });
     }
     for (name, n) in ProfileCounts::of(instances).iter() {
         let p = model.profile(name).expect("instances use the model's own profiles");
         if n > u32::from(p.max_instances) {
-            return Err(LayoutError::TooMany { profile: p.name, count: n, max: p.max_instances.into() });
+            return Err(LayoutError::TooMany {
+                profile: p.name,
+                count: n,
+                max: p.max_instances.into(),
+            });
         }
     }
     Ok(())

@@ -105,11 +105,7 @@ pub fn plan_transition(
     let mut sorted: Vec<(Placed, bool)> = current.to_vec();
     sorted.sort_by_key(|(p, _)| (p.start, p.profile.name));
     let busy: Vec<Placed> = sorted.iter().filter(|(_, b)| *b).map(|(p, _)| *p).collect();
-    let idle: Vec<Placed> = sorted
-        .iter()
-        .filter(|(_, b)| !*b)
-        .map(|(p, _)| *p)
-        .collect();
+    let idle: Vec<Placed> = sorted.iter().filter(|(_, b)| !*b).map(|(p, _)| *p).collect();
 
     let mut busy_counts = ProfileCounts::empty();
     for p in &busy {
@@ -163,8 +159,7 @@ pub fn plan_transition(
         }
     }
 
-    let rest =
-        remainder(model, target, &busy).expect("busy instances were checked against the target");
+    let rest = remainder(model, target, &busy).expect("busy instances were checked against the target");
     let names: Vec<String> = busy.iter().map(|p| p.to_string()).collect();
     Err(TransitionError::BusyInstancesBlock {
         why: format!(
@@ -216,11 +211,7 @@ fn score(model: &GpuModel, complete: &[Vec<Placed>], result: &[Placed]) -> Score
 }
 
 /// Every way to place `rest` around `fixed` (no two orderings of equal profiles repeated).
-fn all_placements_around(
-    model: &GpuModel,
-    fixed: &[Placed],
-    rest: &ProfileCounts,
-) -> Vec<Vec<Placed>> {
+fn all_placements_around(model: &GpuModel, fixed: &[Placed], rest: &ProfileCounts) -> Vec<Vec<Placed>> {
     let mut todo = Vec::new();
     for (p, n) in rest.specs(model) {
         todo.extend((0..n).map(|_| p));
@@ -247,10 +238,7 @@ fn all_placements_around(
             .filter(|last| last.profile.name == first.name)
             .map_or(0, |last| last.start + 1);
         for &start in first.placement_starts.iter().filter(|&&s| s >= min) {
-            let cand = Placed {
-                profile: first,
-                start,
-            };
+            let cand = Placed { profile: first, start };
             if occ.can_add(&cand) {
                 occ.add(&cand);
                 chosen.push(cand);

@@ -19,8 +19,8 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(spank_prepend_task_argv)");
     let include = env::var("SLURM_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into());
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
-    let spank_h = std::fs::read_to_string(PathBuf::from(&include).join("slurm/spank.h"))
-        .unwrap_or_default();
+    let spank_h =
+        std::fs::read_to_string(PathBuf::from(&include).join("slurm/spank.h")).unwrap_or_default();
     if spank_h.contains("spank_prepend_task_argv") {
         println!("cargo:rustc-cfg=spank_prepend_task_argv");
     }
