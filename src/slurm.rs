@@ -248,31 +248,27 @@ pub fn parse_node_gres(gres: &str) -> Vec<(String, u32)> {
 
 impl SlurmCommands {
     fn run(&self, program: &PathBuf, args: &[&str]) -> Result<String> {
-        let mut child = Command::new(program)
+        let child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("cannot run {}", program.display()))?;
-        let deadline = std::time::Instant::now() + self.timeout;
-        loop {
-            if child.try_wait()?.is_some() {
-                break;
+        let pid = child.id();
+        // The output is read while the command runs (squeue --json of a busy cluster is far
+        // larger than a pipe's buffer), on a thread, so that a hung command can be killed.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = match rx.recv_timeout(self.timeout) {
+            Ok(out) => out?,
+            Err(_) => {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                bail!("{} {} timed out after {:?}", program.display(), args.join(" "), self.timeout);
             }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "{} {} timed out after {:?}",
-                    program.display(),
-                    args.join(" "),
-                    self.timeout
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let out = child.wait_with_output()?;
+        };
         if !out.status.success() {
             bail!(
                 "{} {} failed ({}): {}",
@@ -381,5 +377,25 @@ mod tests {
         let new = r#"{"nodes":[{"name":"n1","state":["MIXED","DRAIN"],"reason":"x","gres":"","alloc_cpus":2}]}"#;
         let n = &parse_nodes(new).unwrap()[0];
         assert_eq!((n.state.as_str(), n.is_drain(), n.has_jobs()), ("mixed", true, true));
+    }
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+
+    #[test]
+    fn large_output_is_read_while_the_command_runs() {
+        // 1 MiB on stdout: more than a pipe holds, so a reader that waits first would hang.
+        let c = SlurmCommands { squeue: "sh".into(), timeout: Duration::from_secs(10), ..SlurmCommands::default() };
+        let out = c.run(&c.squeue, &["-c", "head -c 1048576 /dev/zero | tr '\\\\0' x"]).unwrap();
+        assert_eq!(out.len(), 1 << 20);
+    }
+
+    #[test]
+    fn a_hung_command_times_out() {
+        let c = SlurmCommands { squeue: "sleep".into(), timeout: Duration::from_millis(300), ..SlurmCommands::default() };
+        let err = c.run(&c.squeue, &["5"]).unwrap_err().to_string();
+        assert!(err.contains("timed out"), "{err}");
     }
 }

@@ -10,7 +10,7 @@ start_munged() {
     fi
     chmod 0400 "$m/munge.key"
     rm -f "$m/munge.socket" "$m/munge.socket.lock"
-    munged --force 9>&- --socket="$m/munge.socket" --key-file="$m/munge.key" \
+    munged --force --num-threads=10 9>&- --socket="$m/munge.socket" --key-file="$m/munge.key" \
         --pid-file="$m/munged.pid" --log-file="$DIR/log/munged.log" --seed-file="$m/munged.seed" ||
         die "munged failed to start: see $DIR/log/munged.log"
     for i in $(seq 50); do
