@@ -309,7 +309,8 @@ mod tests {
         ];
         let e = hints_from_spank_env(&env).unwrap_err().to_string();
         assert!(e.contains("--mig-profile=2g.20gb has 19.5GiB"), "{e}");
-        assert!(e.contains("(e.g. 3g.40gb)"), "{e}");
+        // The smallest profile holding 30G over every known model (H200's 2g.35gb).
+        assert!(e.contains("(e.g. 2g.35gb)"), "{e}");
     }
 
     #[test]

@@ -233,8 +233,210 @@ pub static H100_80GB: GpuModel = GpuModel {
     verified: false,
 };
 
+/// Placement starts of the A30's 1-slice profiles (NVIDIA MIG User Guide, A30 placements).
+const A30_STARTS_1: &[u8] = &[0, 1, 2, 3];
+/// Placement starts of the A30's 2-slice profiles.
+const A30_STARTS_2: &[u8] = &[0, 2];
+
+/// NVIDIA A30 24GB: 4 compute slices and 4 memory slices, so its geometry differs from the
+/// seven-slice models. Profile IDs, counts and placements from notes/mig.md (NVIDIA MIG User
+/// Guide, "A30 MIG profiles"). MiB are [`nominal_mib`] of the profile name: unverified.
+pub static A30_24GB: GpuModel = GpuModel {
+    name: "A30-24GB",
+    aliases: &["A30", "NVIDIA A30"],
+    pci_device_ids: &[0x20B7],
+    compute_slices: 4,
+    memory_slices: 4,
+    total_memory_mib: 24576,
+    profiles: &[
+        ProfileSpec {
+            id: 0,
+            name: "4g.24gb",
+            compute_slices: 4,
+            memory_slices: 4,
+            memory_mib: nominal_mib(24),
+            max_instances: 1,
+            placement_starts: A100_STARTS_0,
+            media_extensions: false,
+        },
+        ProfileSpec {
+            id: 5,
+            name: "2g.12gb",
+            compute_slices: 2,
+            memory_slices: 2,
+            memory_mib: nominal_mib(12),
+            max_instances: 2,
+            placement_starts: A30_STARTS_2,
+            media_extensions: false,
+        },
+        ProfileSpec {
+            id: 6,
+            name: "2g.12gb+me",
+            compute_slices: 2,
+            memory_slices: 2,
+            memory_mib: nominal_mib(12),
+            max_instances: 1,
+            placement_starts: A30_STARTS_2,
+            media_extensions: true,
+        },
+        ProfileSpec {
+            id: 14,
+            name: "1g.6gb",
+            compute_slices: 1,
+            memory_slices: 1,
+            memory_mib: nominal_mib(6),
+            max_instances: 4,
+            placement_starts: A30_STARTS_1,
+            media_extensions: false,
+        },
+        ProfileSpec {
+            id: 21,
+            name: "1g.6gb+me",
+            compute_slices: 1,
+            memory_slices: 1,
+            memory_mib: nominal_mib(6),
+            max_instances: 1,
+            placement_starts: A30_STARTS_1,
+            media_extensions: true,
+        },
+    ],
+    source: "NVIDIA MIG User Guide, A30 profile and placement tables (notes/mig.md); MiB nominal (unverified)",
+    verified: false,
+};
+
+/// Usable MiB assumed for a profile named `<gb>gb` on a model whose sizes no NVML probe has
+/// confirmed yet: 95% of `gb` GiB, rounded down to 64 MiB. The A100-40GB, which was measured,
+/// gives 4864 MiB for `1g.5gb` (95% of 5 GiB) and 9856 for `2g.10gb` (96%); erring low keeps
+/// "the smallest profile that fits" from picking a profile that is too small.
+pub const fn nominal_mib(gb: u64) -> u64 {
+    gb * 1024 * 95 / 100 / 64 * 64
+}
+
+/// NVIDIA H100 NVL 94GB (PCIe, HBM3).
+pub static H100_NVL_94GB: GpuModel = GpuModel {
+    name: "H100-NVL-94GB",
+    aliases: &["H100 NVL", "NVIDIA H100 NVL"],
+    pci_device_ids: &[0x2321],
+    compute_slices: 7,
+    memory_slices: 8,
+    total_memory_mib: 96256,
+    profiles: seven_slice_profiles!(
+        "1g.12gb",
+        "1g.12gb+me",
+        "1g.24gb",
+        "2g.24gb",
+        "3g.47gb",
+        "4g.47gb",
+        "7g.94gb",
+        [nominal_mib(12), nominal_mib(24), nominal_mib(47), nominal_mib(94)]
+    ),
+    source:
+        "NVIDIA MIG User Guide, H100 NVL profile names (notes/mig.md); placements as H100; MiB nominal (unverified)",
+    verified: false,
+};
+
+/// NVIDIA H200 141GB (SXM and NVL).
+pub static H200_141GB: GpuModel = GpuModel {
+    name: "H200-141GB",
+    aliases: &["H200", "NVIDIA H200", "NVIDIA H200 NVL", "H200 NVL"],
+    pci_device_ids: &[0x2335, 0x233B],
+    compute_slices: 7,
+    memory_slices: 8,
+    total_memory_mib: 144384,
+    profiles: seven_slice_profiles!(
+        "1g.18gb",
+        "1g.18gb+me",
+        "1g.35gb",
+        "2g.35gb",
+        "3g.71gb",
+        "4g.71gb",
+        "7g.141gb",
+        [nominal_mib(18), nominal_mib(35), nominal_mib(71), nominal_mib(141)]
+    ),
+    source: "NVIDIA MIG User Guide, H200 profile names (notes/mig.md, partly unverified); placements inferred from H100; MiB nominal (unverified)",
+    verified: false,
+};
+
+/// NVIDIA GH200 with 96GB HBM3 (Grace Hopper superchip).
+pub static GH200_96GB: GpuModel = GpuModel {
+    name: "GH200-96GB",
+    aliases: &["GH200", "NVIDIA GH200 480GB", "NVIDIA GH200 96GB HBM3"],
+    pci_device_ids: &[0x2342],
+    compute_slices: 7,
+    memory_slices: 8,
+    total_memory_mib: 98304,
+    profiles: seven_slice_profiles!(
+        "1g.12gb",
+        "1g.12gb+me",
+        "1g.24gb",
+        "2g.24gb",
+        "3g.48gb",
+        "4g.48gb",
+        "7g.96gb",
+        [nominal_mib(12), nominal_mib(24), nominal_mib(48), nominal_mib(96)]
+    ),
+    source:
+        "NVIDIA MIG User Guide, GH200 96GB profile names (notes/mig.md); placements as H100; MiB nominal (unverified)",
+    verified: false,
+};
+
+/// NVIDIA GH200 with 144GB HBM3e.
+pub static GH200_144GB: GpuModel = GpuModel {
+    name: "GH200-144GB",
+    aliases: &["NVIDIA GH200 144G HBM3e", "NVIDIA GH200 144GB HBM3e"],
+    pci_device_ids: &[0x2348],
+    compute_slices: 7,
+    memory_slices: 8,
+    total_memory_mib: 147456,
+    profiles: seven_slice_profiles!(
+        "1g.18gb",
+        "1g.18gb+me",
+        "1g.36gb",
+        "2g.36gb",
+        "3g.72gb",
+        "4g.72gb",
+        "7g.144gb",
+        [nominal_mib(18), nominal_mib(36), nominal_mib(72), nominal_mib(144)]
+    ),
+    source:
+        "names only, by analogy with GH200 96GB (notes/mig.md): profile names, IDs, placements and MiB all unverified",
+    verified: false,
+};
+
+/// NVIDIA B200 180GB.
+pub static B200_180GB: GpuModel = GpuModel {
+    name: "B200-180GB",
+    aliases: &["B200", "NVIDIA B200"],
+    pci_device_ids: &[0x2901],
+    compute_slices: 7,
+    memory_slices: 8,
+    total_memory_mib: 184320,
+    profiles: seven_slice_profiles!(
+        "1g.23gb",
+        "1g.23gb+me",
+        "1g.45gb",
+        "2g.45gb",
+        "3g.90gb",
+        "4g.90gb",
+        "7g.180gb",
+        [nominal_mib(23), nominal_mib(45), nominal_mib(90), nominal_mib(180)]
+    ),
+    source: "profile names from notes/mig.md (names only); IDs and placements assumed as H100: unverified",
+    verified: false,
+};
+
 /// Every model dynmig knows.
-pub static MODELS: &[&GpuModel] = &[&A100_40GB, &A100_80GB, &H100_80GB];
+pub static MODELS: &[&GpuModel] = &[
+    &A100_40GB,
+    &A100_80GB,
+    &H100_80GB,
+    &A30_24GB,
+    &H100_NVL_94GB,
+    &H200_141GB,
+    &GH200_96GB,
+    &GH200_144GB,
+    &B200_180GB,
+];
 
 /// Looks a model up by canonical name or alias, case-insensitively.
 pub fn model_by_name(name: &str) -> Option<&'static GpuModel> {
@@ -242,6 +444,21 @@ pub fn model_by_name(name: &str) -> Option<&'static GpuModel> {
         .iter()
         .copied()
         .find(|m| m.name.eq_ignore_ascii_case(name) || m.aliases.iter().any(|a| a.eq_ignore_ascii_case(name)))
+}
+
+/// Looks a model up by PCI device ID (the upper 16 bits of NVML's `pciDeviceId`, e.g. `0x20B2`
+/// for an A100-SXM4-80GB).
+pub fn model_by_pci_id(device_id: u16) -> Option<&'static GpuModel> {
+    MODELS.iter().copied().find(|m| m.pci_device_ids.contains(&device_id))
+}
+
+/// The model of a GPU as NVML reports it: by PCI device ID first (it tells apart boards that
+/// share a marketing name), then by product name (`nvmlDeviceGetName`), then by the name
+/// without a leading `"NVIDIA "`.
+pub fn model_for_device(pci_device_id: u16, name: &str) -> Option<&'static GpuModel> {
+    model_by_pci_id(pci_device_id)
+        .or_else(|| model_by_name(name))
+        .or_else(|| name.strip_prefix("NVIDIA ").and_then(model_by_name))
 }
 
 /// Canonical names of every known model, for error messages.
@@ -266,5 +483,115 @@ mod tests {
         let names: Vec<_> = m.schedulable_profiles().iter().map(|p| p.name).collect();
         assert_eq!(names, ["1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]);
         assert_eq!(m.full_profile().name, "7g.40gb");
+    }
+
+    #[test]
+    fn every_table_is_consistent() {
+        for m in MODELS {
+            assert!(m.profiles.len() <= 16, "{}", m.name);
+            assert!(!m.pci_device_ids.is_empty() && !m.source.is_empty(), "{}", m.name);
+            assert_eq!(m.full_profile().memory_slices, m.memory_slices, "{}", m.name);
+            let mut ids: Vec<u32> = m.profiles.iter().map(|p| p.id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids.len(), m.profiles.len(), "{}: profile IDs repeat", m.name);
+            for p in m.profiles {
+                assert!(p.memory_mib <= m.total_memory_mib, "{} {}", m.name, p.name);
+                assert!(p.compute_slices <= m.compute_slices, "{} {}", m.name, p.name);
+                // Every start leaves the instance inside the GPU.
+                for s in p.placement_starts {
+                    assert!(s + p.memory_slices <= m.memory_slices, "{} {}@{s}", m.name, p.name);
+                }
+                // The name says the compute slices: "3g.40gb" has 3.
+                let g: u8 = p.name.split('g').next().unwrap().parse().unwrap();
+                assert_eq!(g, p.compute_slices, "{} {}", m.name, p.name);
+            }
+        }
+        // No PCI ID or name belongs to two models.
+        for (i, a) in MODELS.iter().enumerate() {
+            for b in &MODELS[i + 1..] {
+                assert!(
+                    a.pci_device_ids.iter().all(|id| !b.pci_device_ids.contains(id)),
+                    "{} {}",
+                    a.name,
+                    b.name
+                );
+                assert!(model_by_name(a.name).unwrap().name == a.name);
+                assert!(
+                    a.aliases.iter().all(|x| model_by_name(x).unwrap().name == a.name),
+                    "{}",
+                    a.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_by_pci_id_and_nvml_name() {
+        assert_eq!(model_by_pci_id(0x20B7).unwrap().name, "A30-24GB");
+        assert_eq!(model_by_pci_id(0x2330).unwrap().name, "H100-80GB");
+        assert!(model_by_pci_id(0x1DB4).is_none(), "a V100 has no MIG");
+        // The PCI ID wins over the name; an unknown ID falls back to the name.
+        assert_eq!(model_for_device(0x2335, "NVIDIA H100 NVL").unwrap().name, "H200-141GB");
+        assert_eq!(
+            model_for_device(0xFFFF, "NVIDIA H100 NVL").unwrap().name,
+            "H100-NVL-94GB"
+        );
+        assert_eq!(
+            model_for_device(0xFFFF, "NVIDIA A100-PCIE-40GB").unwrap().name,
+            "A100-40GB"
+        );
+        assert!(model_for_device(0xFFFF, "Tesla T4").is_none());
+    }
+
+    #[test]
+    fn nominal_sizes_err_low() {
+        assert_eq!(nominal_mib(10), 9728);
+        assert_eq!(nominal_mib(6), 5824);
+        assert!(nominal_mib(141) < 141 * 1024);
+        assert_eq!(nominal_mib(141) % 64, 0);
+    }
+
+    #[test]
+    fn a30_is_a_four_slice_gpu() {
+        use crate::geometry::{
+            addable_layouts, classic_profiles, distinct_multisets, maximal_layouts, plan_transition, Placed,
+            ProfileCounts,
+        };
+        let m = &A30_24GB;
+        assert_eq!(m.full_profile().name, "4g.24gb");
+        let ids: Vec<u32> = classic_profiles(m).iter().map(|p| p.id).collect();
+        assert_eq!(ids, [0, 5, 14]);
+        // NVIDIA's A30 table: 4g; 2g+2g; 2g+1g+1g (two placements); 4x1g.
+        let layouts: Vec<String> = maximal_layouts(m)
+            .iter()
+            .map(|l| l.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            layouts,
+            [
+                "4g.24gb@0",
+                "2g.12gb@0 2g.12gb@2",
+                "1g.6gb@0 1g.6gb@1 2g.12gb@2",
+                "2g.12gb@0 1g.6gb@2 1g.6gb@3",
+                "1g.6gb@0 1g.6gb@1 1g.6gb@2 1g.6gb@3"
+            ]
+        );
+        let multisets: Vec<String> = distinct_multisets(m).iter().map(|c| c.to_string()).collect();
+        assert_eq!(multisets, ["1x4g.24gb", "2x2g.12gb", "1x2g.12gb+2x1g.6gb", "4x1g.6gb"]);
+        // A 1g at slice 3 leaves room for one 2g at 0 and a 1g at 2, never for a 4g.
+        let one = m.profile("1g.6gb").unwrap();
+        let around = addable_layouts(m, &[Placed { profile: one, start: 3 }]);
+        assert!(around.contains(&ProfileCounts::parse(m, "1x2g.12gb+1x1g.6gb").unwrap()));
+        assert!(!around.iter().any(|c| c.count("4g.24gb") > 0));
+        // Five 1g do not fit, a 1g cannot start at slice 4, and only one +me instance.
+        assert!(ProfileCounts::parse(m, "5x1g.6gb").is_err());
+        assert!(ProfileCounts::parse(m, "2x2g.12gb+1x1g.6gb").is_err());
+        assert!(ProfileCounts::parse(m, "1x1g.6gb+me+1x2g.12gb+me").is_err());
+        // Busy 1g@1 kept: 4x1g -> 2g+2x1g destroys the idle 1g at 2 and 3 (or 0 and ...).
+        let cur: Vec<(Placed, bool)> = (0..4).map(|s| (Placed { profile: one, start: s }, s == 1)).collect();
+        let t = plan_transition(m, &cur, &ProfileCounts::parse(m, "1x2g.12gb+2x1g.6gb").unwrap()).unwrap();
+        assert_eq!(t.operations(), 3);
+        assert!(t.create.iter().all(|p| p.profile.name == "2g.12gb" && p.start == 2));
     }
 }
