@@ -1,4 +1,6 @@
-//! The users' hints: `--mig-mem=<size>` and `--mig-profile=<name>`.
+//! The users' hints: `--mig-mem=<size>`, `--mig-profile=<name>`, and a model description
+//! for the estimator: `--mig-model-params=7B --mig-dtype=bf16 --mig-phase=train|infer
+//! --mig-batch=N --mig-seq=N` ([`crate::estimate::model_formula`]).
 //!
 //! The SPANK plugin registers both options and checks each value with [`parse_hint`] on the
 //! login node, so a typo fails at `sbatch` time. Slurm then hands the values to slurmctld in
@@ -11,9 +13,16 @@
 //! - `--mig-profile` names a MIG profile of a GPU model dynmig knows
 //!   ([`crate::geometry::MODELS`]), case-insensitively; media-extension profiles (`+me`) are
 //!   not scheduled by dynmig and are refused.
+//! - `--mig-model-params` is the model's parameter count (`7B`, `350M`; 1M to 2T);
+//!   `--mig-dtype` one of fp32, fp16, bf16, int8, int4 (default bf16); `--mig-phase` train or
+//!   infer (default train); `--mig-batch` 1 to 65536 (default 1); `--mig-seq` 1 to 1Mi tokens
+//!   (default 2048). The last four need `--mig-model-params`; int8/int4 are for inference.
 //!
 //! Every [`HintError`] displays as the complete message for the user, starting `dynmig: `.
 
+use crate::estimate::model_formula::{
+    parse_params, Dtype, ModelSpec, Phase, DEFAULT_BATCH, DEFAULT_SEQ, MAX_BATCH, MAX_SEQ,
+};
 use crate::geometry::{GpuModel, ProfileSpec, MODELS};
 use crate::size::{format_size, parse_size, SizeError, MIB};
 
@@ -24,6 +33,26 @@ pub const SPANK_ENV_PREFIX: &str = "_SLURM_SPANK_OPTION_dynmig_";
 pub const MIG_MEM: &str = "mig-mem";
 /// Option name (without `--`) of the profile hint.
 pub const MIG_PROFILE: &str = "mig-profile";
+/// Option name (without `--`) of the model's parameter count.
+pub const MIG_MODEL_PARAMS: &str = "mig-model-params";
+/// Option name (without `--`) of the model's number format.
+pub const MIG_DTYPE: &str = "mig-dtype";
+/// Option name (without `--`) of the phase (train or infer).
+pub const MIG_PHASE: &str = "mig-phase";
+/// Option name (without `--`) of the batch size.
+pub const MIG_BATCH: &str = "mig-batch";
+/// Option name (without `--`) of the sequence length.
+pub const MIG_SEQ: &str = "mig-seq";
+/// Every option of dynmig, without `--`, in the order `sbatch --help` lists them.
+pub const OPTIONS: [&str; 7] = [
+    MIG_MEM,
+    MIG_PROFILE,
+    MIG_MODEL_PARAMS,
+    MIG_DTYPE,
+    MIG_PHASE,
+    MIG_BATCH,
+    MIG_SEQ,
+];
 
 /// One hint, as read from one option.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +61,54 @@ pub enum Hint {
     MigMem(u64),
     /// `--mig-profile`: a profile name, in the canonical (table) spelling, e.g. `"2g.20gb"`.
     MigProfile(String),
+    /// `--mig-model-params`: parameters.
+    ModelParams(u64),
+    /// `--mig-dtype`.
+    Dtype(Dtype),
+    /// `--mig-phase`.
+    Phase(Phase),
+    /// `--mig-batch`.
+    Batch(u32),
+    /// `--mig-seq`.
+    Seq(u32),
+}
+
+/// The model description hints; all `None` when not given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelHints {
+    /// `--mig-model-params`.
+    pub params: Option<u64>,
+    /// `--mig-dtype`.
+    pub dtype: Option<Dtype>,
+    /// `--mig-phase`.
+    pub phase: Option<Phase>,
+    /// `--mig-batch`.
+    pub batch: Option<u32>,
+    /// `--mig-seq`.
+    pub seq: Option<u32>,
+}
+
+impl ModelHints {
+    /// Whether any model option was given.
+    pub fn any(&self) -> bool {
+        self.params.is_some()
+            || self.dtype.is_some()
+            || self.phase.is_some()
+            || self.batch.is_some()
+            || self.seq.is_some()
+    }
+
+    /// The model with the defaults filled in (bf16, train, batch 1, seq 2048), when
+    /// `--mig-model-params` was given.
+    pub fn spec(&self) -> Option<ModelSpec> {
+        Some(ModelSpec {
+            params: self.params?,
+            dtype: self.dtype.unwrap_or(Dtype::Bf16),
+            phase: self.phase.unwrap_or(Phase::Train),
+            batch: self.batch.unwrap_or(DEFAULT_BATCH),
+            seq: self.seq.unwrap_or(DEFAULT_SEQ),
+        })
+    }
 }
 
 /// The hints of one job. Both may be given; see [`Hints::check`].
@@ -41,6 +118,8 @@ pub struct Hints {
     pub mem_bytes: Option<u64>,
     /// `--mig-profile`, canonical spelling.
     pub profile: Option<String>,
+    /// The model description.
+    pub model: ModelHints,
 }
 
 /// A hint that cannot be used. Display is the complete user-facing message.
@@ -63,8 +142,30 @@ pub enum HintError {
         /// Every profile name dynmig schedules, comma separated.
         allowed: String,
     },
+    /// A model option's value cannot be used.
+    #[error("dynmig: --{option}={value}: {reason}")]
+    BadModelValue {
+        /// The option, without `--`.
+        option: &'static str,
+        /// The value as given.
+        value: String,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+    /// A model option without `--mig-model-params`.
+    #[error("dynmig: --{option} describes a model: give --mig-model-params too (e.g. --mig-model-params=7B)")]
+    ModelWithoutParams {
+        /// The option, without `--`.
+        option: &'static str,
+    },
+    /// Training with an integer format.
+    #[error("dynmig: --mig-dtype={dtype} with --mig-phase=train: training in {dtype} is not supported; train in fp32, fp16 or bf16")]
+    IntegerTraining {
+        /// The dtype.
+        dtype: Dtype,
+    },
     /// The option is not one of dynmig's.
-    #[error("dynmig: unknown option --{option}; dynmig's options are --mig-mem and --mig-profile")]
+    #[error("dynmig: unknown option --{option}; dynmig's options are --mig-mem, --mig-profile, --mig-model-params, --mig-dtype, --mig-phase, --mig-batch and --mig-seq")]
     UnknownOption {
         /// The option name.
         option: String,
@@ -112,9 +213,41 @@ pub fn parse_hint(option: &str, value: &str) -> Result<Hint, HintError> {
                 value: value.to_string(),
                 allowed: all_profile_names().join(", "),
             }),
+        MIG_MODEL_PARAMS => parse_params(value)
+            .map(Hint::ModelParams)
+            .map_err(|reason| bad_model(MIG_MODEL_PARAMS, value, reason)),
+        MIG_DTYPE => Dtype::parse(value).map(Hint::Dtype).ok_or_else(|| {
+            let allowed: Vec<String> = Dtype::ALL.iter().map(|d| d.to_string()).collect();
+            bad_model(
+                MIG_DTYPE,
+                value,
+                format!("unknown number format; allowed: {}", allowed.join(", ")),
+            )
+        }),
+        MIG_PHASE => Phase::parse(value)
+            .map(Hint::Phase)
+            .ok_or_else(|| bad_model(MIG_PHASE, value, "unknown phase; allowed: train, infer".into())),
+        MIG_BATCH => count(MIG_BATCH, value, MAX_BATCH).map(Hint::Batch),
+        MIG_SEQ => count(MIG_SEQ, value, MAX_SEQ).map(Hint::Seq),
         _ => Err(HintError::UnknownOption {
             option: option.to_string(),
         }),
+    }
+}
+
+fn bad_model(option: &'static str, value: &str, reason: String) -> HintError {
+    HintError::BadModelValue {
+        option,
+        value: value.to_string(),
+        reason,
+    }
+}
+
+/// A whole number from 1 to `max`.
+fn count(option: &'static str, value: &str, max: u32) -> Result<u32, HintError> {
+    match value.trim().parse::<u64>() {
+        Ok(n) if n >= 1 && n <= u64::from(max) => Ok(n as u32),
+        _ => Err(bad_model(option, value, format!("not a whole number from 1 to {max}"))),
     }
 }
 
@@ -151,12 +284,17 @@ impl Hints {
         match hint {
             Hint::MigMem(b) => self.mem_bytes = Some(b),
             Hint::MigProfile(p) => self.profile = Some(p),
+            Hint::ModelParams(n) => self.model.params = Some(n),
+            Hint::Dtype(d) => self.model.dtype = Some(d),
+            Hint::Phase(p) => self.model.phase = Some(p),
+            Hint::Batch(n) => self.model.batch = Some(n),
+            Hint::Seq(n) => self.model.seq = Some(n),
         }
     }
 
     /// Whether no hint was given.
     pub fn is_empty(&self) -> bool {
-        self.mem_bytes.is_none() && self.profile.is_none()
+        self.mem_bytes.is_none() && self.profile.is_none() && !self.model.any()
     }
 
     /// The option the user gave, as `--mig-mem=18.0GiB` or `--mig-profile=2g.20gb` (the
@@ -165,7 +303,7 @@ impl Hints {
         match (&self.profile, self.mem_bytes) {
             (Some(p), _) => Some(format!("--{MIG_PROFILE}={p}")),
             (None, Some(b)) => Some(format!("--{MIG_MEM}={}", format_size(b))),
-            (None, None) => None,
+            (None, None) => self.model.params.map(|p| format!("--{MIG_MODEL_PARAMS}={p}")),
         }
     }
 
@@ -174,7 +312,10 @@ impl Hints {
     ///
     /// # Errors
     /// [`HintError::ProfileTooSmall`], suggesting the smallest profile that fits if any.
+    /// Also checks the model options: the others need `--mig-model-params`, and int8/int4
+    /// are for inference only.
     pub fn check(&self, models: &[&'static GpuModel]) -> Result<(), HintError> {
+        self.check_model()?;
         let (Some(profile), Some(mem)) = (&self.profile, self.mem_bytes) else {
             return Ok(());
         };
@@ -194,6 +335,29 @@ impl Hints {
             mem: format_size(mem),
             larger,
         })
+    }
+}
+
+impl Hints {
+    fn check_model(&self) -> Result<(), HintError> {
+        let m = &self.model;
+        if m.params.is_none() {
+            let given = [
+                (MIG_DTYPE, m.dtype.is_some()),
+                (MIG_PHASE, m.phase.is_some()),
+                (MIG_BATCH, m.batch.is_some()),
+                (MIG_SEQ, m.seq.is_some()),
+            ];
+            if let Some((option, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(HintError::ModelWithoutParams { option });
+            }
+        }
+        if let Some(spec) = m.spec() {
+            if spec.phase == Phase::Train && matches!(spec.dtype, Dtype::Int8 | Dtype::Int4) {
+                return Err(HintError::IntegerTraining { dtype: spec.dtype });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -290,7 +454,8 @@ mod tests {
             h,
             Hints {
                 mem_bytes: Some(18 * GIB),
-                profile: Some("3g.40gb".into())
+                profile: Some("3g.40gb".into()),
+                model: ModelHints::default(),
             }
         );
         assert!(hints_from_spank_env(&[]).unwrap().is_empty());
@@ -323,5 +488,58 @@ mod tests {
         let both = [&A100_40GB, &A100_80GB];
         assert_eq!(smallest_fitting(&both, 4 * GIB).unwrap().1.name, "1g.5gb");
         assert_eq!(smallest_fitting(&both, 18 * GIB).unwrap().1.name, "2g.20gb");
+    }
+}
+
+#[cfg(test)]
+mod model_tests {
+    use super::*;
+
+    #[test]
+    fn model_options() {
+        let env = [
+            "_SLURM_SPANK_OPTION_dynmig_mig_model_params=7B",
+            "_SLURM_SPANK_OPTION_dynmig_mig_dtype=BF16",
+            "_SLURM_SPANK_OPTION_dynmig_mig_phase=infer",
+            "_SLURM_SPANK_OPTION_dynmig_mig_batch=4",
+            "_SLURM_SPANK_OPTION_dynmig_mig_seq=4096",
+        ];
+        let h = hints_from_spank_env(&env).unwrap();
+        let spec = h.model.spec().unwrap();
+        assert_eq!(
+            (spec.params, spec.dtype, spec.phase, spec.batch, spec.seq),
+            (7_000_000_000, Dtype::Bf16, Phase::Infer, 4, 4096)
+        );
+        assert!(!h.is_empty());
+        assert_eq!(h.describe().as_deref(), Some("--mig-model-params=7000000000"));
+    }
+
+    #[test]
+    fn bad_model_options_say_what_is_allowed() {
+        let e = parse_hint("mig-dtype", "fp8").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "dynmig: --mig-dtype=fp8: unknown number format; allowed: fp32, fp16, bf16, int8, int4"
+        );
+        let e = parse_hint("mig-phase", "serve").unwrap_err().to_string();
+        assert!(e.ends_with("allowed: train, infer"), "{e}");
+        let e = parse_hint("mig-batch", "0").unwrap_err().to_string();
+        assert_eq!(e, "dynmig: --mig-batch=0: not a whole number from 1 to 65536");
+        assert!(parse_hint("mig-seq", "99999999").is_err());
+        let e = parse_hint("mig-model-params", "5000T").unwrap_err().to_string();
+        assert!(e.contains("more than any GPU holds"), "{e}");
+        let e = hints_from_spank_env(&["_SLURM_SPANK_OPTION_dynmig_mig_seq=128"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--mig-seq describes a model: give --mig-model-params too"),
+            "{e}"
+        );
+        let env = [
+            "_SLURM_SPANK_OPTION_dynmig_mig_model_params=7B",
+            "_SLURM_SPANK_OPTION_dynmig_mig_dtype=int4",
+        ];
+        let e = hints_from_spank_env(&env).unwrap_err().to_string();
+        assert!(e.contains("training in int4 is not supported"), "{e}");
     }
 }

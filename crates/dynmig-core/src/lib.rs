@@ -4,6 +4,7 @@
 //!
 //! - [`geometry`]: MIG profile and placement tables per GPU model, valid layouts.
 //! - [`size`], [`hints`], [`gres`]: memory sizes, the users' `--mig-*` hints, Slurm TRES strings.
+//! - [`estimate`]: a job's GPU memory from its hints, its model or its history.
 //! - [`submit`]: the job_submit decision: which MIG profile a GPU request becomes.
 //! - [`config`]: dynmig.toml, read and checked.
 //! - [`demand`]: pending instances per profile.
@@ -15,6 +16,7 @@
 
 pub mod config;
 pub mod demand;
+pub mod estimate;
 pub mod geometry;
 pub mod gres;
 pub mod hints;

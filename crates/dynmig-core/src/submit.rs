@@ -19,7 +19,9 @@
 //!    slices, over all configured models, whose memory holds `--mig-mem`. The
 //!    1-compute-slice double-memory profile (ID 15, `1g.20gb` on A100-80GB) and `+me`
 //!    profiles are never picked this way, only when named ([`crate::hints::auto_selectable`]).
-//!    With no hint, [`WholeGpu`] decides.
+//!    Without `--mig-mem`, the estimator ([`crate::estimate`]) tries a model description and
+//!    then the history of the same user and job name ([`decide_with`]); with none of them,
+//!    [`WholeGpu`] decides.
 //! 5. `--gpus=1` (`tres_per_job`) is moved to `tres_per_node` as the typed GRES (the job_desc
 //!    field then becomes empty: [`Rewrite::tres_per_job`] is `Some("")`, which the plugin
 //!    writes as NULL). A multi-node job with `--gpus=1` thus gets one instance per node.
@@ -28,9 +30,10 @@
 //!    field they were asked in.
 //! 7. GPUs asked for in more than one field, or typed and untyped together: an error.
 
+use crate::estimate::{describe_breakdown, estimate, EstimateContext};
 use crate::geometry::{GpuModel, ProfileSpec};
 use crate::gres::{GresEntry, GresError, GresPrefix, TresList};
-use crate::hints::{hints_from_spank_env, smallest_fitting, HintError, Hints, MIG_MEM, MIG_PROFILE};
+use crate::hints::{hints_from_spank_env, smallest_fitting, HintError, Hints, MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE};
 use crate::size::{format_size, MIB};
 use std::fmt;
 
@@ -97,6 +100,10 @@ pub enum EstimateSource {
     Default,
     /// A whole GPU, from [`WholeGpu::FullProfile`] or [`MultiGpu::FullProfile`].
     WholeGpu,
+    /// The model formula, from `--mig-model-params` and its companions.
+    Model,
+    /// The history of the same user and job name.
+    History,
 }
 
 impl fmt::Display for EstimateSource {
@@ -106,6 +113,8 @@ impl fmt::Display for EstimateSource {
             EstimateSource::MigProfileHint => "mig-profile",
             EstimateSource::Default => "default",
             EstimateSource::WholeGpu => "whole-gpu",
+            EstimateSource::Model => "model",
+            EstimateSource::History => "history",
         })
     }
 }
@@ -233,6 +242,23 @@ pub enum SubmitError {
         /// The requests, e.g. `--gres gpu:1, --gpus gpu:1`.
         what: String,
     },
+    /// The model formula's estimate is more than the largest profile.
+    #[error(
+        "dynmig: {hint} needs about {need} ({terms}), more than the largest MIG profile of this \
+         cluster, {largest} ({largest_mem}); use a smaller batch or sequence, or ask for whole GPUs"
+    )]
+    ModelTooLarge {
+        /// The model hints, as options.
+        hint: String,
+        /// The estimate, formatted.
+        need: String,
+        /// The formula's terms.
+        terms: String,
+        /// Largest profile name.
+        largest: &'static str,
+        /// Its memory, formatted.
+        largest_mem: String,
+    },
     /// [`WholeGpu::Reject`] and no hint.
     #[error(
         "dynmig: this cluster shares GPUs as MIG instances: give the GPU memory the job needs \
@@ -300,11 +326,21 @@ impl Field {
     }
 }
 
-/// Decides what happens to a submitted job's GPU request. See the [module docs](self).
+/// Decides what happens to a submitted job's GPU request with no history and the default
+/// estimator settings. See the [module docs](self) and [`decide_with`].
 ///
 /// # Errors
 /// [`SubmitError`], whose Display is the message for the user.
 pub fn decide(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome, SubmitError> {
+    decide_with(req, policy, &EstimateContext::default())
+}
+
+/// Decides what happens to a submitted job's GPU request, estimating memory with `cx` (the
+/// estimator settings, the job's user and name, and the history snapshot).
+///
+/// # Errors
+/// [`SubmitError`], whose Display is the message for the user.
+pub fn decide_with(req: &JobRequest, policy: &SubmitPolicy, cx: &EstimateContext) -> Result<Outcome, SubmitError> {
     let hints = hints_from_spank_env(&req.spank_env)?;
     let mut lists: Vec<(Field, TresList)> = Vec::new();
     for field in Field::ALL {
@@ -324,6 +360,9 @@ pub fn decide(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome, Submit
         return match (hints.mem_bytes, &hints.profile) {
             (_, Some(_)) => Err(SubmitError::HintWithoutGpu { option: MIG_PROFILE }),
             (Some(_), None) => Err(SubmitError::HintWithoutGpu { option: MIG_MEM }),
+            (None, None) if hints.model.any() => Err(SubmitError::HintWithoutGpu {
+                option: MIG_MODEL_PARAMS,
+            }),
             (None, None) => Ok(Outcome::NoGpu),
         };
     };
@@ -343,7 +382,7 @@ pub fn decide(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome, Submit
         return check_typed(&typed, &hints, policy);
     }
     let decision = if entry.count == 1 {
-        single_gpu(&hints, policy)?
+        single_gpu(&hints, policy, cx)?
     } else {
         multi_gpu(entry.count, field, &hints, policy)?
     };
@@ -398,7 +437,7 @@ fn check_typed(types: &[&str], hints: &Hints, policy: &SubmitPolicy) -> Result<O
 }
 
 /// Rule 4: one GPU.
-fn single_gpu(hints: &Hints, policy: &SubmitPolicy) -> Result<Decision, SubmitError> {
+fn single_gpu(hints: &Hints, policy: &SubmitPolicy, cx: &EstimateContext) -> Result<Decision, SubmitError> {
     if let Some(name) = &hints.profile {
         let spec = profile_on_cluster(name, policy)?;
         hints.check(&policy.models)?;
@@ -409,8 +448,29 @@ fn single_gpu(hints: &Hints, policy: &SubmitPolicy) -> Result<Decision, SubmitEr
             source: EstimateSource::MigProfileHint,
         });
     }
-    let (mem, source) = match (hints.mem_bytes, policy.whole_gpu) {
-        (Some(m), _) => (m, EstimateSource::MigMemHint),
+    let largest = || {
+        policy
+            .models
+            .iter()
+            .map(|m| m.full_profile())
+            .max_by_key(|p| p.memory_mib)
+            .expect("models is not empty")
+    };
+    let est = estimate(hints, cx);
+    let (mem, source) = match (est, policy.whole_gpu) {
+        (Some(e), _) if e.source == EstimateSource::Model && smallest_fitting(&policy.models, e.bytes).is_none() => {
+            let full = largest();
+            return Err(SubmitError::ModelTooLarge {
+                hint: model_options(hints),
+                need: format_size(e.bytes),
+                terms: e.breakdown.as_ref().map(describe_breakdown).unwrap_or_default(),
+                largest: full.name,
+                largest_mem: format_size(full.memory_mib * MIB),
+            });
+        }
+        // A history that needs more than any profile gets the largest one.
+        (Some(e), _) if e.source == EstimateSource::History => (e.bytes.min(largest().memory_mib * MIB), e.source),
+        (Some(e), _) => (e.bytes, e.source),
         (None, WholeGpu::Estimate) => (policy.default_mem_bytes, EstimateSource::Default),
         (None, WholeGpu::FullProfile) => {
             let full = policy.models[0].full_profile();
@@ -482,6 +542,21 @@ fn multi_gpu(count: u64, field: Field, hints: &Hints, policy: &SubmitPolicy) -> 
         memory_bytes,
         source,
     })
+}
+
+/// The model options as the user would write them, for messages.
+fn model_options(hints: &Hints) -> String {
+    let Some(spec) = hints.model.spec() else {
+        return String::new();
+    };
+    let params = match spec.params {
+        p if p >= 1_000_000_000 => format!("{}B", p as f64 / 1e9),
+        p => format!("{}M", p as f64 / 1e6),
+    };
+    format!(
+        "--{MIG_MODEL_PARAMS}={params} --mig-dtype={} --mig-phase={} --mig-batch={} --mig-seq={}",
+        spec.dtype, spec.phase, spec.batch, spec.seq
+    )
 }
 
 /// Applies a decision to the field the request was in (rule 5 moves `--gpus=1`).

@@ -47,6 +47,8 @@ pub struct Config {
     pub paths: Paths,
     /// `[estimator]`.
     pub estimator: EstimatorConfig,
+    /// `[history]`.
+    pub history: HistoryConfig,
     /// `[jobs]`.
     pub jobs: JobsConfig,
     /// `[controller]`.
@@ -71,6 +73,12 @@ pub struct Paths {
     pub device_dir: PathBuf,
     /// The job history the estimator learns from (absolute). Default `<state_dir>/history.db`.
     pub history_db: PathBuf,
+    /// The compact per-(user, job name) summary of the history that job_submit/dynmig reads
+    /// (absolute). Default `<state_dir>/history-snapshot.tsv`.
+    pub history_snapshot: PathBuf,
+    /// Where a node keeps history records not yet delivered (absolute; may hold `{node}`).
+    /// Default `<state_dir>/spool`.
+    pub history_spool: PathBuf,
     /// slurmd: an absolute path or a bare name looked up in `PATH`. Default `/usr/sbin/slurmd`.
     pub slurmd: PathBuf,
     /// scontrol. Default `/usr/bin/scontrol`.
@@ -81,11 +89,65 @@ pub struct Paths {
     pub sinfo: PathBuf,
 }
 
-/// `[estimator]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `[estimator]` (docs/estimator.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EstimatorConfig {
     /// `default_mem`: GPU memory assumed for a job without a hint, in bytes. Default 8 GiB.
     pub default_mem_bytes: u64,
+    /// `cuda_context`: bytes the model formula adds for the CUDA context. Default 500 MiB.
+    pub cuda_context_bytes: u64,
+    /// `model_margin`: factor on the model formula's total (1 to 4). Default 1.15: PyTorch's
+    /// caching allocator reserves more than the tensors hold (blocks rounded up, freed blocks
+    /// kept), and NVML counts what is reserved; 1.15 brings the formula's median error on the
+    /// published table (docs/estimator.md) near 10%.
+    pub model_margin: f64,
+    /// `history_quantile`: quantile of past peaks (0.5 to 1). Default 0.95.
+    pub history_quantile: f64,
+    /// `history_margin`: factor on that quantile (1 to 4). Default 1.1.
+    pub history_margin: f64,
+    /// `history_min_samples`: past jobs needed before the history is used (1 to 1000).
+    /// Default 3.
+    pub history_min_samples: u32,
+    /// `history_window`: most recent jobs per (user, job name) that count (1 to 100000).
+    /// Default 50.
+    pub history_window: u32,
+    /// `max_oom_restarts`: times a job that ran out of memory is requeued on a larger profile
+    /// (0 to 10; 0 = never). Default 2.
+    pub max_oom_restarts: u32,
+    /// `oom_peak_fraction`: a job whose peak reached this fraction of its instance's memory
+    /// and that failed counts as out of memory (0.5 to 1). Default 0.98.
+    pub oom_peak_fraction: f64,
+}
+
+impl Eq for EstimatorConfig {}
+
+impl Default for EstimatorConfig {
+    fn default() -> Self {
+        Self {
+            default_mem_bytes: 8 << 30,
+            cuda_context_bytes: crate::estimate::model_formula::DEFAULT_CUDA_CONTEXT_BYTES,
+            model_margin: 1.15,
+            history_quantile: 0.95,
+            history_margin: 1.1,
+            history_min_samples: 3,
+            history_window: 50,
+            max_oom_restarts: 2,
+            oom_peak_fraction: 0.98,
+        }
+    }
+}
+
+/// `[history]`: how records travel from the nodes to the controller host (docs/history.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryConfig {
+    /// `server`: `host:port` the nodes send records to. Default `None`: records stay in the
+    /// node's spool until a server is configured.
+    pub server: Option<String>,
+    /// `listen`: `addr:port` that `dynmig history serve` listens on. Default: `server`.
+    pub listen: Option<String>,
+    /// `snapshot_refresh`: how often job_submit/dynmig looks whether the snapshot changed
+    /// (more than 0). Default 5 s.
+    pub snapshot_refresh: Duration,
 }
 
 /// `[jobs]`: what happens at submit to requests without a hint.

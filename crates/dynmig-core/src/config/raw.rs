@@ -16,6 +16,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub estimator: RawEstimator,
     #[serde(default)]
+    pub history: RawHistory,
+    #[serde(default)]
     pub jobs: RawJobs,
     #[serde(default)]
     pub controller: RawController,
@@ -33,6 +35,8 @@ pub(super) struct RawPaths {
     pub gres_conf: S<String>,
     pub device_dir: S<String>,
     pub history_db: S<String>,
+    pub history_snapshot: S<String>,
+    pub history_spool: S<String>,
     pub slurmd: S<String>,
     pub scontrol: S<String>,
     pub squeue: S<String>,
@@ -43,6 +47,22 @@ pub(super) struct RawPaths {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawEstimator {
     pub default_mem: S<String>,
+    pub cuda_context: S<String>,
+    pub model_margin: S<f64>,
+    pub history_quantile: S<f64>,
+    pub history_margin: S<f64>,
+    pub history_min_samples: S<i64>,
+    pub history_window: S<i64>,
+    pub max_oom_restarts: S<i64>,
+    pub oom_peak_fraction: S<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHistory {
+    pub server: S<String>,
+    pub listen: S<String>,
+    pub snapshot_refresh: S<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

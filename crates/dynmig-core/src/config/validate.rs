@@ -1,9 +1,9 @@
 //! Raw dynmig.toml values to a checked [`Config`], one key at a time.
 
-use super::raw::{PolicyKind, RawConfig, RawController, RawNodeGroup, RawPaths, RawPolicy};
+use super::raw::{PolicyKind, RawConfig, RawController, RawEstimator, RawHistory, RawNodeGroup, RawPaths, RawPolicy};
 use super::{
-    expand_hostlist, AllowedLayouts, Config, ConfigError, ControllerConfig, EstimatorConfig, JobsConfig, NodeGroup,
-    Paths, PolicyConfig, CONFIG_VERSION,
+    expand_hostlist, AllowedLayouts, Config, ConfigError, ControllerConfig, EstimatorConfig, HistoryConfig, JobsConfig,
+    NodeGroup, Paths, PolicyConfig, CONFIG_VERSION,
 };
 use crate::geometry::{model_by_name, model_names, GpuModel, ProfileCounts};
 use crate::hints::smallest_fitting;
@@ -143,10 +143,13 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
             b
         }
     };
+    let estimator = estimator(&cx, &raw.estimator, default_mem_bytes)?;
+    let history = history(&cx, &raw.history)?;
     Ok(Config {
         version: CONFIG_VERSION,
         paths,
-        estimator: EstimatorConfig { default_mem_bytes },
+        estimator,
+        history,
         jobs: JobsConfig {
             whole_gpu: raw.jobs.whole_gpu.unwrap_or_default(),
             multi_gpu: raw.jobs.multi_gpu.unwrap_or_default(),
@@ -164,12 +167,137 @@ fn paths(cx: &Ctx, p: &RawPaths) -> Result<Paths, ConfigError> {
         gres_conf: cx.path(&p.gres_conf, "paths.gres_conf", slurm_conf_dir.join("gres.conf"), false)?,
         device_dir: cx.path(&p.device_dir, "paths.device_dir", state_dir.join("devices"), false)?,
         history_db: cx.path(&p.history_db, "paths.history_db", state_dir.join("history.db"), false)?,
+        history_snapshot: cx.path(
+            &p.history_snapshot,
+            "paths.history_snapshot",
+            state_dir.join("history-snapshot.tsv"),
+            false,
+        )?,
+        history_spool: cx.path(&p.history_spool, "paths.history_spool", state_dir.join("spool"), false)?,
         slurmd: cx.path(&p.slurmd, "paths.slurmd", "/usr/sbin/slurmd".into(), true)?,
         scontrol: cx.path(&p.scontrol, "paths.scontrol", "/usr/bin/scontrol".into(), true)?,
         squeue: cx.path(&p.squeue, "paths.squeue", "/usr/bin/squeue".into(), true)?,
         sinfo: cx.path(&p.sinfo, "paths.sinfo", "/usr/bin/sinfo".into(), true)?,
         state_dir,
         slurm_conf_dir,
+    })
+}
+
+fn fraction(
+    cx: &Ctx,
+    v: &Option<Spanned<f64>>,
+    key: &str,
+    default: f64,
+    min: f64,
+    max: f64,
+) -> Result<f64, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    let x = *v.get_ref();
+    if !(min..=max).contains(&x) {
+        return Err(cx.err(v, key, format!("{x} is out of range; allowed: {min} to {max}")));
+    }
+    Ok(x)
+}
+
+fn estimator(cx: &Ctx, e: &RawEstimator, default_mem_bytes: u64) -> Result<EstimatorConfig, ConfigError> {
+    let d = EstimatorConfig::default();
+    let cuda_context_bytes = match &e.cuda_context {
+        None => d.cuda_context_bytes,
+        Some(v) => parse_size(v.get_ref()).map_err(|err| {
+            cx.err(
+                v,
+                "estimator.cuda_context",
+                format!("'{}': {err}, e.g. \"500M\"", v.get_ref()),
+            )
+        })?,
+    };
+    if cuda_context_bytes > 16 << 30 {
+        let v = e.cuda_context.as_ref().expect("set when not the default");
+        return Err(cx.err(
+            v,
+            "estimator.cuda_context",
+            "more than 16G; a CUDA context is about 0.3 to 2G",
+        ));
+    }
+    Ok(EstimatorConfig {
+        default_mem_bytes,
+        cuda_context_bytes,
+        model_margin: fraction(cx, &e.model_margin, "estimator.model_margin", d.model_margin, 1.0, 4.0)?,
+        history_quantile: fraction(
+            cx,
+            &e.history_quantile,
+            "estimator.history_quantile",
+            d.history_quantile,
+            0.5,
+            1.0,
+        )?,
+        history_margin: fraction(
+            cx,
+            &e.history_margin,
+            "estimator.history_margin",
+            d.history_margin,
+            1.0,
+            4.0,
+        )?,
+        history_min_samples: cx.count(
+            &e.history_min_samples,
+            "estimator.history_min_samples",
+            d.history_min_samples,
+            1,
+            1000,
+        )?,
+        history_window: cx.count(
+            &e.history_window,
+            "estimator.history_window",
+            d.history_window,
+            1,
+            100_000,
+        )?,
+        max_oom_restarts: cx.count(
+            &e.max_oom_restarts,
+            "estimator.max_oom_restarts",
+            d.max_oom_restarts,
+            0,
+            10,
+        )?,
+        oom_peak_fraction: fraction(
+            cx,
+            &e.oom_peak_fraction,
+            "estimator.oom_peak_fraction",
+            d.oom_peak_fraction,
+            0.5,
+            1.0,
+        )?,
+    })
+}
+
+fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
+    let addr = |v: &Option<Spanned<String>>, key: &str| -> Result<Option<String>, ConfigError> {
+        let Some(v) = v else { return Ok(None) };
+        let s = v.get_ref().trim();
+        let ok = s
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !ok {
+            return Err(cx.err(
+                v,
+                key,
+                format!("'{s}' is not host:port; e.g. \"ctl1:6830\" or \"10.0.0.1:6830\""),
+            ));
+        }
+        Ok(Some(s.to_string()))
+    };
+    let server = addr(&h.server, "history.server")?;
+    let listen = addr(&h.listen, "history.listen")?.or_else(|| server.clone());
+    Ok(HistoryConfig {
+        server,
+        listen,
+        snapshot_refresh: cx.duration(
+            &h.snapshot_refresh,
+            "history.snapshot_refresh",
+            Duration::from_secs(5),
+            true,
+        )?,
     })
 }
 

@@ -1,0 +1,406 @@
+//! GPU memory of a transformer job from its description: parameters, data type, phase,
+//! batch size and sequence length (`--mig-model-params=7B --mig-dtype=bf16 --mig-phase=train
+//! --mig-batch=4 --mig-seq=2048`).
+//!
+//! [`breakdown`] adds up, in bytes (docs/estimator.md has the derivation):
+//!
+//! | term | train | infer | source |
+//! |---|---|---|---|
+//! | weights | `P x w` | `P x w` | `w` = bytes of the dtype |
+//! | gradients | `P x w` | - | one gradient per weight, same dtype |
+//! | optimizer | `12 P` (16/bf16: fp32 master weights + 2 fp32 Adam moments) or `8 P` (fp32: 2 moments) | - | Rajbhandari et al., "ZeRO", SC 2020, section 3.1: mixed-precision Adam needs 2+2+12 = 16 bytes per parameter |
+//! | activations | `L x s b h (34 + 5 a s / h) x w/2` | `8 s b h x w` (one layer's MLP transients; fused attention) | Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1 (16-bit activations, no recomputation) |
+//! | KV cache | - | `2 x L x h x s x b x w` | two tensors (K, V) of `h` values per layer and token |
+//! | CUDA context | `C` | `C` | ~500 MiB measured for a PyTorch process (configurable, `estimator.cuda_context`) |
+//!
+//! `P` parameters, `w` bytes per value, `L` layers, `h` hidden size, `a` attention heads,
+//! `s` sequence length, `b` batch size. Training with `int8`/`int4` is refused.
+//!
+//! The shape (`L`, `h`, `a`) is not given by the user: [`shape_for`] takes the published
+//! shape with the nearest parameter count (GPT-3, Brown et al. 2020, Table 2.1; LLaMA,
+//! Touvron et al. 2023, Table 2) and scales its hidden size by `sqrt(P / P_ref)`, since a
+//! transformer has about `12 L h^2` parameters (Kaplan et al. 2020, section 2.1). Heads have
+//! 64 dimensions below a hidden size of 2560 and 128 from there (as in GPT-3 and LLaMA).
+
+use crate::size::MIB;
+use std::fmt;
+
+/// Fewest parameters [`parse_params`] accepts: 1 million (smaller models need no estimate).
+pub const MIN_PARAMS: u64 = 1_000_000;
+/// Most parameters [`parse_params`] accepts: 2 trillion (no single GPU holds more).
+pub const MAX_PARAMS: u64 = 2_000_000_000_000;
+/// Largest `--mig-batch`.
+pub const MAX_BATCH: u32 = 65_536;
+/// Largest `--mig-seq` (1 Mi tokens).
+pub const MAX_SEQ: u32 = 1 << 20;
+/// Batch size assumed when `--mig-batch` is not given.
+pub const DEFAULT_BATCH: u32 = 1;
+/// Sequence length assumed when `--mig-seq` is not given (GPT-3's context, Table 2.1).
+pub const DEFAULT_SEQ: u32 = 2048;
+/// Default CUDA context size: 500 MiB, about what a PyTorch process holds on a GPU before its
+/// first tensor (CUDA context and kernels; the Hugging Face "Model training anatomy" guide
+/// reports 1-2 GB with all of PyTorch's kernels loaded, lazy loading makes it ~0.5 GB).
+pub const DEFAULT_CUDA_CONTEXT_BYTES: u64 = 500 * MIB;
+
+/// Number format of weights and activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    /// 32-bit float.
+    Fp32,
+    /// 16-bit float (IEEE half).
+    Fp16,
+    /// bfloat16.
+    Bf16,
+    /// 8-bit integer weights (inference only).
+    Int8,
+    /// 4-bit integer weights (inference only); activations and KV cache stay 16-bit.
+    Int4,
+}
+
+impl Dtype {
+    /// Every dtype, in the order messages list them.
+    pub const ALL: [Dtype; 5] = [Dtype::Fp32, Dtype::Fp16, Dtype::Bf16, Dtype::Int8, Dtype::Int4];
+
+    /// Reads `fp32`, `float32`, `fp16`, `float16`, `half`, `bf16`, `bfloat16`, `int8`, `int4`
+    /// (any case).
+    pub fn parse(s: &str) -> Option<Dtype> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "fp32" | "float32" | "float" => Dtype::Fp32,
+            "fp16" | "float16" | "half" => Dtype::Fp16,
+            "bf16" | "bfloat16" => Dtype::Bf16,
+            "int8" => Dtype::Int8,
+            "int4" => Dtype::Int4,
+            _ => return None,
+        })
+    }
+
+    /// Bytes of one weight, in tenths of a byte (int4 is half a byte).
+    fn weight_tenths(self) -> u64 {
+        match self {
+            Dtype::Fp32 => 40,
+            Dtype::Fp16 | Dtype::Bf16 => 20,
+            Dtype::Int8 => 10,
+            Dtype::Int4 => 5,
+        }
+    }
+
+    /// Bytes of one activation or KV-cache value (16-bit for the integer formats).
+    fn activation_bytes(self) -> u64 {
+        match self {
+            Dtype::Fp32 => 4,
+            _ => 2,
+        }
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dtype::Fp32 => "fp32",
+            Dtype::Fp16 => "fp16",
+            Dtype::Bf16 => "bf16",
+            Dtype::Int8 => "int8",
+            Dtype::Int4 => "int4",
+        })
+    }
+}
+
+/// What the job does with the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Training or full fine-tuning with Adam.
+    Train,
+    /// Inference (generation with a KV cache).
+    Infer,
+}
+
+impl Phase {
+    /// Reads `train`/`training`/`finetune` or `infer`/`inference` (any case).
+    pub fn parse(s: &str) -> Option<Phase> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "train" | "training" | "finetune" | "fine-tune" => Some(Phase::Train),
+            "infer" | "inference" => Some(Phase::Infer),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Train => "train",
+            Phase::Infer => "infer",
+        })
+    }
+}
+
+/// A job's model, as the hints describe it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ModelSpec {
+    /// Parameters.
+    pub params: u64,
+    /// Weights' number format.
+    pub dtype: Dtype,
+    /// Training or inference.
+    pub phase: Phase,
+    /// Sequences per step.
+    pub batch: u32,
+    /// Tokens per sequence (training) or context length (inference).
+    pub seq: u32,
+}
+
+/// Layers, hidden size and attention heads of a transformer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Transformer layers `L`.
+    pub layers: u64,
+    /// Hidden size `h`.
+    pub hidden: u64,
+    /// Attention heads `a`.
+    pub heads: u64,
+}
+
+/// Published shapes: (parameters, layers, hidden). GPT-3 (Brown et al. 2020, Table 2.1) and
+/// LLaMA (Touvron et al. 2023, Table 2).
+const SHAPES: [(u64, u64, u64); 12] = [
+    (125_000_000, 12, 768),
+    (350_000_000, 24, 1024),
+    (760_000_000, 24, 1536),
+    (1_300_000_000, 24, 2048),
+    (2_700_000_000, 32, 2560),
+    (6_700_000_000, 32, 4096),
+    (13_000_000_000, 40, 5120),
+    (32_500_000_000, 60, 6656),
+    (65_200_000_000, 80, 8192),
+    (175_000_000_000, 96, 12288),
+    (540_000_000_000, 118, 18432),
+    (1_000_000_000_000, 128, 25600),
+];
+
+/// The shape of a transformer with `params` parameters: the published shape with the nearest
+/// parameter count (log scale), its hidden size scaled by `sqrt(params / ref)`.
+///
+/// ```
+/// use dynmig_core::estimate::model_formula::shape_for;
+/// let s = shape_for(6_700_000_000);
+/// assert_eq!((s.layers, s.hidden, s.heads), (32, 4096, 32));
+/// ```
+pub fn shape_for(params: u64) -> Shape {
+    let p = params.max(1) as f64;
+    let &(rp, layers, rh) = SHAPES
+        .iter()
+        .min_by(|a, b| {
+            let da = (p / a.0 as f64).ln().abs();
+            let db = (p / b.0 as f64).ln().abs();
+            da.total_cmp(&db)
+        })
+        .expect("table is not empty");
+    let hidden = ((rh as f64) * (p / rp as f64).sqrt()).round().max(64.0) as u64;
+    let head_dim = if hidden < 2560 { 64 } else { 128 };
+    Shape {
+        layers,
+        hidden,
+        heads: (hidden / head_dim).max(1),
+    }
+}
+
+/// The terms of a memory estimate, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Breakdown {
+    /// Model weights.
+    pub weights: u64,
+    /// Gradients (training).
+    pub gradients: u64,
+    /// Optimizer state: Adam moments, and fp32 master weights for 16-bit training.
+    pub optimizer: u64,
+    /// Activations kept for the backward pass (training) or one layer's transients (inference).
+    pub activations: u64,
+    /// Keys and values of every layer (inference).
+    pub kv_cache: u64,
+    /// CUDA context and kernels.
+    pub cuda_context: u64,
+}
+
+impl Breakdown {
+    /// The sum of the terms (saturating).
+    pub fn total(&self) -> u64 {
+        [
+            self.weights,
+            self.gradients,
+            self.optimizer,
+            self.activations,
+            self.kv_cache,
+            self.cuda_context,
+        ]
+        .iter()
+        .fold(0u64, |a, b| a.saturating_add(*b))
+    }
+}
+
+/// Why a model description cannot be used. Display gives the reason and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// Training with an integer format.
+    #[error("training in {0} is not supported; train in fp32, fp16 or bf16")]
+    IntegerTraining(Dtype),
+}
+
+/// The memory a job described by `spec` needs. See the [module docs](self) for the formula.
+///
+/// # Errors
+/// [`ModelError::IntegerTraining`] for `int8`/`int4` with [`Phase::Train`].
+pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, ModelError> {
+    let p = u128::from(spec.params);
+    let w = u128::from(spec.dtype.activation_bytes());
+    let shape = shape_for(spec.params);
+    let (l, h, a) = (
+        u128::from(shape.layers),
+        u128::from(shape.hidden),
+        u128::from(shape.heads),
+    );
+    let (s, b) = (u128::from(spec.seq), u128::from(spec.batch));
+    let weights = p * u128::from(spec.dtype.weight_tenths()) / 10;
+    let clamp = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+    let mut out = Breakdown {
+        weights: clamp(weights),
+        cuda_context,
+        ..Breakdown::default()
+    };
+    match spec.phase {
+        Phase::Train => {
+            if matches!(spec.dtype, Dtype::Int8 | Dtype::Int4) {
+                return Err(ModelError::IntegerTraining(spec.dtype));
+            }
+            out.gradients = clamp(weights);
+            // ZeRO, section 3.1: 16-bit training keeps fp32 master weights + 2 fp32 moments
+            // (12 bytes per parameter); fp32 training keeps the 2 moments (8 bytes).
+            out.optimizer = clamp(p * if spec.dtype == Dtype::Fp32 { 8 } else { 12 });
+            // Korthikanti et al. 2022, eq. 1: s b h (34 + 5 a s / h) bytes per layer with
+            // 16-bit activations; scaled by w/2 for fp32.
+            let per_layer_2byte = s * b * h * 34 + 5 * a * s * s * b;
+            out.activations = clamp(l * per_layer_2byte * w / 2);
+        }
+        Phase::Infer => {
+            out.kv_cache = clamp(2 * l * h * s * b * w);
+            // One layer's largest transients, freed layer by layer: the MLP's 4h-wide input
+            // and output. Inference runs fused attention (FlashAttention, Dao et al. 2022;
+            // PyTorch SDPA), which never holds the a x s x s scores.
+            out.activations = clamp(s * b * 8 * h * w);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a parameter count: `7B`, `1.3b`, `350M`, `125m`, `1T`, `7e9` or a plain number.
+///
+/// # Errors
+/// A message saying what is wrong and what is allowed (without the option name), for a
+/// value that is not a count or is outside [`MIN_PARAMS`]..=[`MAX_PARAMS`].
+pub fn parse_params(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => (&t[..t.len() - 1], 1e3),
+        Some('m') => (&t[..t.len() - 1], 1e6),
+        Some('b') | Some('g') => (&t[..t.len() - 1], 1e9),
+        Some('t') => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+        .ok_or_else(|| format!("'{t}' is not a parameter count; write e.g. 7B, 1.3B or 350M"))?;
+    let n = v * mult;
+    if n < MIN_PARAMS as f64 {
+        return Err(format!("{t} parameters is too few; allowed: 1M to 2T, e.g. 7B"));
+    }
+    if n > MAX_PARAMS as f64 {
+        return Err(format!("{t} parameters is more than any GPU holds; allowed: 1M to 2T"));
+    }
+    Ok(n as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::size::GIB;
+
+    #[test]
+    fn params() {
+        assert_eq!(parse_params("7B"), Ok(7_000_000_000));
+        assert_eq!(parse_params("1.3b"), Ok(1_300_000_000));
+        assert_eq!(parse_params("350M"), Ok(350_000_000));
+        assert_eq!(parse_params("7e9"), Ok(7_000_000_000));
+        assert!(parse_params("7X").unwrap_err().contains("not a parameter count"));
+        assert!(parse_params("10").unwrap_err().contains("too few"));
+        assert!(parse_params("3T").unwrap_err().contains("more than any GPU"));
+        assert!(parse_params("-7B").is_err());
+    }
+
+    #[test]
+    fn mixed_precision_adam_is_16_bytes_per_param_plus_activations() {
+        let spec = ModelSpec {
+            params: 1_000_000_000,
+            dtype: Dtype::Bf16,
+            phase: Phase::Train,
+            batch: 1,
+            seq: 1,
+        };
+        let b = breakdown(&spec, 0).unwrap();
+        assert_eq!(b.weights + b.gradients + b.optimizer, 16_000_000_000);
+        assert!(b.activations < 10_000_000, "{b:?}");
+        let fp32 = breakdown(
+            &ModelSpec {
+                dtype: Dtype::Fp32,
+                ..spec
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!(fp32.weights + fp32.gradients + fp32.optimizer, 16_000_000_000);
+        let e = breakdown(
+            &ModelSpec {
+                dtype: Dtype::Int8,
+                ..spec
+            },
+            0,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("train in fp32, fp16 or bf16"));
+    }
+
+    #[test]
+    fn llama_7b_inference_kv_cache() {
+        let spec = ModelSpec {
+            params: 6_700_000_000,
+            dtype: Dtype::Fp16,
+            phase: Phase::Infer,
+            batch: 1,
+            seq: 4096,
+        };
+        let b = breakdown(&spec, DEFAULT_CUDA_CONTEXT_BYTES).unwrap();
+        // 2 x 32 layers x 4096 x 4096 tokens x 2 bytes = 2 GiB.
+        assert_eq!(b.kv_cache, 2 * GIB);
+        assert_eq!(b.weights, 13_400_000_000);
+        assert_eq!(b.gradients + b.optimizer, 0);
+        assert!(b.total() > 15 * GIB && b.total() < 16 * GIB, "{}", b.total());
+    }
+
+    #[test]
+    fn shapes_follow_the_published_ones() {
+        assert_eq!(
+            shape_for(125_000_000),
+            Shape {
+                layers: 12,
+                hidden: 768,
+                heads: 12
+            }
+        );
+        assert_eq!(shape_for(13_000_000_000).heads, 40);
+        let s = shape_for(7_000_000_000);
+        assert_eq!(s.layers, 32);
+        assert!((4100..4300).contains(&s.hidden), "{s:?}");
+    }
+}
