@@ -49,6 +49,22 @@ pub enum BackendError {
     /// `NVML_ERROR_UNKNOWN`: the driver failed without saying why.
     #[error("unknown error (NVML_ERROR_UNKNOWN)")]
     Unknown,
+    /// The backend cannot be used at all: NVML's library is missing, the driver is not
+    /// loaded, the GPU fell off the bus or needs a reset, or a MIG mode change is still
+    /// pending (`NVML_ERROR_LIBRARY_NOT_FOUND`, `..._DRIVER_NOT_LOADED`, `..._GPU_IS_LOST`,
+    /// `..._RESET_REQUIRED`, ...).
+    #[error("GPU backend unavailable: {what}")]
+    Unavailable {
+        /// What is missing or broken, and what to do.
+        what: String,
+    },
+    /// The config forbids the operation (e.g. a MIG mode change while
+    /// `node_group.allow_mig_mode_change = false`). Nothing was changed.
+    #[error("not allowed by the config: {what}")]
+    NotAllowed {
+        /// What was refused and which setting allows it.
+        what: String,
+    },
     /// A file operation of the backend failed (the simulated backend's state, lock, faults
     /// or device files).
     #[error("{what}: {source}")]
@@ -63,7 +79,8 @@ pub enum BackendError {
 
 impl BackendError {
     /// The NVML return-code name of this error (`"NVML_ERROR_IN_USE"`), for logs and drain
-    /// reasons; `Io` gives `"IO"`.
+    /// reasons; `Io`, `Unavailable` and `NotAllowed`, which are not NVML codes, give `"IO"`,
+    /// `"UNAVAILABLE"` and `"NOT_ALLOWED"`.
     pub fn nvml_name(&self) -> &'static str {
         match self {
             Self::NotSupported => "NVML_ERROR_NOT_SUPPORTED",
@@ -74,6 +91,8 @@ impl BackendError {
             Self::NotFound { .. } => "NVML_ERROR_NOT_FOUND",
             Self::Unknown => "NVML_ERROR_UNKNOWN",
             Self::Io { .. } => "IO",
+            Self::Unavailable { .. } => "UNAVAILABLE",
+            Self::NotAllowed { .. } => "NOT_ALLOWED",
         }
     }
 

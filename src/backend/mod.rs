@@ -4,7 +4,7 @@
 //! mechanics"): read the GPUs and their instances, create a GPU instance at an explicit
 //! placement with one compute instance covering it, destroy a GPU instance, switch MIG mode.
 //! Two implementations:
-//! - the NVML backend, on real GPUs;
+//! - [`NvmlBackend`], on real GPUs;
 //! - [`SimulatedBackend`], a stateful fake kept in a JSON file with fake device files and
 //!   fault injection, for tests and demos. It follows the same placement rules
 //!   ([`dynmig_core::geometry::check_instances`]) and fails with the same [`BackendError`]s.
@@ -14,6 +14,7 @@
 
 mod error;
 mod fsutil;
+pub mod nvml;
 mod sim_faults;
 mod sim_state;
 pub mod simulated;
@@ -21,6 +22,7 @@ pub mod simulated;
 pub use error::BackendError;
 pub(crate) use fsutil::write_atomically;
 pub use sim_faults::{Fault, FaultKind, FaultOp, FaultPlan, FAULTS_ENV};
+pub use nvml::NvmlBackend;
 pub use simulated::SimulatedBackend;
 
 use dynmig_core::geometry::{GpuModel, Placed, ProfileCounts};
@@ -120,6 +122,17 @@ pub trait GpuBackend: Send {
     /// the default is the driver's `/dev/nvidia<gpu>`.
     fn gpu_device_file(&self, gpu: u32) -> PathBuf {
         PathBuf::from(format!("/dev/nvidia{gpu}"))
+    }
+
+    /// The power the physical GPU `gpu` draws now, in watts, or `None` if the backend cannot
+    /// tell (the default). NVML: `nvmlDeviceGetPowerUsage`; simulated: the model of
+    /// [`crate::power::modelled_watts`].
+    ///
+    /// # Errors
+    /// No such GPU, or the backend failed to read it.
+    fn power_watts(&self, gpu: u32) -> Result<Option<f64>, BackendError> {
+        let _ = gpu;
+        Ok(None)
     }
 
     /// One GPU by index; the default reads all of them with [`GpuBackend::gpus`].

@@ -346,6 +346,18 @@ impl GpuBackend for SimulatedBackend {
         self.device_dir.join(format!("nvidia{gpu}"))
     }
 
+    /// Modelled, not measured: [`crate::power::modelled_watts`] of the busy instances.
+    fn power_watts(&self, gpu: u32) -> Result<Option<f64>, BackendError> {
+        let g = self.gpu(gpu)?;
+        let busy: Vec<u8> = g
+            .instances
+            .iter()
+            .filter(|i| i.busy)
+            .map(|i| i.placed.profile.compute_slices)
+            .collect();
+        Ok(Some(crate::power::modelled_watts(self.model, &busy)))
+    }
+
     fn gpus(&self) -> Result<Vec<GpuState>, BackendError> {
         let st = self.transact(|st| Ok(st.clone()))?;
         let mut out = Vec::with_capacity(st.gpus.len());

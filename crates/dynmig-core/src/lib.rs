@@ -8,6 +8,7 @@
 //! - [`submit`]: the job_submit decision: which MIG profile a GPU request becomes.
 //! - [`config`]: dynmig.toml, read and checked.
 //! - [`demand`]: pending instances per profile.
+//! - [`migparted`]: NVIDIA mig-parted v1 YAML configs, imported and exported.
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
@@ -20,6 +21,7 @@ pub mod estimate;
 pub mod geometry;
 pub mod gres;
 pub mod hints;
+pub mod migparted;
 pub mod policy;
 pub mod size;
 pub mod submit;
