@@ -112,6 +112,7 @@ pub fn epilog(ctx: &Ctx) -> Result<()> {
         }
     }
     ctx.events().log(&Event::new("job_end", &node).job(job.into()));
+    crate::oom::after_job(ctx, &node, job);
     match ctx.slurm().node(&node) {
         Ok(Some(n)) if n.reason.starts_with(REASON_PREFIX) => {
             wake_agent(&ctx.node_paths(&node).state_dir.join("agent.pid"))

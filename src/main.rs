@@ -75,6 +75,32 @@ enum Cmd {
     Prolog,
     /// Slurm Epilog entry point.
     Epilog,
+    /// Job history: serve (controller host), show, flush a node's spool (docs/history.md).
+    History {
+        #[command(subcommand)]
+        cmd: HistoryCmd,
+    },
+    /// A fake GPU job for the simulated backend: "allocates" --mem on its MIG instance.
+    FakeJob {
+        /// GPU memory to allocate, e.g. 30G.
+        #[arg(long)]
+        mem: String,
+        /// Seconds to run when the memory fits.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
+    /// Requeue a job that ran out of memory on a larger profile (started by the Epilog).
+    OomRestart {
+        /// Job id.
+        #[arg(long)]
+        job: u32,
+        /// Profile to requeue on; without it the job is only told why it is not requeued.
+        #[arg(long)]
+        to: Option<String>,
+        /// What the user is told (job comment and stderr).
+        #[arg(long)]
+        message: String,
+    },
     /// Nodes, their layouts and states, pending demand and recent events.
     Status,
     /// Trace tools.
@@ -95,6 +121,40 @@ enum ConfigCmd {
     },
     /// Print the embedded default config's summary.
     Defaults,
+}
+
+#[derive(Subcommand)]
+enum HistoryCmd {
+    /// Receive records from the nodes into SQLite and keep the snapshot (controller host).
+    Serve {
+        /// addr:port [default: [history] listen].
+        #[arg(long)]
+        listen: Option<String>,
+        /// munged socket [default: slurm.conf AuthInfo=socket=..., else munge's default].
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// Show records, oldest first.
+    Show {
+        /// Only this user (name or uid).
+        #[arg(long)]
+        user: Option<String>,
+        /// Only this job name.
+        #[arg(long)]
+        name: Option<String>,
+        /// At most this many (the latest).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deliver a node's spooled records now.
+    Flush {
+        /// Node name.
+        #[arg(long)]
+        node: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -242,6 +302,29 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Prolog => hooks::prolog(&Ctx::load(cli.config.as_deref())?),
         Cmd::Epilog => hooks::epilog(&Ctx::load(cli.config.as_deref())?),
+        Cmd::History { cmd } => {
+            let ctx = Ctx::load(cli.config.as_deref())?;
+            match cmd {
+                HistoryCmd::Serve { listen, socket } => dynmig::history::cli::serve(&ctx, listen.as_deref(), socket),
+                HistoryCmd::Show { user, name, limit, json } => {
+                    print!("{}", dynmig::history::cli::show(&ctx, user.as_deref(), name.as_deref(), limit, json)?);
+                    Ok(())
+                }
+                HistoryCmd::Flush { node } => {
+                    let f = dynmig::history::cli::flush(&ctx, &node)?;
+                    println!("delivered {}, refused {}, pending {}", f.delivered, f.refused, f.pending);
+                    Ok(())
+                }
+            }
+        }
+        Cmd::FakeJob { mem, seconds } => {
+            let bytes = dynmig_core::size::parse_size(&mem).map_err(|e| anyhow::anyhow!("--mem={mem}: {e}"))?;
+            let code = dynmig::fake_job::run(&Ctx::load(cli.config.as_deref())?, bytes, seconds)?;
+            std::process::exit(code)
+        }
+        Cmd::OomRestart { job, to, message } => {
+            dynmig::oom::restart(&Ctx::load(cli.config.as_deref())?, job, to.as_deref(), &message)
+        }
         Cmd::Status => {
             let ctx = Ctx::load(cli.config.as_deref())?;
             print!("{}", status::status(&ctx)?);

@@ -6,7 +6,7 @@
 
 use std::ffi::c_char;
 
-use dynmig_core::submit::{decide, JobRequest, Outcome, Rewrite, SubmitError, SubmitPolicy};
+use dynmig_core::submit::{JobRequest, Outcome, Rewrite, SubmitError, SubmitPolicy};
 use slurm_sys::job_desc_msg_t;
 
 use crate::xalloc;
@@ -90,7 +90,7 @@ pub unsafe fn apply(desc: &mut job_desc_msg_t, rewrite: &Rewrite) -> String {
 /// # Safety
 /// As [`request`] and [`apply`].
 pub unsafe fn handle(desc: &mut job_desc_msg_t, policy: &SubmitPolicy) -> Result<Handled, SubmitError> {
-    let outcome = decide(&request(desc), policy)?;
+    let outcome = crate::state::decide(&request(desc), desc.user_id, xalloc::borrow(desc.name), policy)?;
     Ok(match outcome {
         Outcome::NoGpu => Handled::NoGpu,
         Outcome::Unchanged { reason } => Handled::Unchanged(reason),

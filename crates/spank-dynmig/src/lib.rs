@@ -1,5 +1,6 @@
-//! SPANK plugin `dynmig`: adds `--mig-mem=<size>` and `--mig-profile=<name>` to sbatch,
-//! salloc and srun.
+//! SPANK plugin `dynmig`: adds `--mig-mem=<size>`, `--mig-profile=<name>` and the model
+//! description options (`--mig-model-params`, `--mig-dtype`, `--mig-phase`, `--mig-batch`,
+//! `--mig-seq`) to sbatch, salloc and srun.
 //!
 //! Built as `libspank_dynmig.so`; list it in plugstack.conf on login and compute nodes:
 //! `optional /usr/lib/x86_64-linux-gnu/slurm-wlm/libspank_dynmig.so`.
@@ -17,7 +18,9 @@
 use std::error::Error;
 
 use dynmig_core::geometry::MODELS;
-use dynmig_core::hints::{parse_hint, Hints, MIG_MEM, MIG_PROFILE};
+use dynmig_core::hints::{
+    parse_hint, Hints, MIG_BATCH, MIG_DTYPE, MIG_MEM, MIG_MODEL_PARAMS, MIG_PHASE, MIG_PROFILE, MIG_SEQ, OPTIONS,
+};
 use slurm_spank::{spank_log_error, Context, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN};
 
 SPANK_PLUGIN!(b"dynmig", SLURM_VERSION_NUMBER, DynMig);
@@ -27,6 +30,35 @@ pub const MIG_MEM_USAGE: &str = "GPU memory the job needs (e.g. 18G; K/M/G/T, bi
     bare number = MiB); dynmig runs it on the smallest MIG instance that fits";
 /// Usage text of `--mig-profile` in `sbatch --help`.
 pub const MIG_PROFILE_USAGE: &str = "MIG profile to run on (e.g. 2g.20gb); overrides --mig-mem";
+
+/// Usage text and value name of every option, in [`OPTIONS`] order.
+pub fn usage(option: &str) -> (&'static str, &'static str) {
+    match option {
+        MIG_MEM => ("size", MIG_MEM_USAGE),
+        MIG_PROFILE => ("name", MIG_PROFILE_USAGE),
+        MIG_MODEL_PARAMS => ("count", "model parameters for dynmig's memory estimate (e.g. 7B, 350M)"),
+        MIG_DTYPE => ("type", "model number format: fp32, fp16, bf16 (default), int8, int4"),
+        MIG_PHASE => ("phase", "train (default; Adam) or infer"),
+        MIG_BATCH => ("n", "batch size for the memory estimate (default 1)"),
+        MIG_SEQ => ("n", "sequence length for the memory estimate (default 2048)"),
+        _ => ("value", "dynmig option"),
+    }
+}
+
+/// Checks every option given, as (name without `--`, value) pairs.
+///
+/// # Errors
+/// The core's [`dynmig_core::hints::HintError`].
+pub fn check_all(values: &[(&str, Option<String>)]) -> Result<Hints, Box<dyn Error>> {
+    let mut hints = Hints::default();
+    for (option, value) in values {
+        if let Some(value) = value {
+            hints.set(parse_hint(option, value)?);
+        }
+    }
+    hints.check(MODELS)?;
+    Ok(hints)
+}
 
 /// The plugin; holds nothing between callbacks.
 #[derive(Default)]
@@ -52,12 +84,10 @@ pub fn check_options(mem: Option<&str>, profile: Option<&str>) -> Result<Hints, 
 unsafe impl Plugin for DynMig {
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         if matches!(spank.context()?, Context::Allocator | Context::Local | Context::Remote) {
-            spank.register_option(SpankOption::new(MIG_MEM).takes_value("size").usage(MIG_MEM_USAGE))?;
-            spank.register_option(
-                SpankOption::new(MIG_PROFILE)
-                    .takes_value("name")
-                    .usage(MIG_PROFILE_USAGE),
-            )?;
+            for option in OPTIONS {
+                let (value, text) = usage(option);
+                spank.register_option(SpankOption::new(option).takes_value(value).usage(text))?;
+            }
         }
         Ok(())
     }
@@ -66,9 +96,11 @@ unsafe impl Plugin for DynMig {
         if !matches!(spank.context()?, Context::Allocator | Context::Local) {
             return Ok(());
         }
-        let mem = spank.get_option_value(MIG_MEM)?.map(|v| v.into_owned());
-        let profile = spank.get_option_value(MIG_PROFILE)?.map(|v| v.into_owned());
-        check_options(mem.as_deref(), profile.as_deref())?;
+        let mut values = Vec::new();
+        for option in OPTIONS {
+            values.push((option, spank.get_option_value(option)?.map(|v| v.into_owned())));
+        }
+        check_all(&values)?;
         Ok(())
     }
 
@@ -89,6 +121,15 @@ mod tests {
         let h = check_options(None, Some("2G.20GB")).unwrap();
         assert_eq!(h.profile.as_deref(), Some("2g.20gb"));
         assert!(check_options(None, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn model_options_use_the_same_parser() {
+        let ok = check_all(&[(MIG_MODEL_PARAMS, Some("7B".into())), (MIG_PHASE, Some("infer".into()))]).unwrap();
+        assert_eq!(ok.model.params, Some(7_000_000_000));
+        let e = check_all(&[(MIG_SEQ, Some("512".into()))]).unwrap_err().to_string();
+        assert!(e.contains("give --mig-model-params too"), "{e}");
+        assert_eq!(OPTIONS.iter().filter(|o| usage(o).1 == "dynmig option").count(), 0);
     }
 
     #[test]
