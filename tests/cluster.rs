@@ -177,7 +177,7 @@ impl Cluster {
     fn kill_agent(&self, node: &str) {
         let pid_file = self.dir.join(format!("run/agent-{node}.pid"));
         if let Ok(pid) = std::fs::read_to_string(&pid_file) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
+            let _ = Command::new("kill").arg(pid.trim()).stderr(std::process::Stdio::null()).status();
         }
     }
 }
