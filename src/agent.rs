@@ -315,33 +315,83 @@ impl Agent<'_> {
                     .map_err(|e| anyhow!("GPU {index}: enabling MIG: {e}"))?;
                 ops += 1;
             }
-            let current: Vec<_> = gpu.instances.iter().map(|i| (i.placed, i.busy)).collect();
-            let plan = plan_transition(self.settings.model, &current, want)
-                .map_err(|e| anyhow!("GPU {index}: cannot reach {want}: {e}"))?;
-            for d in &plan.destroy {
-                let inst = gpu
-                    .instances
-                    .iter()
-                    .find(|i| i.placed == *d)
-                    .ok_or_else(|| anyhow!("GPU {index}: planned destroy of {d} which does not exist"))?;
-                self.backend
-                    .destroy_instance(index, inst.gi_id)
-                    .map_err(|e| op_error(index, "destroy", &d.to_string(), e))?;
-                ops += 1;
+            let original = gpu.layout();
+            let mut done = 0;
+            if let Err(e) = self.change_gpu(&gpu, want, &mut done) {
+                if done == 0 {
+                    return Err(e);
+                }
+                // Halfway: put the GPU back as it was, or say exactly what it holds now.
+                return Err(match self.backend.gpu(index) {
+                    Ok(now) => {
+                        let mut undo = 0;
+                        match self.change_gpu(&now, &original, &mut undo) {
+                            Ok(()) => anyhow!("GPU {index} rolled back to {original} ({undo} operations) after: {e:#}"),
+                            Err(r) => {
+                                let left = self
+                                    .backend
+                                    .gpu(index)
+                                    .map_or_else(|x| format!("unknown ({x})"), |g| describe(&g));
+                                anyhow!(
+                                    "GPU {index} left as {left}: rollback to {original} failed ({r:#}) after: {e:#}"
+                                )
+                            }
+                        }
+                    }
+                    Err(r) => anyhow!("GPU {index} in unknown state (cannot read it: {r}) after: {e:#}"),
+                });
             }
-            for c in &plan.create {
-                self.backend
-                    .create_instance(index, c.profile.name, c.start)
-                    .map_err(|e| op_error(index, "create", &c.to_string(), e))?;
-                ops += 1;
-            }
-            let now = ProfileCounts::of(&self.backend.gpu(index)?.placed());
-            if &now != want {
-                bail!("GPU {index}: after apply the layout is {now}, not {want}");
-            }
+            ops += done;
         }
         Ok(ops)
     }
+
+    /// Moves GPU `gpu` (as read just before) to `want` with [`plan_transition`] and verifies
+    /// the result; `done` counts the operations that succeeded, also on failure.
+    fn change_gpu(&mut self, gpu: &crate::backend::GpuState, want: &ProfileCounts, done: &mut usize) -> Result<()> {
+        let index = gpu.index;
+        let current: Vec<_> = gpu.instances.iter().map(|i| (i.placed, i.busy)).collect();
+        let plan = plan_transition(self.settings.model, &current, want)
+            .map_err(|e| anyhow!("GPU {index}: cannot reach {want}: {e}"))?;
+        for d in &plan.destroy {
+            let inst = gpu
+                .instances
+                .iter()
+                .find(|i| i.placed == *d)
+                .ok_or_else(|| anyhow!("GPU {index}: planned destroy of {d} which does not exist"))?;
+            self.backend
+                .destroy_instance(index, inst.gi_id)
+                .map_err(|e| op_error(index, "destroy", &d.to_string(), e))?;
+            *done += 1;
+        }
+        for c in &plan.create {
+            self.backend
+                .create_instance(index, c.profile.name, c.start)
+                .map_err(|e| op_error(index, "create", &c.to_string(), e))?;
+            *done += 1;
+        }
+        let now = ProfileCounts::of(&self.backend.gpu(index)?.placed());
+        if &now != want {
+            bail!("GPU {index}: after apply the layout is {now}, not {want}");
+        }
+        Ok(())
+    }
+}
+
+/// A GPU's instances for a drain reason: `3g.40gb@0(busy) 1g.10gb@4`, or `MIG off`.
+fn describe(g: &crate::backend::GpuState) -> String {
+    if !g.mig_enabled {
+        return "MIG off".into();
+    }
+    if g.instances.is_empty() {
+        return "no instances".into();
+    }
+    let v: Vec<String> = g
+        .instances
+        .iter()
+        .map(|i| format!("{}{}", i.placed, if i.busy { "(busy)" } else { "" }))
+        .collect();
+    v.join(" ")
 }
 
 fn op_error(gpu: u32, op: &str, what: &str, e: BackendError) -> anyhow::Error {
@@ -378,6 +428,11 @@ pub fn run_forever(agent: &mut Agent<'_>) -> Result<()> {
             step = agent.step();
         }
         woken.store(false, std::sync::atomic::Ordering::SeqCst);
+        // Energy per job: charge this poll's power to the jobs on each GPU (crate::power).
+        let max_dt = 2.0 * agent.settings.poll.as_secs_f64() + 1.0;
+        if let Err(e) = crate::power::sample_node(agent.backend.as_ref(), &agent.settings.state_dir, max_dt) {
+            eprintln!("dynmig agent {}: power sample: {e}", agent.settings.node);
+        }
         match step {
             Ok(Step::Applied(t)) => eprintln!("dynmig agent {}: applied {t}", agent.settings.node),
             Ok(Step::Failed(why)) => eprintln!("dynmig agent {}: repartition failed: {why}", agent.settings.node),

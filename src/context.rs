@@ -8,7 +8,7 @@
 //! `<state_dir>/nodes/<node>/`, the simulated device files in `<device_dir>/<node>/`, and the
 //! event log is `<state_dir>/events.jsonl`.
 
-use crate::backend::{GpuBackend, SimulatedBackend};
+use crate::backend::{GpuBackend, NvmlBackend, SimulatedBackend};
 use crate::controller::ManagedNode;
 use crate::events::EventLog;
 use crate::slurm::SlurmCommands;
@@ -145,13 +145,16 @@ impl Ctx {
     /// The GPU backend of `node`.
     ///
     /// # Errors
-    /// As [`Self::simulated_backend`]; the NVML backend is not built into this binary yet.
+    /// As [`Self::simulated_backend`]; for `backend = "nvml"`, NVML cannot be loaded or a GPU
+    /// is not of the group's `gpu_model` ([`NvmlBackend::open_expecting`]).
     pub fn backend(&self, node: &str) -> Result<Box<dyn GpuBackend>> {
-        match self.group(node)?.backend {
+        let g = self.group(node)?;
+        match g.backend {
             Backend::Simulated => Ok(Box::new(self.simulated_backend(node)?)),
-            Backend::Nvml => {
-                bail!("node {node}: the NVML backend is not available in this build (backend = \"simulated\" is)")
-            }
+            Backend::Nvml => Ok(Box::new(
+                NvmlBackend::open_expecting(g.gpu_model, g.allow_mig_mode_change)
+                    .with_context(|| format!("node {node}: NVML backend"))?,
+            )),
         }
     }
 

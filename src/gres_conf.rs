@@ -102,6 +102,22 @@ pub fn node_gres_string(entries: &[GresEntry]) -> String {
     layout.gres()
 }
 
+/// Every device file of each GPU line of a gres.conf (`File=` or all of `MultipleFiles=`),
+/// in order: what identifies a real MIG instance, whose first file `/dev/nvidiaN` is shared.
+pub fn line_files(text: &str) -> Vec<Vec<PathBuf>> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && l.contains("Name=gpu"))
+        .filter_map(|l| {
+            l.split_whitespace().find_map(|kv| {
+                kv.strip_prefix("File=")
+                    .or_else(|| kv.strip_prefix("MultipleFiles="))
+                    .map(|f| f.split(',').map(PathBuf::from).collect())
+            })
+        })
+        .collect()
+}
+
 /// Writes `text` to `path` atomically (temp file in the same folder, then rename), so that a
 /// slurmd starting at any moment reads a whole file.
 ///
@@ -129,6 +145,11 @@ mod tests {
         assert_eq!(
             e.line(),
             "Name=gpu Type=1g.10gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21"
+        );
+        let text = render(&[e.clone(), GresEntry::whole_gpu(1, &A100_80GB, "/dev/nvidia1".into())]);
+        assert_eq!(
+            line_files(&text),
+            vec![e.files.clone(), vec![PathBuf::from("/dev/nvidia1")]]
         );
     }
 

@@ -66,6 +66,9 @@ pub fn prolog(ctx: &Ctx) -> Result<()> {
     let paths = ctx.node_paths(&node);
     let text = std::fs::read_to_string(&paths.gres_conf)
         .with_context(|| format!("cannot read {}", paths.gres_conf.display()))?;
+    if ctx.group(&node)?.backend == dynmig_core::config::Backend::Nvml {
+        return crate::power::prolog_nvml(ctx, &node, job, &text, &indices);
+    }
     let files = gres_conf_files(&text);
     let backend = ctx.simulated_backend(&node)?;
     let mut claimed = Vec::new();
@@ -88,6 +91,7 @@ pub fn prolog(ctx: &Ctx) -> Result<()> {
             .instance_by_device_file(file)?
             .ok_or_else(|| anyhow!("job {job}: no MIG instance behind {}", file.display()))?;
         backend.attach_job(gpu, inst.gi_id, job)?;
+        crate::power::record_job(&paths.state_dir, job, gpu, inst.gi_id);
         claimed.push(format!("{}@gpu{gpu}", inst.placed));
     }
     ctx.events().log(
@@ -111,7 +115,11 @@ pub fn epilog(ctx: &Ctx) -> Result<()> {
             eprintln!("dynmig epilog: releasing job {job}: {e}");
         }
     }
-    ctx.events().log(&Event::new("job_end", &node).job(job.into()));
+    let mut end = Event::new("job_end", &node).job(job.into());
+    if let Some(energy) = crate::power::finish_job(&ctx.node_paths(&node).state_dir, job) {
+        end = end.detail(&energy);
+    }
+    ctx.events().log(&end);
     crate::oom::after_job(ctx, &node, job);
     match ctx.slurm().node(&node) {
         Ok(Some(n)) if n.reason.starts_with(REASON_PREFIX) => {

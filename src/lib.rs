@@ -14,6 +14,7 @@ pub mod controller;
 pub mod demo;
 pub mod events;
 pub mod fake_job;
+pub mod gpu_cli;
 pub mod gpu_probe;
 pub mod gres_conf;
 pub mod history;

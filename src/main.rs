@@ -103,6 +103,16 @@ enum Cmd {
     },
     /// Nodes, their layouts and states, pending demand and recent events.
     Status,
+    /// Real GPUs: the NVML probe, and the reconfiguration cost table.
+    Gpu {
+        #[command(subcommand)]
+        cmd: dynmig::gpu_cli::GpuCmd,
+    },
+    /// Import or export NVIDIA mig-parted v1 YAML configs.
+    MigParted {
+        #[command(subcommand)]
+        cmd: dynmig::gpu_cli::MigPartedCmd,
+    },
     /// Trace tools.
     Trace {
         #[command(subcommand)]
@@ -325,6 +335,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::OomRestart { job, to, message } => {
             dynmig::oom::restart(&Ctx::load(cli.config.as_deref())?, job, to.as_deref(), &message)
         }
+        Cmd::Gpu { cmd } => dynmig::gpu_cli::gpu(cmd),
+        Cmd::MigParted { cmd } => dynmig::gpu_cli::mig_parted(cmd),
         Cmd::Status => {
             let ctx = Ctx::load(cli.config.as_deref())?;
             print!("{}", status::status(&ctx)?);

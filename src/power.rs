@@ -268,6 +268,76 @@ pub fn sample_node(backend: &dyn GpuBackend, state_dir: &Path, max_dt_s: f64) ->
     Ok(n)
 }
 
+/// Records in the ledger of `state_dir` that `job` holds instance `gi_id` of `gpu` (the
+/// prolog's call). A failure is printed, not returned: energy accounting never fails a job.
+pub fn record_job(state_dir: &Path, job: u32, gpu: u32, gi_id: u32) {
+    if let Err(e) = Ledger::in_dir(state_dir).job_started(job, &[(gpu, gi_id)]) {
+        eprintln!("dynmig: energy ledger: job {job}: {e}");
+    }
+}
+
+/// Takes `job` out of the ledger of `state_dir` (the epilog's call) and returns the `job_end`
+/// event detail `energy_j=<joules>`, or `None` if the job was never recorded.
+pub fn finish_job(state_dir: &Path, job: u32) -> Option<String> {
+    match Ledger::in_dir(state_dir).finish_job(job) {
+        Ok(j) => j.map(|j| format!("energy_j={j:.1}")),
+        Err(e) => {
+            eprintln!("dynmig: energy ledger: job {job}: {e}");
+            None
+        }
+    }
+}
+
+/// The Prolog on a node with the NVML backend: checks that every device file of each GPU the
+/// job got exists and names a MIG instance NVML lists, then records the job's instances in
+/// the energy ledger and logs `job_start`. NVML sees the job's processes itself, so nothing
+/// is claimed. `gres_text` is the node's gres.conf, `indices` the job's GPU indices.
+///
+/// # Errors
+/// A missing device file or an instance NVML does not list (the Prolog then fails and Slurm
+/// drains the node and requeues the job), or NVML cannot be read.
+pub fn prolog_nvml(
+    ctx: &crate::context::Ctx,
+    node: &str,
+    job: u32,
+    gres_text: &str,
+    indices: &[usize],
+) -> anyhow::Result<()> {
+    let lines = crate::gres_conf::line_files(gres_text);
+    let gpus = ctx.backend(node)?.gpus()?;
+    let mut claimed = Vec::new();
+    for &i in indices {
+        let files = lines
+            .get(i)
+            .ok_or_else(|| anyhow::anyhow!("GPU index {i} but gres.conf lists {} GPUs", lines.len()))?;
+        if let Some(missing) = files.iter().find(|f| !f.exists()) {
+            anyhow::bail!(
+                "job {job}: device file {} (GPU index {i}) does not exist",
+                missing.display()
+            );
+        }
+        let found = gpus.iter().find_map(|g| {
+            if !g.mig_enabled && files.len() == 1 && files[0] == Path::new(&format!("/dev/nvidia{}", g.index)) {
+                return Some((g.index, WHOLE_GPU, g.model.full_profile().name.to_string()));
+            }
+            g.instances
+                .iter()
+                .find(|inst| &inst.device_files == files)
+                .map(|inst| (g.index, inst.gi_id, inst.placed.to_string()))
+        });
+        let (gpu, gi, what) =
+            found.ok_or_else(|| anyhow::anyhow!("job {job}: no MIG instance has the device files {files:?}"))?;
+        record_job(&ctx.node_paths(node).state_dir, job, gpu, gi);
+        claimed.push(format!("{what}@gpu{gpu}"));
+    }
+    ctx.events().log(
+        &crate::events::Event::new("job_start", node)
+            .job(job.into())
+            .detail(&claimed.join(" ")),
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,8 +21,8 @@ pub mod simulated;
 
 pub use error::BackendError;
 pub(crate) use fsutil::write_atomically;
-pub use sim_faults::{Fault, FaultKind, FaultOp, FaultPlan, FAULTS_ENV};
 pub use nvml::NvmlBackend;
+pub use sim_faults::{Fault, FaultKind, FaultOp, FaultPlan, FAULTS_ENV};
 pub use simulated::SimulatedBackend;
 
 use dynmig_core::geometry::{GpuModel, Placed, ProfileCounts};

@@ -242,6 +242,10 @@ pub struct NodeGroup {
     /// `node_conf`: the node's `slurmd -Z --conf` text without `Gres=`, e.g.
     /// `"CPUs=4 RealMemory=4000"`. Default empty.
     pub node_conf: String,
+    /// `allow_mig_mode_change`: whether the NVML backend may turn MIG mode on or off
+    /// (default `false`). On Ampere a mode change resets the GPU; Hopper and later lose the
+    /// mode at reboot or driver reload, so with `false` the site enables MIG at boot.
+    pub allow_mig_mode_change: bool,
 }
 
 impl NodeGroup {

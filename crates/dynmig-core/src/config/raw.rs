@@ -110,4 +110,5 @@ pub(super) struct RawNodeGroup {
     pub initial_layout: S<String>,
     pub allowed_layouts: S<toml::Value>,
     pub node_conf: S<String>,
+    pub allow_mig_mode_change: Option<bool>,
 }

@@ -453,6 +453,7 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
         initial_layout,
         allowed_layouts,
         node_conf,
+        allow_mig_mode_change: r.allow_mig_mode_change.unwrap_or(false),
     })
 }
 
