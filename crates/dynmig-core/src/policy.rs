@@ -92,6 +92,15 @@ pub trait Policy: Send {
     fn name(&self) -> &'static str;
     /// Decides which nodes change layout now. `nodes` is every node dynmig manages.
     fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition>;
+
+    /// Decides with the clock known: `time_of_day` is the time since midnight (the cluster's
+    /// local time; the simulator's virtual day). Time-of-day schedules need it; the default
+    /// ignores it and calls [`Policy::plan`], so demand-driven policies decide the same with
+    /// or without it.
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+        let _ = time_of_day;
+        self.plan(nodes, demand)
+    }
 }
 
 /// Never repartitions.

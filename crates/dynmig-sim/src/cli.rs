@@ -1,0 +1,221 @@
+//! `dynmig simulate`: the command line of the simulator (docs/simulate.md).
+
+use crate::engine::{DrainScope, SimConfig};
+use crate::evaluate::{evaluate, EvalOptions, PolicyName};
+use crate::model::ModelParams;
+use crate::placement::{Placement, ALL_PLACEMENTS};
+use crate::policies::PolicyLimits;
+use crate::workload::alibaba::read_pods;
+use crate::workload::synthetic::{synthetic_workload, SyntheticParams};
+use crate::workload::trace::{trace_workload, TraceParams};
+use crate::workload::Workload;
+use crate::{charts, report};
+use anyhow::{bail, Context, Result};
+use dynmig_core::geometry::{model_by_name, model_names};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `dynmig simulate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulateArgs {
+    /// The Alibaba trace CSV.
+    #[arg(long, default_value = "../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv")]
+    pub trace: PathBuf,
+    /// Use the synthetic SMART-MIG-like generator instead of the trace.
+    #[arg(long)]
+    pub synthetic: bool,
+    /// Days: the last N days of the trace, or N days of synthetic arrivals.
+    #[arg(long)]
+    pub days: Option<f64>,
+    /// Load factor (trace copies; synthetic: mean jobs per hour x this / 100), or `auto`: the
+    /// factor at which the whole-GPU demand of the day's busiest hour equals the cluster's GPUs.
+    #[arg(long, default_value = "auto")]
+    pub load: String,
+    /// GPU model.
+    #[arg(long, default_value = "A100-40GB")]
+    pub model: String,
+    /// Nodes.
+    #[arg(long, default_value_t = 16)]
+    pub nodes: usize,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: usize,
+    /// Policies, comma-separated: none, static, twice-daily, dynamic, time-of-day.
+    #[arg(long, value_delimiter = ',', default_value = "none,static,twice-daily,dynamic,time-of-day")]
+    pub policies: Vec<PolicyName>,
+    /// Placement rules, comma-separated (slurm, edf, eft, largest-first, smallest-first,
+    /// random), or `all`.
+    #[arg(long, value_delimiter = ',', default_value = "slurm")]
+    pub placements: Vec<String>,
+    /// Seconds per GPU-instance create or destroy.
+    #[arg(long, default_value_t = 4.0)]
+    pub reconfig_cost: f64,
+    /// What a repartition drains: node (Slurm 22.05, as the controller does) or gpu.
+    #[arg(long, default_value = "node")]
+    pub drain: String,
+    /// Due-date factor range `LO,HI`: due = release + U(LO, HI) x time on a full GPU.
+    #[arg(long, value_delimiter = ',', num_args = 2, default_values_t = [1.0, 1.5])]
+    pub due: Vec<f64>,
+    /// Seconds between calls of the dynamic policy while jobs wait.
+    #[arg(long, default_value_t = 60.0)]
+    pub policy_interval: f64,
+    /// Most nodes repartitioning at once under the dynamic policy [default: nodes / 8, at least 1].
+    #[arg(long)]
+    pub max_concurrent: Option<usize>,
+    /// Seconds a layout lives at least under the dynamic policy.
+    #[arg(long, default_value_t = 600.0)]
+    pub min_layout_lifetime: f64,
+    /// Periods per day of the learned time-of-day schedule.
+    #[arg(long, default_value_t = 4)]
+    pub periods: u32,
+    /// Seed (workload draws and random placement).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write table.md, table.csv, results.json, et.svg and day-<policy>.svg here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Day to chart, counted from 0 [default: the middle day].
+    #[arg(long)]
+    pub chart_day: Option<u32>,
+    /// What to print: table, markdown, csv or json.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn workload(a: &SimulateArgs, m: &ModelParams, load: f64) -> Result<Workload> {
+    if a.synthetic {
+        let p = SyntheticParams {
+            days: a.days.unwrap_or(7.0),
+            jobs_per_hour: SyntheticParams::default().jobs_per_hour * load,
+            seed: a.seed,
+            ..Default::default()
+        };
+        synthetic_workload(&p, m)
+    } else {
+        let pods = read_pods(&a.trace)?;
+        let p = TraceParams {
+            days: a.days.unwrap_or(30.0),
+            load,
+            seed: a.seed,
+            ..Default::default()
+        };
+        trace_workload(&pods, &p, m)
+    }
+}
+
+/// Runs `dynmig simulate`.
+///
+/// # Errors
+/// Bad arguments (the message says what is allowed), an unreadable trace, a failed run, or
+/// an output file that cannot be written.
+pub fn run(a: &SimulateArgs) -> Result<()> {
+    let model = model_by_name(&a.model)
+        .with_context(|| format!("unknown GPU model '{}'; allowed: {}", a.model, model_names().join(", ")))?;
+    let placements: Vec<Placement> = if a.placements.iter().any(|p| p == "all") {
+        ALL_PLACEMENTS.to_vec()
+    } else {
+        a.placements.iter().map(|p| p.parse()).collect::<Result<_, String>>().map_err(anyhow::Error::msg)?
+    };
+    let drain = match a.drain.as_str() {
+        "node" => DrainScope::Node,
+        "gpu" => DrainScope::Gpu,
+        d => bail!("unknown drain scope '{d}'; allowed: node, gpu"),
+    };
+    if a.nodes == 0 || a.gpus_per_node == 0 || a.gpus_per_node > 64 {
+        bail!("nodes must be >= 1 and gpus-per-node 1 to 64");
+    }
+    let (lo, hi) = (a.due[0], a.due[1]);
+    if !(lo >= 1.0 && hi >= lo) {
+        bail!("--due {lo},{hi}: allowed LO >= 1 and HI >= LO");
+    }
+    let m = ModelParams {
+        due_lo: lo,
+        due_hi: hi,
+        ..Default::default()
+    };
+    let gpus = a.nodes * a.gpus_per_node;
+    let load = if a.load == "auto" {
+        let base = workload(a, &m, 1.0)?;
+        let peak = base.peak_gpu_demand();
+        if peak <= 0.0 {
+            bail!("the workload has no GPU demand");
+        }
+        gpus as f64 / peak
+    } else {
+        a.load.parse::<f64>().with_context(|| format!("--load {}: allowed a number > 0 or auto", a.load))?
+    };
+    let wl = workload(a, &m, load)?;
+    let mut cfg = SimConfig::new(model, a.nodes, a.gpus_per_node);
+    cfg.reconfig_cost_s = a.reconfig_cost;
+    cfg.drain = drain;
+    cfg.policy_interval_s = a.policy_interval;
+    cfg.seed = a.seed;
+    cfg.sample_interval_s = 300.0;
+    let opts = EvalOptions {
+        policies: a.policies.clone(),
+        placements,
+        limits: PolicyLimits {
+            max_concurrent: a.max_concurrent.unwrap_or((a.nodes / 8).max(1)),
+            min_layout_lifetime: Duration::from_secs_f64(a.min_layout_lifetime),
+            min_gain: 1,
+        },
+        periods: a.periods,
+        ..Default::default()
+    };
+    eprintln!(
+        "{}: {} jobs (load x{load:.2}) on {} nodes x {} {} ({} GPUs), peak whole-GPU demand {:.1} GPUs",
+        wl.description,
+        wl.jobs.len(),
+        a.nodes,
+        a.gpus_per_node,
+        model.name,
+        gpus,
+        wl.peak_gpu_demand()
+    );
+    let bar = ProgressBar::new(wl.jobs.len() as u64);
+    if a.quiet {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{msg:40!} [{bar:30}] {pos}/{len} jobs ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let progress = |label: &str, done: u64| {
+        if done % 1024 == 0 || done == wl.jobs.len() as u64 {
+            bar.set_message(label.to_string());
+            bar.set_position(done);
+        }
+    };
+    let ev = evaluate(&wl, &cfg, &opts, &progress)?;
+    bar.finish_and_clear();
+    let text = match a.format.as_str() {
+        "table" => report::terminal(&ev),
+        "markdown" => report::markdown(&ev),
+        "csv" => report::csv(&ev)?,
+        "json" => report::json(&ev)?,
+        f => bail!("unknown format '{f}'; allowed: table, markdown, csv, json"),
+    };
+    print!("{text}");
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let write = |name: &str, s: String| {
+            std::fs::write(dir.join(name), s).with_context(|| format!("writing {}", dir.join(name).display()))
+        };
+        write("table.md", report::markdown(&ev))?;
+        write("table.csv", report::csv(&ev)?)?;
+        write("results.json", report::json(&ev)?)?;
+        charts::et_chart(&ev.rows, &dir.join("et.svg"))?;
+        let days = wl.jobs.last().map_or(1.0, |j| j.release / 86400.0);
+        let day = a.chart_day.unwrap_or((days / 2.0) as u32);
+        for r in &ev.runs {
+            let name = format!("day-{}-{}.svg", r.policy, r.placement);
+            charts::day_chart(r, day, &dir.join(name))?;
+        }
+        eprintln!("wrote {}", dir.display());
+    }
+    Ok(())
+}

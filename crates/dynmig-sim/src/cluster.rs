@@ -1,0 +1,328 @@
+//! The simulated cluster's state: nodes of GPUs, each GPU's placed instances and which job
+//! runs on each, free-instance pools for fast placement, and the power drawn now.
+//!
+//! An instance is named by its key `gpu * 8 + start slice`, unique among a GPU's current
+//! instances; keys are node-major, so the lowest key is on the lowest node.
+
+use crate::power::PowerModel;
+use anyhow::{anyhow, Result};
+use dynmig_core::geometry::{check_instances, classic_profiles, place, GpuModel, NodeLayout, Placed, ProfileCounts, ProfileSpec};
+use std::collections::BTreeSet;
+
+/// One placed instance and the job on it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Inst {
+    /// Where it is.
+    pub placed: Placed,
+    /// Index into [`Cluster::profiles`].
+    pub pidx: u8,
+    /// The job running on it.
+    pub job: Option<u32>,
+}
+
+/// What a GPU is doing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GpuState {
+    /// Takes jobs.
+    Up,
+    /// Takes no new jobs; will change to the target once idle.
+    Draining(ProfileCounts),
+    /// Instances being changed; up again at the scheduled event.
+    Reconfiguring,
+}
+
+/// The cluster.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// GPU model of every GPU.
+    pub model: &'static GpuModel,
+    /// GPUs per node.
+    pub gpn: usize,
+    /// The profiles jobs run on (the model's classic profiles), sorted by memory then compute
+    /// slices, smallest first.
+    pub profiles: Vec<&'static ProfileSpec>,
+    /// Index of the full-GPU profile in `profiles`.
+    pub full: usize,
+    /// Instances of each GPU.
+    pub insts: Vec<Vec<Inst>>,
+    /// State of each GPU.
+    pub state: Vec<GpuState>,
+    /// Busy instances per node.
+    pub node_busy: Vec<u32>,
+    /// When each node's layout last changed, ms.
+    pub layout_since_ms: Vec<i64>,
+    /// Free instances on up GPUs, per profile, by key.
+    pub free: Vec<BTreeSet<u32>>,
+    /// Free full-GPU instances per node.
+    pub free_full: Vec<u8>,
+    /// Nodes by their count of free full-GPU instances.
+    pub by_free_full: Vec<BTreeSet<u32>>,
+    /// Instances per profile in the whole cluster.
+    pub inst_count: Vec<u32>,
+    /// Busy instance power above idle, per GPU, W.
+    pub busy_w: Vec<f64>,
+    /// Board power of the whole cluster now, W.
+    pub total_w: f64,
+    /// Busy compute slices now.
+    pub busy_slices: u32,
+    /// The power model.
+    pub power: PowerModel,
+}
+
+impl Cluster {
+    /// A cluster whose node `i` holds `layouts[i]` (one `ProfileCounts` per GPU).
+    ///
+    /// # Errors
+    /// A layout names a profile that jobs cannot use here, does not fit a GPU, or has the
+    /// wrong number of GPUs.
+    pub fn new(model: &'static GpuModel, gpn: usize, layouts: &[NodeLayout], power: PowerModel) -> Result<Self> {
+        let mut profiles = classic_profiles(model);
+        profiles.sort_by_key(|p| (p.memory_mib, p.compute_slices));
+        let full = profiles
+            .iter()
+            .position(|p| p.compute_slices == model.compute_slices)
+            .ok_or_else(|| anyhow!("{} has no full-GPU profile", model.name))?;
+        let nodes = layouts.len();
+        let gpus = nodes * gpn;
+        let mut c = Self {
+            model,
+            gpn,
+            full,
+            insts: vec![Vec::new(); gpus],
+            state: vec![GpuState::Up; gpus],
+            node_busy: vec![0; nodes],
+            layout_since_ms: vec![0; nodes],
+            free: vec![BTreeSet::new(); profiles.len()],
+            free_full: vec![0; nodes],
+            by_free_full: vec![BTreeSet::new(); gpn + 1],
+            inst_count: vec![0; profiles.len()],
+            busy_w: vec![0.0; gpus],
+            total_w: power.idle_w * gpus as f64,
+            busy_slices: 0,
+            power,
+            profiles,
+        };
+        for n in 0..nodes {
+            c.by_free_full[0].insert(n as u32);
+        }
+        for (n, l) in layouts.iter().enumerate() {
+            if l.gpus.len() != gpn {
+                return Err(anyhow!("node {n}: layout {l} has {} GPUs, the nodes have {gpn}", l.gpus.len()));
+            }
+            for (i, counts) in l.gpus.iter().enumerate() {
+                let placed = place(model, counts).ok_or_else(|| anyhow!("{counts} does not fit on one {}", model.name))?;
+                c.set_instances(n * gpn + i, &placed)?;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Nodes.
+    pub fn nodes(&self) -> usize {
+        self.node_busy.len()
+    }
+
+    /// Index in `profiles` of a profile name.
+    pub fn pidx(&self, name: &str) -> Option<usize> {
+        self.profiles.iter().position(|p| p.name == name)
+    }
+
+    /// The smallest profile (index) whose memory holds `mem_mib`, if any.
+    pub fn smallest_fitting(&self, mem_mib: u64) -> Option<usize> {
+        self.profiles.iter().position(|p| p.memory_mib >= mem_mib)
+    }
+
+    /// The key of an instance.
+    pub fn key(gpu: usize, start: u8) -> u32 {
+        (gpu as u32) * 8 + u32::from(start)
+    }
+
+    /// Node of a GPU.
+    pub fn node_of(&self, gpu: usize) -> usize {
+        gpu / self.gpn
+    }
+
+    /// The instance with this key.
+    pub fn inst(&self, key: u32) -> &Inst {
+        let (g, s) = ((key / 8) as usize, (key % 8) as u8);
+        self.insts[g].iter().find(|i| i.placed.start == s).expect("instance key exists")
+    }
+
+    fn inst_mut(&mut self, key: u32) -> &mut Inst {
+        let (g, s) = ((key / 8) as usize, (key % 8) as u8);
+        self.insts[g].iter_mut().find(|i| i.placed.start == s).expect("instance key exists")
+    }
+
+    /// A GPU's current layout as profile counts.
+    pub fn gpu_counts(&self, gpu: usize) -> ProfileCounts {
+        let placed: Vec<Placed> = self.insts[gpu].iter().map(|i| i.placed).collect();
+        ProfileCounts::of(&placed)
+    }
+
+    /// A node's current layout.
+    pub fn node_layout(&self, node: usize) -> NodeLayout {
+        NodeLayout {
+            gpus: (node * self.gpn..(node + 1) * self.gpn).map(|g| self.gpu_counts(g)).collect(),
+        }
+    }
+
+    /// Whether a GPU runs no job.
+    pub fn gpu_idle(&self, gpu: usize) -> bool {
+        self.insts[gpu].iter().all(|i| i.job.is_none())
+    }
+
+    fn pool_add(&mut self, gpu: usize, inst: Inst) {
+        let key = Self::key(gpu, inst.placed.start);
+        self.free[inst.pidx as usize].insert(key);
+        if inst.pidx as usize == self.full {
+            let n = self.node_of(gpu);
+            self.by_free_full[self.free_full[n] as usize].remove(&(n as u32));
+            self.free_full[n] += 1;
+            self.by_free_full[self.free_full[n] as usize].insert(n as u32);
+        }
+    }
+
+    fn pool_remove(&mut self, gpu: usize, inst: Inst) {
+        let key = Self::key(gpu, inst.placed.start);
+        if self.free[inst.pidx as usize].remove(&key) && inst.pidx as usize == self.full {
+            let n = self.node_of(gpu);
+            self.by_free_full[self.free_full[n] as usize].remove(&(n as u32));
+            self.free_full[n] -= 1;
+            self.by_free_full[self.free_full[n] as usize].insert(n as u32);
+        }
+    }
+
+    /// Replaces an idle GPU's instances (after a reconfiguration or at start). The GPU's
+    /// state is left as it is; free instances join the pools only if it is up.
+    ///
+    /// # Errors
+    /// A profile jobs cannot use, or instances that break a placement rule.
+    pub fn set_instances(&mut self, gpu: usize, placed: &[Placed]) -> Result<()> {
+        check_instances(self.model, placed).map_err(|e| anyhow!("GPU {gpu}: {e}"))?;
+        for i in std::mem::take(&mut self.insts[gpu]) {
+            self.pool_remove(gpu, i);
+            self.inst_count[i.pidx as usize] -= 1;
+        }
+        let mut v = Vec::with_capacity(placed.len());
+        for p in placed {
+            let pidx = self
+                .pidx(p.profile.name)
+                .ok_or_else(|| anyhow!("profile {} is not one jobs run on", p.profile.name))?;
+            v.push(Inst {
+                placed: *p,
+                pidx: pidx as u8,
+                job: None,
+            });
+            self.inst_count[pidx] += 1;
+        }
+        v.sort_by_key(|i| i.placed.start);
+        self.insts[gpu] = v;
+        if self.state[gpu] == GpuState::Up {
+            for i in self.insts[gpu].clone() {
+                self.pool_add(gpu, i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `job` on the free instance `key`. Returns the instance's compute slices.
+    pub fn occupy(&mut self, key: u32, job: u32) -> u8 {
+        let gpu = (key / 8) as usize;
+        let inst = *self.inst(key);
+        debug_assert!(inst.job.is_none() && self.state[gpu] == GpuState::Up);
+        self.pool_remove(gpu, inst);
+        self.inst_mut(key).job = Some(job);
+        let c = inst.placed.profile.compute_slices;
+        let n = self.node_of(gpu);
+        self.node_busy[n] += 1;
+        self.busy_slices += u32::from(c);
+        self.add_busy_w(gpu, self.power.instance_w(c));
+        c
+    }
+
+    /// Ends the job on instance `key`; the instance becomes free if its GPU is up.
+    pub fn release(&mut self, key: u32) {
+        let gpu = (key / 8) as usize;
+        let inst = *self.inst(key);
+        debug_assert!(inst.job.is_some());
+        self.inst_mut(key).job = None;
+        let c = inst.placed.profile.compute_slices;
+        let n = self.node_of(gpu);
+        self.node_busy[n] -= 1;
+        self.busy_slices -= u32::from(c);
+        self.add_busy_w(gpu, -self.power.instance_w(c));
+        if self.state[gpu] == GpuState::Up {
+            let i = *self.inst(key);
+            self.pool_add(gpu, i);
+        }
+    }
+
+    fn add_busy_w(&mut self, gpu: usize, dw: f64) {
+        let before = self.power.gpu_w(self.busy_w[gpu]);
+        self.busy_w[gpu] += dw;
+        if self.busy_w[gpu].abs() < 1e-9 || self.gpu_idle(gpu) {
+            self.busy_w[gpu] = 0.0; // no drift once idle
+        }
+        self.total_w += self.power.gpu_w(self.busy_w[gpu]) - before;
+    }
+
+    /// Sets a GPU's state; leaving `Up` takes its free instances out of the pools, entering
+    /// it puts them back.
+    pub fn set_state(&mut self, gpu: usize, s: GpuState) {
+        let was_up = self.state[gpu] == GpuState::Up;
+        let is_up = s == GpuState::Up;
+        self.state[gpu] = s;
+        if was_up != is_up {
+            for i in self.insts[gpu].clone() {
+                if i.job.is_none() {
+                    if is_up {
+                        self.pool_add(gpu, i);
+                    } else {
+                        self.pool_remove(gpu, i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks the state's invariants: every GPU's instances are a valid placement (no two
+    /// overlap, within its slices and instance limits), the pools hold exactly the idle
+    /// instances of up GPUs, the busy counts and the power match a recount.
+    ///
+    /// # Errors
+    /// The first broken invariant.
+    pub fn audit(&self) -> Result<()> {
+        let mut free = vec![BTreeSet::new(); self.profiles.len()];
+        let mut node_busy = vec![0u32; self.nodes()];
+        let mut total_w = 0.0;
+        let mut busy_slices = 0u32;
+        for (g, insts) in self.insts.iter().enumerate() {
+            let placed: Vec<Placed> = insts.iter().map(|i| i.placed).collect();
+            check_instances(self.model, &placed).map_err(|e| anyhow!("GPU {g} over capacity or overlapping: {e}"))?;
+            let mut w = 0.0;
+            for i in insts {
+                if i.job.is_some() {
+                    node_busy[g / self.gpn] += 1;
+                    w += self.power.instance_w(i.placed.profile.compute_slices);
+                    busy_slices += u32::from(i.placed.profile.compute_slices);
+                } else if self.state[g] == GpuState::Up {
+                    free[i.pidx as usize].insert(Self::key(g, i.placed.start));
+                }
+            }
+            if self.state[g] == GpuState::Reconfiguring && w > 0.0 {
+                return Err(anyhow!("GPU {g} reconfigures while a job runs on it"));
+            }
+            total_w += self.power.gpu_w(w);
+        }
+        if free != self.free {
+            return Err(anyhow!("free pools do not match the idle instances of up GPUs"));
+        }
+        if node_busy != self.node_busy || busy_slices != self.busy_slices {
+            return Err(anyhow!("busy counts do not match the running jobs"));
+        }
+        if (total_w - self.total_w).abs() > 1e-6 * total_w.max(1.0) {
+            return Err(anyhow!("power {} W does not match a recount {} W", self.total_w, total_w));
+        }
+        Ok(())
+    }
+}

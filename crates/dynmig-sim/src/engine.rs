@@ -1,0 +1,681 @@
+//! The discrete-event engine: releases, starts, completions, drains and reconfigurations in
+//! virtual time (integer milliseconds), energy integrated between events.
+//!
+//! Deterministic: the same workload, config and seed give the same result (ordered
+//! collections only; ties broken by job id and event sequence).
+
+use crate::cluster::{Cluster, GpuState};
+use crate::model::Job;
+use crate::placement::Placement;
+use crate::policies::views::{demand, node_index, node_views};
+use crate::policies::{mix, DemandDriven, Learned, NoChange, Policy, PolicySpec, Scheduled};
+use crate::power::PowerModel;
+use crate::workload::Workload;
+use anyhow::{anyhow, bail, Result};
+use dynmig_core::geometry::{distinct_multisets, plan_transition, GpuModel, NodeLayout, ProfileCounts};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::time::Duration;
+
+/// What a repartition drains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DrainScope {
+    /// The whole node drains and reconfigures once all its jobs ended (Slurm 22.05: a dynamic
+    /// node is deleted and re-registered; what the controller does today).
+    Node,
+    /// Only the GPUs whose layout changes drain, each reconfigures once idle (a Slurm that can
+    /// change one GPU's GRES in place; the research's per-GPU model).
+    Gpu,
+}
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// GPU model of every GPU.
+    pub model: &'static GpuModel,
+    /// Nodes.
+    pub nodes: usize,
+    /// GPUs per node.
+    pub gpus_per_node: usize,
+    /// Placement rule.
+    pub placement: Placement,
+    /// Seconds per GPU-instance create or destroy (SMART-MIG: 4 s per repartition; here per
+    /// instance change, docs/model.md).
+    pub reconfig_cost_s: f64,
+    /// What a repartition drains.
+    pub drain: DrainScope,
+    /// How often the demand-driven policy runs while jobs wait, s (60).
+    pub policy_interval_s: f64,
+    /// Seed of the random placement.
+    pub seed: u64,
+    /// Sample the state for charts every this many seconds (0: never).
+    pub sample_interval_s: f64,
+    /// Check the invariants after every event (slow; for tests).
+    pub audit: bool,
+    /// The power model.
+    pub power: PowerModel,
+}
+
+impl SimConfig {
+    /// Defaults for a cluster of `nodes` x `gpus_per_node` GPUs of `model`.
+    pub fn new(model: &'static GpuModel, nodes: usize, gpus_per_node: usize) -> Self {
+        Self {
+            model,
+            nodes,
+            gpus_per_node,
+            placement: Placement::Slurm,
+            reconfig_cost_s: 4.0,
+            drain: DrainScope::Node,
+            policy_interval_s: 60.0,
+            seed: 1,
+            sample_interval_s: 0.0,
+            audit: false,
+            power: PowerModel::for_model(model),
+        }
+    }
+}
+
+/// The state sampled for charts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Virtual time, s.
+    pub t_s: f64,
+    /// Jobs waiting.
+    pub queue: u32,
+    /// Cluster board power, W.
+    pub power_w: f64,
+    /// Busy compute slices.
+    pub busy_slices: u32,
+    /// Instances per profile (the cluster's profile order, smallest first).
+    pub instances: Vec<u32>,
+    /// GPUs draining or reconfiguring.
+    pub away_gpus: u32,
+}
+
+/// What happened to one job.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct JobOutcome {
+    /// Start, ms.
+    pub start_ms: i64,
+    /// Completion, ms.
+    pub end_ms: i64,
+    /// Compute slices it ran on (per GPU).
+    pub slices: u8,
+}
+
+/// The result of one run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Policy name.
+    pub policy: String,
+    /// Placement rule.
+    pub placement: Placement,
+    /// Per job, in workload order.
+    pub jobs: Vec<JobOutcome>,
+    /// Energy of every GPU from time 0 to the makespan, idle included, J.
+    pub energy_j: f64,
+    /// Last completion, s.
+    pub makespan_s: f64,
+    /// Busy compute-slice seconds.
+    pub busy_slice_s: f64,
+    /// Compute slices of the cluster.
+    pub capacity_slices: u32,
+    /// Repartitions carried out (per node, or per GPU with [`DrainScope::Gpu`]) that changed
+    /// at least one instance.
+    pub reconfigs: u64,
+    /// GPU-instance creates and destroys.
+    pub instance_changes: u64,
+    /// Events processed (releases, completions, reconfigurations, policy calls).
+    pub events: u64,
+    /// Samples for charts.
+    pub samples: Vec<Sample>,
+    /// Profile names in the order of [`Sample::instances`].
+    pub profiles: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A job ends; `key` its instance, or `u32::MAX` for a multi-GPU job.
+    Done { job: u32, key: u32 },
+    /// GPUs `lo..hi` finished reconfiguring.
+    Up { lo: u32, hi: u32 },
+}
+
+enum Driver {
+    Fixed,
+    Plain(Box<dyn Policy>, bool),
+    Learned(Learned),
+}
+
+/// The initial layouts of a policy on a cluster.
+pub fn initial_layouts(spec: &PolicySpec, cfg: &SimConfig) -> Vec<NodeLayout> {
+    match spec {
+        PolicySpec::Static(l) => l.clone(),
+        PolicySpec::Scheduled(p) => p.first().map(|x| x.1.clone()).unwrap_or_default(),
+        _ => {
+            let full = ProfileCounts::parse(cfg.model, &format!("1x{}", cfg.model.full_profile().name))
+                .expect("full profile parses");
+            vec![
+                NodeLayout {
+                    gpus: vec![full; cfg.gpus_per_node]
+                };
+                cfg.nodes
+            ]
+        }
+    }
+}
+
+/// Runs `wl` under `spec`. `progress` is told each completion.
+///
+/// # Errors
+/// A job fits no profile of the model or needs more GPUs than a node has; jobs wait with no
+/// way to run for two virtual days (the policy never offers what they need); an invariant
+/// broke (with `audit`); a policy asked for an impossible layout.
+pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dyn Fn(u64)) -> Result<RunResult> {
+    let layouts = initial_layouts(spec, cfg);
+    if layouts.len() != cfg.nodes {
+        bail!("policy {} gives {} node layouts for {} nodes", spec.name(), layouts.len(), cfg.nodes);
+    }
+    let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &layouts, cfg.power.clone())?;
+    let mut sim = Sim::new(wl, cfg, cluster)?;
+    let candidates = distinct_multisets(cfg.model);
+    let mut driver = match spec {
+        PolicySpec::None | PolicySpec::Static(_) => Driver::Plain(Box::new(NoChange), false),
+        PolicySpec::Scheduled(p) => Driver::Plain(Box::new(Scheduled { periods: p.clone() }), false),
+        PolicySpec::Dynamic(limits) => Driver::Plain(Box::new(DemandDriven::new(limits.clone())), true),
+        PolicySpec::Learned { periods } => Driver::Learned(Learned::new(*periods, &sim.c)),
+    };
+    let interval_ms: i64 = match (&driver, spec) {
+        (_, PolicySpec::None | PolicySpec::Static(_)) => i64::MAX,
+        (Driver::Plain(_, true), _) => (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64,
+        _ => 3_600_000,
+    };
+    if matches!(spec, PolicySpec::None | PolicySpec::Static(_)) {
+        driver = Driver::Fixed;
+    }
+    sim.run(&mut driver, interval_ms, &candidates, progress)?;
+    Ok(sim.finish(spec.name()))
+}
+
+struct Sim<'a> {
+    jobs: &'a [Job],
+    cfg: &'a SimConfig,
+    c: Cluster,
+    now: i64,
+    heap: BinaryHeap<Reverse<(i64, u64, Ev)>>,
+    seq: u64,
+    queues: Vec<BTreeSet<(i64, u32)>>,
+    /// Queue class of each job: its smallest fitting profile, or `profiles + gpus` for
+    /// multi-GPU jobs.
+    class: Vec<u16>,
+    /// Pending instances per profile.
+    pending: Vec<u32>,
+    queued: u32,
+    out: Vec<Option<JobOutcome>>,
+    multi_keys: BTreeMap<u32, Vec<u32>>,
+    /// Queue key of each queued job.
+    qkey: Vec<i64>,
+    finished: Vec<bool>,
+    done: u64,
+    energy_j: f64,
+    busy_slice_ms: f64,
+    reconfigs: u64,
+    changes: u64,
+    events: u64,
+    samples: Vec<Sample>,
+    rng: ChaCha8Rng,
+}
+
+impl<'a> Sim<'a> {
+    fn new(wl: &'a Workload, cfg: &'a SimConfig, c: Cluster) -> Result<Self> {
+        let np = c.profiles.len();
+        let mut class = Vec::with_capacity(wl.jobs.len());
+        for j in &wl.jobs {
+            if j.gpus > 1 {
+                if j.gpus as usize > cfg.gpus_per_node {
+                    bail!("job {} asks {} GPUs; a node has {}", j.id, j.gpus, cfg.gpus_per_node);
+                }
+                if j.mem_mib > c.profiles[c.full].memory_mib {
+                    bail!("job {} needs {} MiB per GPU; a {} has {}", j.id, j.mem_mib, cfg.model.name, c.profiles[c.full].memory_mib);
+                }
+                class.push((np + j.gpus as usize) as u16);
+            } else {
+                let p = c.smallest_fitting(j.mem_mib).ok_or_else(|| {
+                    anyhow!("job {} needs {} MiB of GPU memory; no {} profile has that much", j.id, j.mem_mib, cfg.model.name)
+                })?;
+                class.push(p as u16);
+            }
+        }
+        Ok(Self {
+            jobs: &wl.jobs,
+            cfg,
+            now: 0,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            queues: vec![BTreeSet::new(); np + cfg.gpus_per_node + 1],
+            class,
+            pending: vec![0; np],
+            queued: 0,
+            out: vec![None; wl.jobs.len()],
+            multi_keys: BTreeMap::new(),
+            qkey: vec![0; wl.jobs.len()],
+            finished: vec![false; wl.jobs.len()],
+            done: 0,
+            energy_j: 0.0,
+            busy_slice_ms: 0.0,
+            reconfigs: 0,
+            changes: 0,
+            events: 0,
+            samples: Vec::new(),
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            c,
+        })
+    }
+
+    fn push(&mut self, t: i64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn dur_ms(&self, job: &Job, slices: u8) -> i64 {
+        ((job.time_on(slices, self.cfg.model.compute_slices) * 1000.0).ceil() as i64).max(1)
+    }
+
+    fn run(&mut self, driver: &mut Driver, interval_ms: i64, cands: &[ProfileCounts], progress: &dyn Fn(u64)) -> Result<()> {
+        let n = self.jobs.len();
+        let mut next_arrival = 0usize;
+        let mut next_tick = if interval_ms == i64::MAX { i64::MAX } else { 0 };
+        let mut next_sample = if self.cfg.sample_interval_s > 0.0 { 0 } else { i64::MAX };
+        let sample_ms = (self.cfg.sample_interval_s * 1000.0) as i64;
+        let mut last = 0i64;
+        let mut last_change = 0i64;
+        while (self.done as usize) < n {
+            let ta = self.jobs.get(next_arrival).map_or(i64::MAX, |j| (j.release * 1000.0).round() as i64);
+            let th = self.heap.peek().map_or(i64::MAX, |Reverse((t, _, _))| *t);
+            let now = ta.min(th).min(next_tick);
+            if now == i64::MAX || (ta == i64::MAX && th == i64::MAX && now - last_change > 2 * 86_400_000) {
+                let j = self.queues.iter().find_map(|q| q.first()).map(|x| x.1);
+                bail!(
+                    "job {:?} can never run: no instance of the current layouts fits it and the policy changes nothing",
+                    j.map(|j| &self.jobs[j as usize])
+                );
+            }
+            while next_sample <= now {
+                self.sample(next_sample);
+                next_sample += sample_ms;
+            }
+            self.energy_j += self.c.total_w * (now - last) as f64 / 1000.0;
+            last = now;
+            self.now = now;
+            let before = (self.done, self.seq, self.queued);
+            while next_arrival < n && ta == now && (self.jobs[next_arrival].release * 1000.0).round() as i64 == now {
+                let j = &self.jobs[next_arrival];
+                self.enqueue(j.id);
+                if let Driver::Learned(l) = driver {
+                    let p = (self.class[j.id as usize] as usize).min(self.c.full);
+                    let slices = self.c.profiles[p].compute_slices;
+                    l.observe(j, p, j.time_on(slices, self.cfg.model.compute_slices));
+                }
+                next_arrival += 1;
+                self.events += 1;
+            }
+            while let Some(Reverse((t, _, ev))) = self.heap.peek().copied() {
+                if t != now {
+                    break;
+                }
+                self.heap.pop();
+                self.events += 1;
+                match ev {
+                    Ev::Done { job, key } => {
+                        self.complete(job, key)?;
+                        progress(self.done);
+                    }
+                    Ev::Up { lo, hi } => {
+                        for g in lo as usize..hi as usize {
+                            self.c.set_state(g, GpuState::Up);
+                        }
+                        self.c.layout_since_ms[lo as usize / self.c.gpn] = now;
+                    }
+                }
+            }
+            if now == next_tick {
+                next_tick += interval_ms;
+                self.tick(driver, cands)?;
+            }
+            self.schedule();
+            if (self.done, self.seq, self.queued) != before {
+                last_change = now;
+            }
+            if self.cfg.audit {
+                self.c.audit()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn sample(&mut self, t: i64) {
+        let away = self.c.state.iter().filter(|s| **s != GpuState::Up).count() as u32;
+        self.samples.push(Sample {
+            t_s: t as f64 / 1000.0,
+            queue: self.queued,
+            power_w: self.c.total_w,
+            busy_slices: self.c.busy_slices,
+            instances: self.c.inst_count.clone(),
+            away_gpus: away,
+        });
+    }
+
+    fn enqueue(&mut self, job: u32) {
+        let j = &self.jobs[job as usize];
+        let r = self.rng.gen::<i64>();
+        let key = self.cfg.placement.key(j, r);
+        self.qkey[job as usize] = key;
+        let class = self.class[job as usize] as usize;
+        self.queues[class].insert((key, job));
+        self.queued += 1;
+        self.add_pending(job, 1);
+    }
+
+    fn add_pending(&mut self, job: u32, sign: i32) {
+        let class = self.class[job as usize] as usize;
+        let (p, n) = if class < self.c.profiles.len() {
+            (class, 1)
+        } else {
+            (self.c.full, self.jobs[job as usize].gpus)
+        };
+        if sign > 0 {
+            self.pending[p] += n;
+        } else {
+            self.pending[p] -= n;
+        }
+    }
+
+    fn tick(&mut self, driver: &mut Driver, cands: &[ProfileCounts]) -> Result<()> {
+        let tod = Duration::from_millis((self.now % 86_400_000) as u64);
+        let policy: &mut dyn Policy = match driver {
+            Driver::Fixed => return Ok(()),
+            Driver::Plain(p, only_pending) => {
+                if *only_pending && self.queued == 0 {
+                    return Ok(());
+                }
+                p.as_mut()
+            }
+            Driver::Learned(l) => {
+                if self.now > 0 && self.now % 86_400_000 == 0 {
+                    l.relearn(self.now as f64 / 1000.0, &self.c, cands);
+                }
+                l
+            }
+        };
+        self.events += 1;
+        let views = node_views(&self.c, self.now, cands);
+        let d = demand(&self.c, &self.pending, &self.c.profiles);
+        let plan = policy.plan_at(tod, &views, &d);
+        for r in plan {
+            let node = node_index(&r.node).filter(|n| *n < self.c.nodes()).ok_or_else(|| anyhow!("policy names unknown node {}", r.node))?;
+            self.repartition(node, &r.target)?;
+        }
+        Ok(())
+    }
+
+    fn repartition(&mut self, node: usize, target: &NodeLayout) -> Result<()> {
+        let gpn = self.c.gpn;
+        if target.gpus.len() != gpn {
+            bail!("policy target {target} for node {node} has {} GPUs, not {gpn}", target.gpus.len());
+        }
+        let gpus = node * gpn..(node + 1) * gpn;
+        if gpus.clone().any(|g| self.c.state[g] != GpuState::Up) {
+            return Ok(()); // already away; the policy will be asked again
+        }
+        let mut drained = Vec::new();
+        for (i, g) in gpus.clone().enumerate() {
+            if self.cfg.drain == DrainScope::Node || self.c.gpu_counts(g) != target.gpus[i] {
+                self.c.set_state(g, GpuState::Draining(target.gpus[i].clone()));
+                drained.push(g);
+            }
+        }
+        self.after_release(drained)
+    }
+
+    /// Starts the reconfigurations that can start among `gpus` (just drained or just freed).
+    fn after_release(&mut self, gpus: Vec<usize>) -> Result<()> {
+        for g in gpus {
+            if !matches!(self.c.state[g], GpuState::Draining(_)) {
+                continue;
+            }
+            match self.cfg.drain {
+                DrainScope::Gpu => {
+                    if self.c.gpu_idle(g) {
+                        self.reconfigure(g, g + 1)?;
+                    }
+                }
+                DrainScope::Node => {
+                    let n = self.c.node_of(g);
+                    if self.c.node_busy[n] == 0 {
+                        self.reconfigure(n * self.c.gpn, (n + 1) * self.c.gpn)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reconfigure(&mut self, lo: usize, hi: usize) -> Result<()> {
+        let mut ops = 0usize;
+        for g in lo..hi {
+            let GpuState::Draining(target) = self.c.state[g].clone() else {
+                continue;
+            };
+            let current: Vec<_> = self.c.insts[g].iter().map(|i| (i.placed, false)).collect();
+            let t = plan_transition(self.c.model, &current, &target).map_err(|e| anyhow!("GPU {g}: {e}"))?;
+            ops += t.operations();
+            let mut next: Vec<_> = current.iter().map(|(p, _)| *p).filter(|p| !t.destroy.contains(p)).collect();
+            next.extend(t.create.iter().copied());
+            self.c.set_state(g, GpuState::Reconfiguring);
+            self.c.set_instances(g, &next)?;
+        }
+        if ops == 0 {
+            for g in lo..hi {
+                self.c.set_state(g, GpuState::Up);
+            }
+            return Ok(());
+        }
+        self.reconfigs += 1;
+        self.changes += ops as u64;
+        let t = self.now + (ops as f64 * self.cfg.reconfig_cost_s * 1000.0).round() as i64;
+        self.push(t, Ev::Up { lo: lo as u32, hi: hi as u32 });
+        Ok(())
+    }
+
+    fn complete(&mut self, job: u32, key: u32) -> Result<()> {
+        let keys = if key == u32::MAX {
+            self.multi_keys.remove(&job).unwrap_or_default()
+        } else {
+            vec![key]
+        };
+        let o = self.out[job as usize].ok_or_else(|| anyhow!("job {job} completes but never started"))?;
+        if o.end_ms != self.now || self.finished[job as usize] {
+            bail!("job {job} completes twice or at the wrong time");
+        }
+        self.finished[job as usize] = true;
+        self.done += 1;
+        self.busy_slice_ms += f64::from(o.slices) * keys.len() as f64 * (o.end_ms - o.start_ms) as f64;
+        let mut gpus = Vec::new();
+        for k in keys {
+            self.c.release(k);
+            gpus.push((k / 8) as usize);
+        }
+        self.after_release(gpus)
+    }
+
+    fn start(&mut self, job: u32, keys: Vec<u32>) {
+        let class = self.class[job as usize] as usize;
+        let removed = self.queues[class].remove(&(self.qkey[job as usize], job));
+        debug_assert!(removed, "a started job was queued");
+        self.queued -= 1;
+        self.add_pending(job, -1);
+        let mut slices = 0;
+        for key in &keys {
+            slices = self.c.occupy(*key, job);
+        }
+        let end = self.now + self.dur_ms(&self.jobs[job as usize], slices);
+        self.out[job as usize] = Some(JobOutcome {
+            start_ms: self.now,
+            end_ms: end,
+            slices,
+        });
+        let key = if keys.len() == 1 { keys[0] } else { u32::MAX };
+        if key == u32::MAX {
+            self.multi_keys.insert(job, keys);
+        }
+        self.push(end, Ev::Done { job, key });
+    }
+
+    /// One pass of the placement rule: start jobs until none of the queue heads can start.
+    fn schedule(&mut self) {
+        if self.queued == 0 {
+            return;
+        }
+        let resv = if self.cfg.placement == Placement::Slurm { self.reservation() } else { None };
+        loop {
+            let mut best: Option<((i64, u32), Vec<u32>)> = None;
+            for class in 0..self.queues.len() {
+                let Some(&head) = self.queues[class].first() else { continue };
+                if best.as_ref().is_some_and(|(b, _)| *b <= head) {
+                    continue;
+                }
+                if let Some(keys) = self.find(head.1, class, resv) {
+                    best = Some((head, keys));
+                }
+            }
+            let Some(((_, job), keys)) = best else { break };
+            self.start(job, keys);
+        }
+    }
+
+    fn fits_reservation(&self, job: u32, gpu: usize, slices: u8, resv: Option<(usize, i64)>) -> bool {
+        match resv {
+            Some((node, shadow)) if self.c.node_of(gpu) == node => {
+                self.now + self.dur_ms(&self.jobs[job as usize], slices) <= shadow
+            }
+            _ => true,
+        }
+    }
+
+    /// Free instance keys for `job` of queue `class`, if it can start now.
+    fn find(&mut self, job: u32, class: usize, resv: Option<(usize, i64)>) -> Option<Vec<u32>> {
+        let np = self.c.profiles.len();
+        if class >= np {
+            let n = class - np;
+            let full_slices = self.c.profiles[self.c.full].compute_slices;
+            let mut best: Option<u32> = None;
+            for k in n..=self.c.gpn {
+                for &node in &self.c.by_free_full[k] {
+                    if best.is_some_and(|b| node >= b) {
+                        break;
+                    }
+                    if self.fits_reservation(job, node as usize * self.c.gpn, full_slices, resv) {
+                        best = Some(node);
+                        break;
+                    }
+                }
+            }
+            let node = best? as usize;
+            let lo = Cluster::key(node * self.c.gpn, 0);
+            let hi = Cluster::key((node + 1) * self.c.gpn, 0);
+            return Some(self.c.free[self.c.full].range(lo..hi).take(n).copied().collect());
+        }
+        if self.cfg.placement == Placement::Random {
+            let total: usize = (class..np).map(|p| self.c.free[p].len()).sum();
+            if total == 0 {
+                return None;
+            }
+            let mut r = self.rng.gen_range(0..total);
+            let mut p = class;
+            while r >= self.c.free[p].len() {
+                r -= self.c.free[p].len();
+                p += 1;
+            }
+            let from = self.rng.gen_range(0..(self.c.insts.len() as u32 * 8));
+            let key = self.c.free[p].range(from..).next().or_else(|| self.c.free[p].first()).copied()?;
+            return Some(vec![key]);
+        }
+        let order: Vec<usize> = if self.cfg.placement.fastest_first() {
+            (class..np).rev().collect()
+        } else {
+            (class..np).collect()
+        };
+        for p in order {
+            let slices = self.c.profiles[p].compute_slices;
+            for &key in &self.c.free[p] {
+                if self.fits_reservation(job, (key / 8) as usize, slices, resv) {
+                    return Some(vec![key]);
+                }
+            }
+        }
+        None
+    }
+
+    /// EASY reservation for the first queued job when it needs several whole GPUs and cannot
+    /// start: the node where enough full-GPU instances free soonest, and when.
+    fn reservation(&mut self) -> Option<(usize, i64)> {
+        let (_, job) = self.queues.iter().filter_map(|q| q.first()).min().copied()?;
+        let class = self.class[job as usize] as usize;
+        let np = self.c.profiles.len();
+        if class < np || self.find(job, class, None).is_some() {
+            return None;
+        }
+        let n = class - np;
+        let mut best: Option<(i64, usize)> = None;
+        for node in 0..self.c.nodes() {
+            let mut free = 0usize;
+            let mut ends = Vec::new();
+            for g in node * self.c.gpn..(node + 1) * self.c.gpn {
+                if self.c.state[g] != GpuState::Up {
+                    continue;
+                }
+                for i in &self.c.insts[g] {
+                    if i.pidx as usize == self.c.full {
+                        match i.job {
+                            None => free += 1,
+                            Some(j) => ends.push(self.out[j as usize].map_or(i64::MAX, |o| o.end_ms)),
+                        }
+                    }
+                }
+            }
+            if free + ends.len() < n {
+                continue;
+            }
+            ends.sort_unstable();
+            let shadow = ends[n - free - 1];
+            if best.map_or(true, |(s, _)| shadow < s) {
+                best = Some((shadow, node));
+            }
+        }
+        best.map(|(s, n)| (n, s))
+    }
+
+    fn finish(self, policy: &str) -> RunResult {
+        let makespan_ms = self.out.iter().flatten().map(|o| o.end_ms).max().unwrap_or(0);
+        RunResult {
+            policy: policy.to_string(),
+            placement: self.cfg.placement,
+            jobs: self.out.into_iter().map(|o| o.expect("every job ran")).collect(),
+            energy_j: self.energy_j,
+            makespan_s: makespan_ms as f64 / 1000.0,
+            busy_slice_s: self.busy_slice_ms / 1000.0,
+            capacity_slices: (self.c.insts.len() as u32) * u32::from(self.cfg.model.compute_slices),
+            reconfigs: self.reconfigs,
+            instance_changes: self.changes,
+            events: self.events,
+            samples: self.samples,
+            profiles: self.c.profiles.iter().map(|p| p.name.to_string()).collect(),
+        }
+    }
+}
+
+/// Convenience for callers that build static layouts: [`mix::uniform`].
+pub use mix::uniform;

@@ -1,0 +1,142 @@
+//! Metrics of a run and the ET objective. Definitions in docs/model.md ("Metrics").
+
+use crate::bounds::Bounds;
+use crate::engine::RunResult;
+use crate::workload::Workload;
+use serde::{Deserialize, Serialize};
+
+/// One row of the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Policy.
+    pub policy: String,
+    /// Placement rule.
+    pub placement: String,
+    /// What the policy ran with (e.g. the static layout chosen).
+    pub detail: String,
+    /// Jobs.
+    pub jobs: usize,
+    /// Energy of every GPU over the run, J.
+    pub energy_j: f64,
+    /// Mean energy per job, J.
+    pub energy_per_job_j: f64,
+    /// Mean tardiness `max(0, completion - due)`, s.
+    pub mean_tardiness_s: f64,
+    /// Share of jobs that end after their due date.
+    pub late_share: f64,
+    /// ET = (e/e_ref + a t/t_ref) / (1 + a), a = 1; see [`normalise`].
+    pub et: f64,
+    /// ET over the `none` policy's.
+    pub et_vs_none: f64,
+    /// ET over the `static` policy's.
+    pub et_vs_static: f64,
+    /// Last completion, s.
+    pub makespan_s: f64,
+    /// Busy compute-slice seconds over capacity x makespan.
+    pub utilisation: f64,
+    /// Queue wait (start - release), median, s.
+    pub wait_p50_s: f64,
+    /// Queue wait, 99th percentile, s.
+    pub wait_p99_s: f64,
+    /// Repartitions that changed an instance.
+    pub reconfigs: u64,
+    /// GPU-instance creates and destroys.
+    pub instance_changes: u64,
+    /// Energy lower bound per job, J.
+    pub energy_lb_per_job_j: f64,
+    /// Energy over its lower bound.
+    pub energy_over_lb: f64,
+    /// Mean tardiness lower bound, s.
+    pub tardiness_lb_s: f64,
+    /// Events processed.
+    pub events: u64,
+    /// Wall time of the run, s.
+    pub wall_s: f64,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+/// Metrics of `r` (ET fields are left at 0 until [`normalise`]).
+pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f64) -> Metrics {
+    let n = wl.jobs.len().max(1) as f64;
+    let mut tard = 0.0;
+    let mut late = 0usize;
+    let mut waits = Vec::with_capacity(wl.jobs.len());
+    for (j, o) in wl.jobs.iter().zip(&r.jobs) {
+        let end = o.end_ms as f64 / 1000.0;
+        let t = (end - j.due).max(0.0);
+        if t > 1e-3 {
+            late += 1;
+        }
+        tard += t;
+        waits.push((o.start_ms as f64 / 1000.0 - j.release).max(0.0));
+    }
+    waits.sort_by(f64::total_cmp);
+    let epj = r.energy_j / n;
+    Metrics {
+        policy: r.policy.clone(),
+        placement: r.placement.to_string(),
+        detail: detail.to_string(),
+        jobs: wl.jobs.len(),
+        energy_j: r.energy_j,
+        energy_per_job_j: epj,
+        mean_tardiness_s: tard / n,
+        late_share: late as f64 / n,
+        et: 0.0,
+        et_vs_none: 0.0,
+        et_vs_static: 0.0,
+        makespan_s: r.makespan_s,
+        utilisation: if r.makespan_s > 0.0 {
+            r.busy_slice_s / (f64::from(r.capacity_slices) * r.makespan_s)
+        } else {
+            0.0
+        },
+        wait_p50_s: quantile(&waits, 0.5),
+        wait_p99_s: quantile(&waits, 0.99),
+        reconfigs: r.reconfigs,
+        instance_changes: r.instance_changes,
+        energy_lb_per_job_j: b.energy_per_job_j,
+        energy_over_lb: r.energy_j / b.energy_j - 1.0,
+        tardiness_lb_s: b.mean_tardiness_s,
+        events: r.events,
+        wall_s,
+    }
+}
+
+/// Fills in ET and its ratios. Energy and tardiness are normalised by the reference row's
+/// (the `none` row with the same placement, else the first row): `e = energy per job /
+/// e_ref`, `t = mean tardiness / t_ref`; when the reference has no tardiness, `t_ref` is the
+/// mean run time of a job on a full GPU (`mean_work_s`). ET = (e + a t) / (1 + a), a = 1, so
+/// the reference's ET is 1.
+pub fn normalise(rows: &mut [Metrics], mean_work_s: f64) {
+    let alpha = 1.0;
+    let placements: Vec<String> = rows.iter().map(|r| r.placement.clone()).collect();
+    for pl in placements {
+        let idx: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].placement == pl).collect();
+        let Some(&first) = idx.first() else { continue };
+        let rf = idx.iter().copied().find(|i| rows[*i].policy == "none").unwrap_or(first);
+        let e_ref = rows[rf].energy_per_job_j.max(1e-9);
+        let t_ref = if rows[rf].mean_tardiness_s > 1e-9 {
+            rows[rf].mean_tardiness_s
+        } else {
+            mean_work_s.max(1e-9)
+        };
+        for &i in &idx {
+            let r = &mut rows[i];
+            r.et = (r.energy_per_job_j / e_ref + alpha * r.mean_tardiness_s / t_ref) / (1.0 + alpha);
+        }
+        let none = idx.iter().find(|i| rows[**i].policy == "none").map(|i| rows[*i].et);
+        let stat = idx.iter().find(|i| rows[**i].policy == "static").map(|i| rows[*i].et);
+        for &i in &idx {
+            let et = rows[i].et;
+            rows[i].et_vs_none = none.map_or(f64::NAN, |x| et / x);
+            rows[i].et_vs_static = stat.map_or(f64::NAN, |x| et / x);
+        }
+    }
+}

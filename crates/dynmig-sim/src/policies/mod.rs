@@ -1,0 +1,179 @@
+//! The policies the simulator compares, all driven through [`dynmig_core::policy::Policy`]:
+//! - `none`: whole GPUs, never changed ([`NoChange`] on all-full layouts);
+//! - `static`: a fixed cluster layout ([`NoChange`]), the best one found by
+//!   [`crate::search`];
+//! - `twice-daily`: a day and a night layout ([`Scheduled`]);
+//! - `dynamic`: the controller's [`DemandDriven`] policy, the very same code;
+//! - `time-of-day`: a schedule learned from the arrivals seen so far ([`Learned`]).
+
+pub mod mix;
+pub mod views;
+
+use crate::cluster::Cluster;
+use crate::model::Job;
+use dynmig_core::demand::Demand;
+use dynmig_core::geometry::{NodeLayout, ProfileCounts};
+pub use dynmig_core::policy::{DemandDriven, NoChange, Policy, PolicyLimits};
+use dynmig_core::policy::{NodeView, Repartition};
+use std::time::Duration;
+
+/// A policy to simulate, with its initial cluster layout.
+#[derive(Debug, Clone)]
+pub enum PolicySpec {
+    /// Whole GPUs (a full-GPU instance on every GPU), never changed.
+    None,
+    /// A fixed layout, one [`NodeLayout`] per node.
+    Static(Vec<NodeLayout>),
+    /// Layouts by time of day: `(start, layouts)` sorted by start; the last one runs over
+    /// midnight until the first.
+    Scheduled(Vec<(Duration, Vec<NodeLayout>)>),
+    /// The controller's demand-driven policy, starting from whole GPUs.
+    Dynamic(PolicyLimits),
+    /// A time-of-day schedule of `periods` equal periods, learned each midnight from the
+    /// arrivals seen so far; starts from whole GPUs and keeps them on the first day.
+    Learned {
+        /// Periods per day (4: 00-06, 06-12, 12-18, 18-24).
+        periods: u32,
+    },
+}
+
+impl PolicySpec {
+    /// Short name for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PolicySpec::None => "none",
+            PolicySpec::Static(_) => "static",
+            PolicySpec::Scheduled(_) => "twice-daily",
+            PolicySpec::Dynamic(_) => "dynamic",
+            PolicySpec::Learned { .. } => "time-of-day",
+        }
+    }
+}
+
+/// Switches nodes to the layouts of the current period. Nodes are matched by position:
+/// `nodes[i]` gets `layouts[i]`. A node that is away (draining, reconfiguring) is left
+/// alone and caught at a later call.
+#[derive(Debug, Clone, Default)]
+pub struct Scheduled {
+    /// `(start of period since midnight, layouts)`, sorted by start.
+    pub periods: Vec<(Duration, Vec<NodeLayout>)>,
+}
+
+impl Scheduled {
+    /// The layouts in force at `time_of_day`, if any period is set.
+    pub fn current(&self, time_of_day: Duration) -> Option<&Vec<NodeLayout>> {
+        self.periods
+            .iter()
+            .rev()
+            .find(|(s, _)| *s <= time_of_day)
+            .or_else(|| self.periods.last())
+            .map(|(_, l)| l)
+    }
+}
+
+impl Policy for Scheduled {
+    fn name(&self) -> &'static str {
+        "scheduled"
+    }
+    fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+        self.plan_at(Duration::ZERO, nodes, demand)
+    }
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeView], _: &Demand) -> Vec<Repartition> {
+        let Some(targets) = self.current(time_of_day) else {
+            return Vec::new();
+        };
+        nodes
+            .iter()
+            .zip(targets)
+            .filter(|(n, t)| !n.unavailable && n.layout != **t)
+            .map(|(n, t)| Repartition {
+                node: n.name.clone(),
+                target: t.clone(),
+                serves: Default::default(),
+            })
+            .collect()
+    }
+}
+
+/// The learned time-of-day policy: a [`Scheduled`] policy whose periods are recomputed each
+/// midnight from the history of arrivals (no look-ahead: only jobs already released count).
+///
+/// History: each arriving job adds its run time on its smallest fitting profile (instance
+/// seconds; GPU seconds for multi-GPU jobs) to the periods of the day it would run in if it
+/// started at once. At midnight the mean concurrency per period is the sum over the days seen,
+/// and [`mix::mix_for_demand`] turns it into layouts.
+#[derive(Debug, Clone)]
+pub struct Learned {
+    /// The schedule in force.
+    pub schedule: Scheduled,
+    periods: u32,
+    demand: Vec<Vec<f64>>,
+    multi: Vec<f64>,
+}
+
+impl Learned {
+    /// A policy with `periods` periods for a cluster shaped like `c`.
+    pub fn new(periods: u32, c: &Cluster) -> Self {
+        let periods = periods.max(1);
+        Self {
+            schedule: Scheduled::default(),
+            periods,
+            demand: vec![vec![0.0; c.profiles.len()]; periods as usize],
+            multi: vec![0.0; periods as usize],
+        }
+    }
+
+    fn period_len(&self) -> f64 {
+        86400.0 / f64::from(self.periods)
+    }
+
+    /// Records an arriving job: `pidx` its smallest fitting profile, `run_s` its run time there.
+    pub fn observe(&mut self, job: &Job, pidx: usize, run_s: f64) {
+        let len = self.period_len();
+        let (mut t, end) = (job.release, job.release + run_s);
+        while t < end {
+            let next = ((t / len).floor() + 1.0) * len;
+            let stop = next.min(end);
+            let p = ((t / len) as usize) % self.periods as usize;
+            if job.gpus > 1 {
+                self.multi[p] += (stop - t) * f64::from(job.gpus);
+            } else {
+                self.demand[p][pidx] += stop - t;
+            }
+            t = stop;
+        }
+    }
+
+    /// Recomputes the schedule at `now` (s, a midnight) for cluster `c`.
+    pub fn relearn(&mut self, now: f64, c: &Cluster, candidates: &[ProfileCounts]) {
+        let days = (now / 86400.0).round().max(1.0);
+        let len = self.period_len();
+        self.schedule.periods = (0..self.periods as usize)
+            .map(|p| {
+                let d: Vec<f64> = self.demand[p].iter().map(|x| x / (days * len)).collect();
+                let layouts = mix::mix_for_demand(
+                    c.model,
+                    &c.profiles,
+                    c.nodes(),
+                    c.gpn,
+                    &d,
+                    self.multi[p] / (days * len),
+                    candidates,
+                );
+                (Duration::from_secs_f64(p as f64 * len), layouts)
+            })
+            .collect();
+    }
+}
+
+impl Policy for Learned {
+    fn name(&self) -> &'static str {
+        "time-of-day"
+    }
+    fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+        self.schedule.plan(nodes, demand)
+    }
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+        self.schedule.plan_at(time_of_day, nodes, demand)
+    }
+}

@@ -1,0 +1,113 @@
+//! The comparison table in four forms: aligned text for a terminal, Markdown, CSV and JSON.
+
+use crate::evaluate::Evaluation;
+use crate::metrics::Metrics;
+use anyhow::Result;
+
+const HEAD: [&str; 17] = [
+    "policy",
+    "placement",
+    "energy/job MJ",
+    "E/E_lb",
+    "tardiness s",
+    "late %",
+    "ET",
+    "ET/none",
+    "ET/static",
+    "makespan h",
+    "util %",
+    "wait p50 s",
+    "wait p99 s",
+    "reconfigs",
+    "inst changes",
+    "events",
+    "wall s",
+];
+
+fn cells(m: &Metrics) -> Vec<String> {
+    vec![
+        m.policy.clone(),
+        m.placement.clone(),
+        format!("{:.3}", m.energy_per_job_j / 1e6),
+        format!("{:.3}", 1.0 + m.energy_over_lb),
+        format!("{:.0}", m.mean_tardiness_s),
+        format!("{:.1}", 100.0 * m.late_share),
+        format!("{:.3}", m.et),
+        format!("{:.3}", m.et_vs_none),
+        format!("{:.3}", m.et_vs_static),
+        format!("{:.1}", m.makespan_s / 3600.0),
+        format!("{:.1}", 100.0 * m.utilisation),
+        format!("{:.0}", m.wait_p50_s),
+        format!("{:.0}", m.wait_p99_s),
+        m.reconfigs.to_string(),
+        m.instance_changes.to_string(),
+        m.events.to_string(),
+        format!("{:.2}", m.wall_s),
+    ]
+}
+
+fn bounds_line(e: &Evaluation) -> String {
+    format!(
+        "lower bounds: energy/job {:.3} MJ, mean tardiness {:.0} s, makespan {:.1} h",
+        e.bounds.energy_per_job_j / 1e6,
+        e.bounds.mean_tardiness_s,
+        e.bounds.makespan_s / 3600.0
+    )
+}
+
+/// Aligned text.
+pub fn terminal(e: &Evaluation) -> String {
+    let rows: Vec<Vec<String>> = e.rows.iter().map(cells).collect();
+    let widths: Vec<usize> = (0..HEAD.len())
+        .map(|i| rows.iter().map(|r| r[i].len()).chain([HEAD[i].len()]).max().unwrap_or(0))
+        .collect();
+    let line = |r: &[String]| -> String {
+        r.iter()
+            .enumerate()
+            .map(|(i, c)| if i < 2 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let mut s = line(&HEAD.map(String::from));
+    s.push('\n');
+    for r in &rows {
+        s.push_str(&line(r));
+        s.push('\n');
+    }
+    s.push_str(&bounds_line(e));
+    s.push('\n');
+    for m in &e.rows {
+        s.push_str(&format!("  {} / {}: {}\n", m.policy, m.placement, m.detail));
+    }
+    s
+}
+
+/// Markdown table.
+pub fn markdown(e: &Evaluation) -> String {
+    let mut s = format!("| {} |\n|{}\n", HEAD.join(" | "), "---|".repeat(HEAD.len()));
+    for m in &e.rows {
+        s.push_str(&format!("| {} |\n", cells(m).join(" | ")));
+    }
+    s.push_str(&format!("\n{}\n", bounds_line(e)));
+    s
+}
+
+/// CSV, one row per policy and placement, every metric in its unit (J, s).
+///
+/// # Errors
+/// Serialisation failed.
+pub fn csv(e: &Evaluation) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for m in &e.rows {
+        w.serialize(m)?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// JSON: rows, bounds and the candidates tried.
+///
+/// # Errors
+/// Serialisation failed.
+pub fn json(e: &Evaluation) -> Result<String> {
+    Ok(serde_json::to_string_pretty(e)?)
+}

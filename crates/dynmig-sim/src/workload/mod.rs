@@ -1,0 +1,55 @@
+//! Workloads: the real Alibaba trace ([`trace`]) and a SMART-MIG-like synthetic generator
+//! ([`synthetic`]), both turned into [`Job`]s; and the load measure used to size a cluster.
+
+pub mod alibaba;
+pub mod synthetic;
+pub mod trace;
+
+use crate::model::Job;
+use serde::{Deserialize, Serialize};
+
+/// Jobs sorted by release time, with ids equal to their index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Workload {
+    /// The jobs.
+    pub jobs: Vec<Job>,
+    /// What it is, e.g. `alibaba openb, last 30 days, load x10.0`.
+    pub description: String,
+}
+
+impl Workload {
+    /// Sorts by release and renumbers.
+    pub fn new(mut jobs: Vec<Job>, description: String) -> Self {
+        jobs.sort_by(|a, b| a.release.total_cmp(&b.release).then(a.id.cmp(&b.id)));
+        for (i, j) in jobs.iter_mut().enumerate() {
+            j.id = i as u32;
+        }
+        Self { jobs, description }
+    }
+
+    /// Whole-GPU concurrency per hour of the day: the mean number of GPUs busy in each hour if
+    /// every job started at its release on whole GPUs (`gpus` x `work`), averaged over the days
+    /// the workload spans. Its maximum is the offered load at the day's peak.
+    pub fn hourly_gpu_demand(&self) -> [f64; 24] {
+        let mut h = [0.0f64; 24];
+        let mut end = 0.0f64;
+        for j in &self.jobs {
+            let (s, e) = (j.release, j.release + j.work);
+            end = end.max(j.release);
+            let mut t = s;
+            while t < e {
+                let next = ((t / 3600.0).floor() + 1.0) * 3600.0;
+                let stop = next.min(e);
+                h[((t / 3600.0) as usize) % 24] += (stop - t) * f64::from(j.gpus);
+                t = stop;
+            }
+        }
+        let days = (end / 86400.0).ceil().max(1.0);
+        h.map(|x| x / (3600.0 * days))
+    }
+
+    /// The peak of [`Workload::hourly_gpu_demand`], in GPUs.
+    pub fn peak_gpu_demand(&self) -> f64 {
+        self.hourly_gpu_demand().into_iter().fold(0.0, f64::max)
+    }
+}
