@@ -113,6 +113,9 @@ enum Cmd {
         #[command(subcommand)]
         cmd: dynmig::gpu_cli::MigPartedCmd,
     },
+    /// Simulate a cluster of MIG GPUs under every policy on the real trace (or a synthetic
+    /// workload) and compare them (docs/simulate.md).
+    Simulate(dynmig_sim::cli::SimulateArgs),
     /// Trace tools.
     Trace {
         #[command(subcommand)]
@@ -335,6 +338,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::OomRestart { job, to, message } => {
             dynmig::oom::restart(&Ctx::load(cli.config.as_deref())?, job, to.as_deref(), &message)
         }
+        Cmd::Simulate(args) => dynmig_sim::cli::run(&args),
         Cmd::Gpu { cmd } => dynmig::gpu_cli::gpu(cmd),
         Cmd::MigParted { cmd } => dynmig::gpu_cli::mig_parted(cmd),
         Cmd::Status => {
