@@ -53,7 +53,7 @@ pub enum MigPartedCmd {
         model: String,
         /// `NAME=LAYOUT[,LAYOUT...]`, one layout per GPU (`off` for MIG disabled), e.g.
         /// `balanced=1x3g.40gb+1x2g.20gb+2x1g.10gb,1x7g.80gb`. Repeat for several configs.
-        #[arg(long = "config", required = true)]
+        #[arg(long = "layouts", required = true)]
         configs: Vec<String>,
     },
 }
@@ -120,14 +120,14 @@ fn parse_export_configs(m: &GpuModel, args: &[String]) -> Result<BTreeMap<String
     for a in args {
         let (name, layouts) = a
             .split_once('=')
-            .ok_or_else(|| anyhow!("--config '{a}': expected NAME=LAYOUT[,LAYOUT...]"))?;
+            .ok_or_else(|| anyhow!("--layouts '{a}': expected NAME=LAYOUT[,LAYOUT...]"))?;
         let per_gpu = layouts
             .split(',')
             .map(|l| match l.trim() {
                 "off" => Ok(GpuConfig::Disabled),
                 l => ProfileCounts::parse(m, l)
                     .map(GpuConfig::Enabled)
-                    .map_err(|e| anyhow!("--config '{name}': {e}")),
+                    .map_err(|e| anyhow!("--layouts '{name}': {e}")),
             })
             .collect::<Result<Vec<_>>>()?;
         out.insert(name.to_string(), per_gpu);
@@ -302,6 +302,39 @@ mod tests {
             table.contains("| 3x2g.20gb+1x1g.10gb | - | 2x2g.20gb+3x1g.10gb | 3 | 9 |"),
             "{table}"
         );
+    }
+
+    /// The subcommands next to main's global `--config` (a clash panics at parse time).
+    #[test]
+    fn subcommands_parse_beside_a_global_config_flag() {
+        use clap::{CommandFactory, Parser};
+        #[derive(Parser)]
+        struct Cli {
+            #[arg(long, global = true)]
+            config: Option<PathBuf>,
+            #[command(subcommand)]
+            cmd: Top,
+        }
+        #[derive(clap::Subcommand)]
+        enum Top {
+            Gpu {
+                #[command(subcommand)]
+                cmd: GpuCmd,
+            },
+            MigParted {
+                #[command(subcommand)]
+                cmd: MigPartedCmd,
+            },
+        }
+        Cli::command().debug_assert();
+        let c = Cli::parse_from(["dynmig", "mig-parted", "export", "--model", "A30", "--layouts", "x=off"]);
+        assert!(matches!(
+            c.cmd,
+            Top::MigParted {
+                cmd: MigPartedCmd::Export { .. }
+            }
+        ));
+        assert!(c.config.is_none());
     }
 
     #[test]
