@@ -34,16 +34,23 @@ pub fn et_chart(rows: &[Metrics], path: &Path) -> Result<()> {
         .map_err(err)?;
     for (i, r) in rows.iter().enumerate() {
         let x = i as f64;
-        ch.draw_series([Rectangle::new([(x + 0.15, 0.0), (x + 0.85, r.et)], BLUE.mix(0.6).filled())])
-            .map_err(err)?;
+        ch.draw_series([Rectangle::new(
+            [(x + 0.15, 0.0), (x + 0.85, r.et)],
+            BLUE.mix(0.6).filled(),
+        )])
+        .map_err(err)?;
         ch.draw_series([Text::new(
             format!("{}/{}", r.policy, r.placement),
             (x + 0.1, -max * 0.06),
             ("sans-serif", 12),
         )])
         .map_err(err)?;
-        ch.draw_series([Text::new(format!("{:.3}", r.et), (x + 0.3, r.et + max * 0.02), ("sans-serif", 12))])
-            .map_err(err)?;
+        ch.draw_series([Text::new(
+            format!("{:.3}", r.et),
+            (x + 0.3, r.et + max * 0.02),
+            ("sans-serif", 12),
+        )])
+        .map_err(err)?;
     }
     root.present().map_err(err)?;
     Ok(())
@@ -65,15 +72,27 @@ pub fn day_chart(run: &RunResult, day: u32, path: &Path) -> Result<()> {
     let panels = root.split_evenly((3, 1));
     let hours = |t: f64| (t - t0) / 3600.0;
 
-    let max_inst = s.iter().map(|x| x.instances.iter().sum::<u32>()).max().unwrap_or(1).max(1);
+    let max_inst = s
+        .iter()
+        .map(|x| x.instances.iter().sum::<u32>())
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let mut ch = ChartBuilder::on(&panels[0])
-        .caption(format!("{}: instances per profile, day {day}", run.policy), ("sans-serif", 16))
+        .caption(
+            format!("{}: instances per profile, day {day}", run.policy),
+            ("sans-serif", 16),
+        )
         .margin(8)
         .x_label_area_size(30)
         .y_label_area_size(50)
         .build_cartesian_2d(0f64..24f64, 0f64..f64::from(max_inst) * 1.05)
         .map_err(err)?;
-    ch.configure_mesh().x_desc("hour").y_desc("instances").draw().map_err(err)?;
+    ch.configure_mesh()
+        .x_desc("hour")
+        .y_desc("instances")
+        .draw()
+        .map_err(err)?;
     for (p, name) in run.profiles.iter().enumerate() {
         let color = Palette99::pick(p).to_rgba();
         // stacked: the sum of profiles 0..=p
@@ -86,7 +105,10 @@ pub fn day_chart(run: &RunResult, day: u32, path: &Path) -> Result<()> {
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
     }
-    ch.configure_series_labels().background_style(WHITE.mix(0.8)).draw().map_err(err)?;
+    ch.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(err)?;
 
     let max_q = s.iter().map(|x| x.queue).max().unwrap_or(0).max(1);
     let mut ch = ChartBuilder::on(&panels[1])
@@ -97,8 +119,11 @@ pub fn day_chart(run: &RunResult, day: u32, path: &Path) -> Result<()> {
         .build_cartesian_2d(0f64..24f64, 0f64..f64::from(max_q) * 1.05)
         .map_err(err)?;
     ch.configure_mesh().x_desc("hour").y_desc("jobs").draw().map_err(err)?;
-    ch.draw_series(LineSeries::new(s.iter().map(|x| (hours(x.t_s), f64::from(x.queue))), &RED))
-        .map_err(err)?;
+    ch.draw_series(LineSeries::new(
+        s.iter().map(|x| (hours(x.t_s), f64::from(x.queue))),
+        &RED,
+    ))
+    .map_err(err)?;
 
     let max_w = s.iter().map(|x| x.power_w).fold(0.0, f64::max).max(1.0);
     let mut ch = ChartBuilder::on(&panels[2])
@@ -109,8 +134,11 @@ pub fn day_chart(run: &RunResult, day: u32, path: &Path) -> Result<()> {
         .build_cartesian_2d(0f64..24f64, 0f64..max_w / 1000.0 * 1.05)
         .map_err(err)?;
     ch.configure_mesh().x_desc("hour").y_desc("kW").draw().map_err(err)?;
-    ch.draw_series(LineSeries::new(s.iter().map(|x| (hours(x.t_s), x.power_w / 1000.0)), &BLACK))
-        .map_err(err)?;
+    ch.draw_series(LineSeries::new(
+        s.iter().map(|x| (hours(x.t_s), x.power_w / 1000.0)),
+        &BLACK,
+    ))
+    .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
 }

@@ -20,7 +20,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
     /// The Alibaba trace CSV.
-    #[arg(long, default_value = "../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv")]
+    #[arg(
+        long,
+        default_value = "../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv"
+    )]
     pub trace: PathBuf,
     /// Use the synthetic SMART-MIG-like generator instead of the trace.
     #[arg(long)]
@@ -42,7 +45,11 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: usize,
     /// Policies, comma-separated: none, static, twice-daily, dynamic, time-of-day.
-    #[arg(long, value_delimiter = ',', default_value = "none,static,twice-daily,dynamic,time-of-day")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none,static,twice-daily,dynamic,time-of-day"
+    )]
     pub policies: Vec<PolicyName>,
     /// Placement rules, comma-separated (slurm, edf, eft, largest-first, smallest-first,
     /// random), or `all`.
@@ -118,7 +125,11 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
     let placements: Vec<Placement> = if a.placements.iter().any(|p| p == "all") {
         ALL_PLACEMENTS.to_vec()
     } else {
-        a.placements.iter().map(|p| p.parse()).collect::<Result<_, String>>().map_err(anyhow::Error::msg)?
+        a.placements
+            .iter()
+            .map(|p| p.parse())
+            .collect::<Result<_, String>>()
+            .map_err(anyhow::Error::msg)?
     };
     let drain = match a.drain.as_str() {
         "node" => DrainScope::Node,
@@ -146,7 +157,9 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
         }
         gpus as f64 / peak
     } else {
-        a.load.parse::<f64>().with_context(|| format!("--load {}: allowed a number > 0 or auto", a.load))?
+        a.load
+            .parse::<f64>()
+            .with_context(|| format!("--load {}: allowed a number > 0 or auto", a.load))?
     };
     let wl = workload(a, &m, load)?;
     let mut cfg = SimConfig::new(model, a.nodes, a.gpus_per_node);

@@ -6,7 +6,9 @@
 
 use crate::power::PowerModel;
 use anyhow::{anyhow, Result};
-use dynmig_core::geometry::{check_instances, classic_profiles, place, GpuModel, NodeLayout, Placed, ProfileCounts, ProfileSpec};
+use dynmig_core::geometry::{
+    check_instances, classic_profiles, place, GpuModel, NodeLayout, Placed, ProfileCounts, ProfileSpec,
+};
 use std::collections::BTreeSet;
 
 /// One placed instance and the job on it.
@@ -107,10 +109,14 @@ impl Cluster {
         }
         for (n, l) in layouts.iter().enumerate() {
             if l.gpus.len() != gpn {
-                return Err(anyhow!("node {n}: layout {l} has {} GPUs, the nodes have {gpn}", l.gpus.len()));
+                return Err(anyhow!(
+                    "node {n}: layout {l} has {} GPUs, the nodes have {gpn}",
+                    l.gpus.len()
+                ));
             }
             for (i, counts) in l.gpus.iter().enumerate() {
-                let placed = place(model, counts).ok_or_else(|| anyhow!("{counts} does not fit on one {}", model.name))?;
+                let placed =
+                    place(model, counts).ok_or_else(|| anyhow!("{counts} does not fit on one {}", model.name))?;
                 c.set_instances(n * gpn + i, &placed)?;
             }
         }
@@ -145,12 +151,18 @@ impl Cluster {
     /// The instance with this key.
     pub fn inst(&self, key: u32) -> &Inst {
         let (g, s) = ((key / 8) as usize, (key % 8) as u8);
-        self.insts[g].iter().find(|i| i.placed.start == s).expect("instance key exists")
+        self.insts[g]
+            .iter()
+            .find(|i| i.placed.start == s)
+            .expect("instance key exists")
     }
 
     fn inst_mut(&mut self, key: u32) -> &mut Inst {
         let (g, s) = ((key / 8) as usize, (key % 8) as u8);
-        self.insts[g].iter_mut().find(|i| i.placed.start == s).expect("instance key exists")
+        self.insts[g]
+            .iter_mut()
+            .find(|i| i.placed.start == s)
+            .expect("instance key exists")
     }
 
     /// A GPU's current layout as profile counts.
@@ -162,7 +174,9 @@ impl Cluster {
     /// A node's current layout.
     pub fn node_layout(&self, node: usize) -> NodeLayout {
         NodeLayout {
-            gpus: (node * self.gpn..(node + 1) * self.gpn).map(|g| self.gpu_counts(g)).collect(),
+            gpus: (node * self.gpn..(node + 1) * self.gpn)
+                .map(|g| self.gpu_counts(g))
+                .collect(),
         }
     }
 
@@ -321,7 +335,11 @@ impl Cluster {
             return Err(anyhow!("busy counts do not match the running jobs"));
         }
         if (total_w - self.total_w).abs() > 1e-6 * total_w.max(1.0) {
-            return Err(anyhow!("power {} W does not match a recount {} W", self.total_w, total_w));
+            return Err(anyhow!(
+                "power {} W does not match a recount {} W",
+                self.total_w,
+                total_w
+            ));
         }
         Ok(())
     }

@@ -177,7 +177,12 @@ pub fn initial_layouts(spec: &PolicySpec, cfg: &SimConfig) -> Vec<NodeLayout> {
 pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dyn Fn(u64)) -> Result<RunResult> {
     let layouts = initial_layouts(spec, cfg);
     if layouts.len() != cfg.nodes {
-        bail!("policy {} gives {} node layouts for {} nodes", spec.name(), layouts.len(), cfg.nodes);
+        bail!(
+            "policy {} gives {} node layouts for {} nodes",
+            spec.name(),
+            layouts.len(),
+            cfg.nodes
+        );
     }
     let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &layouts, cfg.power.clone())?;
     let mut sim = Sim::new(wl, cfg, cluster)?;
@@ -239,12 +244,23 @@ impl<'a> Sim<'a> {
                     bail!("job {} asks {} GPUs; a node has {}", j.id, j.gpus, cfg.gpus_per_node);
                 }
                 if j.mem_mib > c.profiles[c.full].memory_mib {
-                    bail!("job {} needs {} MiB per GPU; a {} has {}", j.id, j.mem_mib, cfg.model.name, c.profiles[c.full].memory_mib);
+                    bail!(
+                        "job {} needs {} MiB per GPU; a {} has {}",
+                        j.id,
+                        j.mem_mib,
+                        cfg.model.name,
+                        c.profiles[c.full].memory_mib
+                    );
                 }
                 class.push((np + j.gpus as usize) as u16);
             } else {
                 let p = c.smallest_fitting(j.mem_mib).ok_or_else(|| {
-                    anyhow!("job {} needs {} MiB of GPU memory; no {} profile has that much", j.id, j.mem_mib, cfg.model.name)
+                    anyhow!(
+                        "job {} needs {} MiB of GPU memory; no {} profile has that much",
+                        j.id,
+                        j.mem_mib,
+                        cfg.model.name
+                    )
                 })?;
                 class.push(p as u16);
             }
@@ -284,7 +300,13 @@ impl<'a> Sim<'a> {
         ((job.time_on(slices, self.cfg.model.compute_slices) * 1000.0).ceil() as i64).max(1)
     }
 
-    fn run(&mut self, driver: &mut Driver, interval_ms: i64, cands: &[ProfileCounts], progress: &dyn Fn(u64)) -> Result<()> {
+    fn run(
+        &mut self,
+        driver: &mut Driver,
+        interval_ms: i64,
+        cands: &[ProfileCounts],
+        progress: &dyn Fn(u64),
+    ) -> Result<()> {
         let n = self.jobs.len();
         let mut next_arrival = 0usize;
         let mut next_tick = if interval_ms == i64::MAX { i64::MAX } else { 0 };
@@ -293,7 +315,10 @@ impl<'a> Sim<'a> {
         let mut last = 0i64;
         let mut last_change = 0i64;
         while (self.done as usize) < n {
-            let ta = self.jobs.get(next_arrival).map_or(i64::MAX, |j| (j.release * 1000.0).round() as i64);
+            let ta = self
+                .jobs
+                .get(next_arrival)
+                .map_or(i64::MAX, |j| (j.release * 1000.0).round() as i64);
             let th = self.heap.peek().map_or(i64::MAX, |Reverse((t, _, _))| *t);
             let now = ta.min(th).min(next_tick);
             if now == i64::MAX || (ta == i64::MAX && th == i64::MAX && now - last_change > 2 * 86_400_000) {
@@ -415,7 +440,9 @@ impl<'a> Sim<'a> {
         let d = demand(&self.c, &self.pending, &self.c.profiles);
         let plan = policy.plan_at(tod, &views, &d);
         for r in plan {
-            let node = node_index(&r.node).filter(|n| *n < self.c.nodes()).ok_or_else(|| anyhow!("policy names unknown node {}", r.node))?;
+            let node = node_index(&r.node)
+                .filter(|n| *n < self.c.nodes())
+                .ok_or_else(|| anyhow!("policy names unknown node {}", r.node))?;
             self.repartition(node, &r.target)?;
         }
         Ok(())
@@ -424,7 +451,10 @@ impl<'a> Sim<'a> {
     fn repartition(&mut self, node: usize, target: &NodeLayout) -> Result<()> {
         let gpn = self.c.gpn;
         if target.gpus.len() != gpn {
-            bail!("policy target {target} for node {node} has {} GPUs, not {gpn}", target.gpus.len());
+            bail!(
+                "policy target {target} for node {node} has {} GPUs, not {gpn}",
+                target.gpus.len()
+            );
         }
         let gpus = node * gpn..(node + 1) * gpn;
         if gpus.clone().any(|g| self.c.state[g] != GpuState::Up) {
@@ -472,7 +502,11 @@ impl<'a> Sim<'a> {
             let current: Vec<_> = self.c.insts[g].iter().map(|i| (i.placed, false)).collect();
             let t = plan_transition(self.c.model, &current, &target).map_err(|e| anyhow!("GPU {g}: {e}"))?;
             ops += t.operations();
-            let mut next: Vec<_> = current.iter().map(|(p, _)| *p).filter(|p| !t.destroy.contains(p)).collect();
+            let mut next: Vec<_> = current
+                .iter()
+                .map(|(p, _)| *p)
+                .filter(|p| !t.destroy.contains(p))
+                .collect();
             next.extend(t.create.iter().copied());
             self.c.set_state(g, GpuState::Reconfiguring);
             self.c.set_instances(g, &next)?;
@@ -486,7 +520,13 @@ impl<'a> Sim<'a> {
         self.reconfigs += 1;
         self.changes += ops as u64;
         let t = self.now + (ops as f64 * self.cfg.reconfig_cost_s * 1000.0).round() as i64;
-        self.push(t, Ev::Up { lo: lo as u32, hi: hi as u32 });
+        self.push(
+            t,
+            Ev::Up {
+                lo: lo as u32,
+                hi: hi as u32,
+            },
+        );
         Ok(())
     }
 
@@ -539,11 +579,17 @@ impl<'a> Sim<'a> {
         if self.queued == 0 {
             return;
         }
-        let resv = if self.cfg.placement == Placement::Slurm { self.reservation() } else { None };
+        let resv = if self.cfg.placement == Placement::Slurm {
+            self.reservation()
+        } else {
+            None
+        };
         loop {
             let mut best: Option<((i64, u32), Vec<u32>)> = None;
             for class in 0..self.queues.len() {
-                let Some(&head) = self.queues[class].first() else { continue };
+                let Some(&head) = self.queues[class].first() else {
+                    continue;
+                };
                 if best.as_ref().is_some_and(|(b, _)| *b <= head) {
                     continue;
                 }
@@ -600,7 +646,11 @@ impl<'a> Sim<'a> {
                 p += 1;
             }
             let from = self.rng.gen_range(0..(self.c.insts.len() as u32 * 8));
-            let key = self.c.free[p].range(from..).next().or_else(|| self.c.free[p].first()).copied()?;
+            let key = self.c.free[p]
+                .range(from..)
+                .next()
+                .or_else(|| self.c.free[p].first())
+                .copied()?;
             return Some(vec![key]);
         }
         let order: Vec<usize> = if self.cfg.placement.fastest_first() {

@@ -48,7 +48,11 @@ impl std::str::FromStr for PolicyName {
             "twice-daily" => PolicyName::TwiceDaily,
             "dynamic" => PolicyName::Dynamic,
             "time-of-day" => PolicyName::TimeOfDay,
-            _ => return Err(format!("unknown policy '{s}'; allowed: none, static, twice-daily, dynamic, time-of-day")),
+            _ => {
+                return Err(format!(
+                    "unknown policy '{s}'; allowed: none, static, twice-daily, dynamic, time-of-day"
+                ))
+            }
         })
     }
 }
@@ -104,11 +108,21 @@ fn demand_mix(wl: &Workload, c: &Cluster, window: Option<(f64, f64)>) -> (Vec<f6
     let mut d = vec![0.0; c.profiles.len()];
     let mut multi = 0.0;
     let horizon = wl.jobs.last().map_or(1.0, |j| j.release.max(1.0));
-    let share = window.map_or(1.0, |(a, b)| if b > a { (b - a) / 86400.0 } else { (86400.0 - a + b) / 86400.0 });
+    let share = window.map_or(1.0, |(a, b)| {
+        if b > a {
+            (b - a) / 86400.0
+        } else {
+            (86400.0 - a + b) / 86400.0
+        }
+    });
     for j in &wl.jobs {
         if let Some((a, b)) = window {
             let tod = j.release % 86400.0;
-            let inside = if a < b { tod >= a && tod < b } else { tod >= a || tod < b };
+            let inside = if a < b {
+                tod >= a && tod < b
+            } else {
+                tod >= a || tod < b
+            };
             if !inside {
                 continue;
             }
@@ -132,14 +146,22 @@ fn describe(layouts: &[NodeLayout]) -> String {
     }
     let mut v: Vec<_> = counts.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.iter().map(|(l, n)| format!("{n}x[{l}]")).collect::<Vec<_>>().join(" ")
+    v.iter()
+        .map(|(l, n)| format!("{n}x[{l}]"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Runs the comparison. `progress(label, done_jobs)` is told about each run's progress.
 ///
 /// # Errors
 /// A run failed (see [`simulate`]).
-pub fn evaluate(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions, progress: &dyn Fn(&str, u64)) -> Result<Evaluation> {
+pub fn evaluate(
+    wl: &Workload,
+    cfg: &SimConfig,
+    opts: &EvalOptions,
+    progress: &dyn Fn(&str, u64),
+) -> Result<Evaluation> {
     if wl.jobs.is_empty() {
         bail!("the workload has no jobs");
     }
@@ -179,14 +201,30 @@ pub fn evaluate(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions, progress: &d
         if opts.policies.contains(&PolicyName::None) {
             out.push((none_m.clone(), none_r));
         }
-        let need_static = opts.policies.iter().any(|p| matches!(p, PolicyName::Static | PolicyName::TwiceDaily));
+        let need_static = opts
+            .policies
+            .iter()
+            .any(|p| matches!(p, PolicyName::Static | PolicyName::TwiceDaily));
         let mut statics: Vec<(f64, String, Vec<NodeLayout>)> = Vec::new();
         if need_static {
             let mut specs: Vec<(String, Vec<NodeLayout>)> = cands
                 .iter()
-                .map(|l| (format!("{whole} whole nodes, rest {l}"), uniform(cfg.model, cfg.nodes, cfg.gpus_per_node, l, whole)))
+                .map(|l| {
+                    (
+                        format!("{whole} whole nodes, rest {l}"),
+                        uniform(cfg.model, cfg.nodes, cfg.gpus_per_node, l, whole),
+                    )
+                })
                 .collect();
-            let mix = mix_for_demand(cfg.model, &probe.profiles, cfg.nodes, cfg.gpus_per_node, &all_d, all_multi, &cands);
+            let mix = mix_for_demand(
+                cfg.model,
+                &probe.profiles,
+                cfg.nodes,
+                cfg.gpus_per_node,
+                &all_d,
+                all_multi,
+                &cands,
+            );
             specs.push((format!("demand mix: {}", describe(&mix)), mix));
             for (name, l) in specs {
                 let (r, w) = run(&PolicySpec::Static(l.clone()), &quiet, &format!("{pl}/static {name}"))?;
@@ -200,7 +238,10 @@ pub fn evaluate(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions, progress: &d
         if opts.policies.contains(&PolicyName::Static) {
             let (_, name, l) = &statics[0];
             let (r, w) = run(&PolicySpec::Static(l.clone()), &c, &format!("{pl}/static"))?;
-            out.push((metrics(wl, &r, &b, &format!("best of {}: {name}", cands.len() + 1), w), r));
+            out.push((
+                metrics(wl, &r, &b, &format!("best of {}: {name}", cands.len() + 1), w),
+                r,
+            ));
         }
         if opts.policies.contains(&PolicyName::TwiceDaily) {
             let (day, night) = opts.day_night;
@@ -215,11 +256,30 @@ pub fn evaluate(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions, progress: &d
             }
             let (dd, dm) = demand_mix(wl, &probe, Some((day, night)));
             let (nd, nm) = demand_mix(wl, &probe, Some((night, day)));
-            let dmix = mix_for_demand(cfg.model, &probe.profiles, cfg.nodes, cfg.gpus_per_node, &dd, dm, &cands);
-            let nmix = mix_for_demand(cfg.model, &probe.profiles, cfg.nodes, cfg.gpus_per_node, &nd, nm, &cands);
+            let dmix = mix_for_demand(
+                cfg.model,
+                &probe.profiles,
+                cfg.nodes,
+                cfg.gpus_per_node,
+                &dd,
+                dm,
+                &cands,
+            );
+            let nmix = mix_for_demand(
+                cfg.model,
+                &probe.profiles,
+                cfg.nodes,
+                cfg.gpus_per_node,
+                &nd,
+                nm,
+                &cands,
+            );
             pairs.push(("day and night demand mixes".into(), dmix, nmix));
             let sched = |d: &Vec<NodeLayout>, n: &Vec<NodeLayout>| {
-                let mut v = vec![(Duration::from_secs_f64(day), d.clone()), (Duration::from_secs_f64(night), n.clone())];
+                let mut v = vec![
+                    (Duration::from_secs_f64(day), d.clone()),
+                    (Duration::from_secs_f64(night), n.clone()),
+                ];
                 v.sort_by_key(|x| x.0);
                 PolicySpec::Scheduled(v)
             };

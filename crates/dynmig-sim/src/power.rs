@@ -47,7 +47,10 @@ impl PowerModel {
             .collect();
         assert!(xy.len() >= 2, "a power fit needs two points above idle");
         let n = xy.len() as f64;
-        let (mx, my) = (xy.iter().map(|p| p.0).sum::<f64>() / n, xy.iter().map(|p| p.1).sum::<f64>() / n);
+        let (mx, my) = (
+            xy.iter().map(|p| p.0).sum::<f64>() / n,
+            xy.iter().map(|p| p.1).sum::<f64>() / n,
+        );
         let sxy: f64 = xy.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
         let sxx: f64 = xy.iter().map(|p| (p.0 - mx).powi(2)).sum();
         let exponent = sxy / sxx;
@@ -63,7 +66,7 @@ impl PowerModel {
     }
 
     /// The A100 fit (46 W idle; 1g 110 W, 2g 141 W, 3g 170 W; 400 W cap). Gives about
-    /// 64/95/123 W per 1g/2g/3g instance and 201 W for a busy 7g.
+    /// 64/96/123 W per 1g/2g/3g instance and 204 W for a busy 7g.
     pub fn a100() -> Self {
         Self::fit(
             A100_IDLE_W,

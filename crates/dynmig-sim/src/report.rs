@@ -59,12 +59,24 @@ fn bounds_line(e: &Evaluation) -> String {
 pub fn terminal(e: &Evaluation) -> String {
     let rows: Vec<Vec<String>> = e.rows.iter().map(cells).collect();
     let widths: Vec<usize> = (0..HEAD.len())
-        .map(|i| rows.iter().map(|r| r[i].len()).chain([HEAD[i].len()]).max().unwrap_or(0))
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([HEAD[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let line = |r: &[String]| -> String {
         r.iter()
             .enumerate()
-            .map(|(i, c)| if i < 2 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .map(|(i, c)| {
+                if i < 2 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
             .collect::<Vec<_>>()
             .join("  ")
     };

@@ -1,6 +1,6 @@
 //! Golden checks on small hand-computed cases (docs/model.md gives the formulas).
 
-use dynmig_core::geometry::{ProfileCounts, NodeLayout, A100_40GB};
+use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
 use dynmig_sim::bounds::bounds;
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::{Job, JobKind};
@@ -69,7 +69,10 @@ fn seven_small_instances_run_jobs_side_by_side() {
     let wl = seven_jobs();
     let r = simulate(&wl, &PolicySpec::Static(layout("7x1g.5gb")), &cfg(), &|_| {}).unwrap();
     // Each job takes 70 x 7 / 1 = 490 s on a 1g; all start at 0.
-    assert!(r.jobs.iter().all(|o| o.start_ms == 0 && o.end_ms == 490_000 && o.slices == 1));
+    assert!(r
+        .jobs
+        .iter()
+        .all(|o| o.start_ms == 0 && o.end_ms == 490_000 && o.slices == 1));
     // 50 W + 7 x 100/7 W for 490 s.
     assert!((r.energy_j - 73_500.0).abs() < 1e-6, "{}", r.energy_j);
 }
@@ -87,7 +90,10 @@ fn dynamic_repartitions_then_runs() {
     // them all. Destroy the 7g and create seven 1g: 8 changes x 4 s = 32 s, idle power only.
     assert_eq!(r.reconfigs, 1);
     assert_eq!(r.instance_changes, 8);
-    assert!(r.jobs.iter().all(|o| o.start_ms == 32_000 && o.end_ms == 522_000 && o.slices == 1));
+    assert!(r
+        .jobs
+        .iter()
+        .all(|o| o.start_ms == 32_000 && o.end_ms == 522_000 && o.slices == 1));
     assert!((r.energy_j - (50.0 * 32.0 + 73_500.0)).abs() < 1e-6, "{}", r.energy_j);
 }
 
@@ -125,7 +131,10 @@ fn multi_gpu_job_waits_for_whole_gpus_on_one_node() {
     let mut c = cfg();
     c.gpus_per_node = 2;
     let r = simulate(&wl, &PolicySpec::None, &c, &|_| {}).unwrap();
-    assert_eq!(r.jobs[1].start_ms, 100_000, "the 2-GPU job waits for the first job's GPU");
+    assert_eq!(
+        r.jobs[1].start_ms, 100_000,
+        "the 2-GPU job waits for the first job's GPU"
+    );
     assert_eq!(r.jobs[1].end_ms, 200_000);
 }
 

@@ -34,7 +34,10 @@ fn specs(cfg: &SimConfig) -> Vec<PolicySpec> {
     vec![
         PolicySpec::None,
         PolicySpec::Static(day_l.clone()),
-        PolicySpec::Scheduled(vec![(Duration::from_secs(8 * 3600), day_l), (Duration::from_secs(20 * 3600), night_l)]),
+        PolicySpec::Scheduled(vec![
+            (Duration::from_secs(8 * 3600), day_l),
+            (Duration::from_secs(20 * 3600), night_l),
+        ]),
         PolicySpec::Dynamic(PolicyLimits {
             max_concurrent: 1,
             min_layout_lifetime: Duration::from_secs(300),
@@ -47,7 +50,11 @@ fn specs(cfg: &SimConfig) -> Vec<PolicySpec> {
 fn check(wl: &Workload, r: &RunResult, cfg: &SimConfig) {
     assert_eq!(r.jobs.len(), wl.jobs.len(), "every job completes");
     for (j, o) in wl.jobs.iter().zip(&r.jobs) {
-        assert!(o.start_ms as f64 >= (j.release * 1000.0).round(), "job {} starts before release", j.id);
+        assert!(
+            o.start_ms as f64 >= (j.release * 1000.0).round(),
+            "job {} starts before release",
+            j.id
+        );
         let run = ((j.time_on(o.slices, 7) * 1000.0).ceil() as i64).max(1);
         assert_eq!(o.end_ms - o.start_ms, run, "job {} runs its modelled time", j.id);
         if j.gpus > 1 {
@@ -55,8 +62,18 @@ fn check(wl: &Workload, r: &RunResult, cfg: &SimConfig) {
         }
     }
     let b = bounds(wl, cfg.model, cfg.nodes * cfg.gpus_per_node, &cfg.power);
-    assert!(r.energy_j >= b.energy_j * (1.0 - 1e-9), "{}: energy {} below bound {}", r.policy, r.energy_j, b.energy_j);
-    assert!(r.makespan_s >= b.makespan_s - 1e-3, "{}: makespan below bound", r.policy);
+    assert!(
+        r.energy_j >= b.energy_j * (1.0 - 1e-9),
+        "{}: energy {} below bound {}",
+        r.policy,
+        r.energy_j,
+        b.energy_j
+    );
+    assert!(
+        r.makespan_s >= b.makespan_s - 1e-3,
+        "{}: makespan below bound",
+        r.policy
+    );
     let mean_t: f64 = wl
         .jobs
         .iter()
@@ -64,7 +81,12 @@ fn check(wl: &Workload, r: &RunResult, cfg: &SimConfig) {
         .map(|(j, o)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
         .sum::<f64>()
         / wl.jobs.len() as f64;
-    assert!(mean_t >= b.mean_tardiness_s - 1e-3, "{}: tardiness {mean_t} below bound {}", r.policy, b.mean_tardiness_s);
+    assert!(
+        mean_t >= b.mean_tardiness_s - 1e-3,
+        "{}: tardiness {mean_t} below bound {}",
+        r.policy,
+        b.mean_tardiness_s
+    );
 }
 
 #[test]
@@ -111,7 +133,11 @@ fn same_seed_same_result() {
             assert_eq!(a, b, "{} {pl} is not deterministic", spec.name());
         }
     }
-    assert_ne!(workload(5).jobs, workload(6).jobs, "another seed gives another workload");
+    assert_ne!(
+        workload(5).jobs,
+        workload(6).jobs,
+        "another seed gives another workload"
+    );
 }
 
 #[test]

@@ -5,7 +5,8 @@ use dynmig_sim::workload::alibaba::parse_pods;
 use dynmig_sim::workload::synthetic::{rate_at, synthetic_workload, SyntheticParams};
 use dynmig_sim::workload::trace::{trace_workload, TraceParams};
 
-const CSV: &str = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+const CSV: &str =
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
 p0,1,1,1,1000,,LS,Succeeded,0,100,0
 p1,1,1,1,250,,LS,Succeeded,864000,865000,864000
 p2,1,1,0,0,,LS,Succeeded,864100,865000,864100
@@ -45,7 +46,10 @@ fn load_factor_copies_pods() {
     };
     let wl = trace_workload(&pods, &p, &m).unwrap();
     assert_eq!(wl.jobs.len(), 6);
-    assert!(wl.jobs.windows(2).all(|w| w[0].release <= w[1].release), "sorted by release");
+    assert!(
+        wl.jobs.windows(2).all(|w| w[0].release <= w[1].release),
+        "sorted by release"
+    );
     let e = trace_workload(&pods, &TraceParams { load: 0.0, ..p }, &m).unwrap_err();
     assert!(e.to_string().contains("allowed"), "{e}");
 }
@@ -65,8 +69,15 @@ fn synthetic_arrivals_follow_the_day() {
     }
     assert!(by_hour[18] > 2 * by_hour[6], "peak at 18:00: {by_hour:?}");
     let n = wl.jobs.len() as f64;
-    assert!((n / (20.0 * 24.0) - 50.0).abs() < 5.0, "mean rate near 50/h: {}", n / 480.0);
+    assert!(
+        (n / (20.0 * 24.0) - 50.0).abs() < 5.0,
+        "mean rate near 50/h: {}",
+        n / 480.0
+    );
     let inference: Vec<_> = wl.jobs.iter().filter(|j| j.kind == JobKind::Inference).collect();
     let mean = inference.iter().map(|j| j.work).sum::<f64>() / inference.len() as f64;
-    assert!((mean - 300.0).abs() < 40.0, "exponential inference durations of mean 300 s: {mean}");
+    assert!(
+        (mean - 300.0).abs() < 40.0,
+        "exponential inference durations of mean 300 s: {mean}"
+    );
 }

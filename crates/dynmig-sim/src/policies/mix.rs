@@ -47,7 +47,9 @@ pub fn mix_for_demand(
     let mut out = Vec::with_capacity(nodes);
     for n in 0..nodes {
         if n < whole {
-            out.push(NodeLayout { gpus: vec![full.clone(); gpn] });
+            out.push(NodeLayout {
+                gpus: vec![full.clone(); gpn],
+            });
             continue;
         }
         let mut gpus = Vec::with_capacity(gpn);

@@ -79,7 +79,11 @@ pub fn rate_at(p: &SyntheticParams, t: f64) -> f64 {
 /// Parameters out of range (the message names which and what is allowed).
 pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Workload> {
     if !(p.days > 0.0 && p.jobs_per_hour > 0.0) {
-        bail!("days and jobs_per_hour must be > 0 (got {} and {})", p.days, p.jobs_per_hour);
+        bail!(
+            "days and jobs_per_hour must be > 0 (got {} and {})",
+            p.days,
+            p.jobs_per_hour
+        );
     }
     if !(0.0..1.0).contains(&p.amplitude) || !(0.0..=1.0).contains(&p.multi_gpu_share) {
         bail!("amplitude must be in [0, 1) and multi_gpu_share in [0, 1]");
@@ -106,7 +110,11 @@ pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Worklo
         } else {
             (1, f64::from(TRACE_SHARES[shares.sample(&mut rng)].0) / 1000.0)
         };
-        let kind = if share >= 0.65 { JobKind::Training } else { JobKind::Inference };
+        let kind = if share >= 0.65 {
+            JobKind::Training
+        } else {
+            JobKind::Inference
+        };
         let work = match kind {
             JobKind::Training => train.sample(&mut rng),
             JobKind::Inference => infer.sample(&mut rng),

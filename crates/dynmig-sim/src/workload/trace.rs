@@ -69,13 +69,21 @@ pub fn trace_workload(pods: &[Pod], p: &TraceParams, m: &ModelParams) -> Result<
         .collect();
     kept.sort_by(|a, b| (a.creation_time, &a.name).cmp(&(b.creation_time, &b.name)));
     for pod in kept {
-        let d = pod.duration().unwrap_or_default().as_secs_f64().clamp(m.min_run_s, m.max_run_s);
+        let d = pod
+            .duration()
+            .unwrap_or_default()
+            .as_secs_f64()
+            .clamp(m.min_run_s, m.max_run_s);
         let share = if pod.num_gpu == 1 {
             (f64::from(pod.gpu_milli) / 1000.0).clamp(0.001, 1.0)
         } else {
             1.0
         };
-        let kind = if share < 1.0 { JobKind::Inference } else { JobKind::Training };
+        let kind = if share < 1.0 {
+            JobKind::Inference
+        } else {
+            JobKind::Training
+        };
         let gamma = m.gamma(kind);
         let work = d * share.powf(gamma);
         let mem_mib = ((m.trace_gpu_memory_mib as f64) * share).ceil() as u64;
@@ -101,7 +109,10 @@ pub fn trace_workload(pods: &[Pod], p: &TraceParams, m: &ModelParams) -> Result<
         }
     }
     if jobs.is_empty() {
-        bail!("no GPU pod that ran was created in the last {} days of the trace", p.days);
+        bail!(
+            "no GPU pod that ran was created in the last {} days of the trace",
+            p.days
+        );
     }
     Ok(Workload::new(
         jobs,
