@@ -437,7 +437,12 @@ impl<'a> Sim<'a> {
         };
         self.events += 1;
         let views = node_views(&self.c, self.now, cands);
-        let d = demand(&self.c, &self.pending, &self.c.profiles);
+        let np = self.c.profiles.len();
+        let widest = (np..self.queues.len())
+            .rev()
+            .find(|q| !self.queues[*q].is_empty())
+            .map_or(0, |q| q - np);
+        let d = demand(&self.c, &self.pending, &self.c.profiles, widest);
         let plan = policy.plan_at(tod, &views, &d);
         for r in plan {
             let node = node_index(&r.node)

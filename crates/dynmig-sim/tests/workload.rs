@@ -26,8 +26,8 @@ fn trace_pods_become_jobs() {
     // p0 is older than 2 days before the last creation, p2 has no GPU, p4 never ran.
     assert_eq!(wl.jobs.len(), 2);
     let (a, b) = (&wl.jobs[0], &wl.jobs[1]);
-    // The window starts at the trace midnight at or before 950000 - 172800 = 777200: 777600.
-    assert_eq!(a.release, 864000.0 - 777600.0);
+    // The window starts at the trace midnight at or before 950000 - 172800 = 777200: 691200.
+    assert_eq!(a.release, 864000.0 - 691200.0);
     assert_eq!(a.kind, JobKind::Inference);
     assert_eq!(a.mem_mib, 4096, "a quarter of 16 GiB");
     assert!((a.work - 1000.0 * 0.25f64.powf(m.gamma_inference)).abs() < 1e-9);

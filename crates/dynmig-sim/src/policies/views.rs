@@ -52,10 +52,24 @@ pub fn node_views(c: &Cluster, now_ms: i64, allowed: &[ProfileCounts]) -> Vec<No
 /// as its smallest fitting profile, a multi-GPU job as that many full profiles, as
 /// job_submit/dynmig would rewrite them), and the instances that draining or reconfiguring
 /// GPUs will bring.
-pub fn demand(c: &Cluster, pending: &[u32], profiles: &[&'static ProfileSpec]) -> Demand {
+///
+/// `widest` is the most GPUs a queued multi-GPU job asks (0 if none). Free full-GPU
+/// instances on nodes with fewer than `widest` of them cannot serve that job, but the policy
+/// subtracts every free instance from the demand; so they are added to the pending full
+/// profile, which keeps the demand unmet until one node holds enough whole GPUs.
+pub fn demand(c: &Cluster, pending: &[u32], profiles: &[&'static ProfileSpec], widest: usize) -> Demand {
     let mut d = Demand::default();
     for (p, n) in pending.iter().enumerate() {
         d.add_pending(profiles[p].name, *n);
+    }
+    if widest > 1 {
+        let stranded: u32 = c
+            .free_full
+            .iter()
+            .filter(|f| (**f as usize) < widest)
+            .map(|f| u32::from(*f))
+            .sum();
+        d.add_pending(profiles[c.full].name, stranded);
     }
     for (g, s) in c.state.iter().enumerate() {
         match s {
