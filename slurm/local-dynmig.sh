@@ -7,6 +7,7 @@
 #
 #   slurm/local-dynmig.sh up      # env: DYNMIG_CLUSTER_DIR, DYNMIG_BIN_DIR (target/release),
 #                                 #      DYNMIG_NO_CONTROLLER=1 to start no controller
+#                                 #      DYNMIG_NO_HISTORY=1 to start no history server
 #   slurm/local-dynmig.sh down
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +36,14 @@ slurmd = "$(command -v slurmd)"
 scontrol = "$(command -v scontrol)"
 squeue = "$(command -v squeue)"
 sinfo = "$(command -v sinfo)"
+
+[history]
+# dynmig history serve listens on the controller's address (slurm/lib/common.sh CTL_ADDR),
+# which the nodes' namespaces reach.
+server = "${DYNMIG_HISTORY_ADDR:-10.199.0.1:6830}"
+
+[estimator]
+max_oom_restarts = 2
 
 [jobs]
 whole_gpu = "full-profile"
@@ -111,6 +120,10 @@ cmd_up() {
         in_node "$node" "$DYNMIG" --config "$CONF" agent --node "$node" >>"$DIR/log/agent-$node.log" 2>&1 &
         echo $! >"$DIR/run/agent-$node.pid"
     done
+    if [ -z "${DYNMIG_NO_HISTORY:-}" ]; then
+        "$DYNMIG" --config "$CONF" history serve >>"$DIR/log/history.log" 2>&1 &
+        echo $! >"$DIR/run/history.pid"
+    fi
     if [ -z "${DYNMIG_NO_CONTROLLER:-}" ]; then
         "$DYNMIG" --config "$CONF" controller >>"$DIR/log/controller.log" 2>&1 &
         echo $! >"$DIR/run/controller.pid"
@@ -121,7 +134,7 @@ cmd_up() {
 
 cmd_down() {
     local f
-    for f in "$DIR"/run/agent-*.pid "$DIR/run/controller.pid"; do
+    for f in "$DIR"/run/agent-*.pid "$DIR/run/controller.pid" "$DIR/run/history.pid"; do
         [ -f "$f" ] || continue
         kill "$(cat "$f")" 2>/dev/null || true
         rm -f "$f"

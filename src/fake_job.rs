@@ -1,7 +1,8 @@
 //! `dynmig fake-job --mem 30G --seconds 5`: a stand-in for a GPU workload on the simulated
-//! backend. It finds its MIG instance the way a CUDA program would (the GPU index Slurm gave
-//! the job, `SLURM_JOB_GPUS`, else `CUDA_VISIBLE_DEVICES`, mapped through the node's gres.conf
-//! to the instance's device file) and "allocates" `--mem` on it:
+//! backend. It finds its MIG profile (the job's `TresPerNode`, else the instance the Prolog
+//! attached the job to, else the GPU
+//! index Slurm gave the job, `SLURM_JOB_GPUS` or `CUDA_VISIBLE_DEVICES`, mapped through the
+//! node's gres.conf to the instance's device file) and "allocates" `--mem` on it:
 //! - more than the instance has: prints PyTorch's CUDA out-of-memory message to stderr,
 //!   records a peak equal to the instance's memory, and exits with [`OOM_EXIT`] at once;
 //! - otherwise: records the peak, sleeps `--seconds`, exits 0.
@@ -10,6 +11,7 @@
 //! Epilog reads ([`crate::oom`]): the simulated counterpart of NVML's per-process accounting
 //! (`nvmlDeviceGetAccountingStats`, `maxMemoryUsage`) on a real GPU.
 
+use crate::backend::GpuBackend;
 use crate::context::Ctx;
 use crate::hooks::{gres_conf_files, job_gpu_indices};
 use anyhow::{anyhow, Context, Result};
@@ -46,8 +48,40 @@ pub fn read_peak(path: &Path) -> Option<PeakRecord> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
-/// The MIG instance of this job: (profile name, memory in bytes).
-fn my_instance(ctx: &Ctx, node: &str) -> Result<(String, u64)> {
+/// The MIG instance of this job: (profile name, memory in bytes). First the instance the
+/// Prolog attached the job to (the Prolog sees `SLURM_JOB_GPUS`; a 22.05 batch step gets only
+/// `CUDA_VISIBLE_DEVICES` renumbered from 0), else the GPU index in the environment.
+fn my_instance(ctx: &Ctx, node: &str, job: u64) -> Result<(String, u64)> {
+    // The profile Slurm allocated (TresPerNode): on the local cluster the fake device files
+    // all share one device number, so Slurm's GPU indices need not follow gres.conf order.
+    let out = std::process::Command::new(&ctx.config.paths.scontrol)
+        .args(["show", "job", &job.to_string()])
+        .output();
+    if let Ok(out) = out {
+        let facts = crate::oom::parse_job(&String::from_utf8_lossy(&out.stdout));
+        let models = ctx.config.submit_policy().models;
+        if let Some((p, b)) = facts
+            .profile
+            .and_then(|p| dynmig_core::estimate::profile_bytes(&models, &p).map(|b| (p, b)))
+        {
+            return Ok((p, b));
+        }
+    }
+    let backend = ctx.simulated_backend(node)?;
+    for gpu in backend.gpus()? {
+        for inst in &gpu.instances {
+            if backend
+                .jobs_on(gpu.index, inst.gi_id)?
+                .iter()
+                .any(|j| u64::from(*j) == job)
+            {
+                return Ok((
+                    inst.placed.profile.name.to_string(),
+                    inst.placed.profile.memory_mib * MIB,
+                ));
+            }
+        }
+    }
     let var = std::env::var("SLURM_JOB_GPUS")
         .ok()
         .filter(|v| !v.trim().is_empty())
@@ -83,7 +117,7 @@ pub fn run(ctx: &Ctx, mem_bytes: u64, seconds: f64) -> Result<i32> {
         .context("SLURM_JOB_ID is not set")?
         .parse()
         .context("SLURM_JOB_ID")?;
-    let (profile, limit) = my_instance(ctx, &node)?;
+    let (profile, limit) = my_instance(ctx, &node, job)?;
     let oom = mem_bytes > limit;
     let record = PeakRecord {
         job_id: job,

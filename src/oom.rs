@@ -4,7 +4,7 @@
 //! 1. the job's peak record says an allocation failed (simulated backend: `dynmig fake-job`;
 //!    on real GPUs NVML accounting gives the peak but not the failure);
 //! 2. the job exited with [`crate::fake_job::OOM_EXIT`];
-//! 3. the job's stderr ends with a CUDA out-of-memory error (`CUDA out of memory`,
+//! 3. the job failed and its stderr ends with a CUDA out-of-memory error (`CUDA out of memory`,
 //!    `CUDA_ERROR_OUT_OF_MEMORY`, `cudaErrorMemoryAllocation`, `OutOfMemoryError`); the
 //!    Epilog runs as root and reads the tail of the job's `StdErr` file;
 //! 4. the job failed (exit status not 0) with its peak at least `estimator.oom_peak_fraction`
@@ -120,7 +120,13 @@ pub fn detect(
     if exit_status == OOM_EXIT {
         return Some(format!("exit status {OOM_EXIT}"));
     }
-    if let Some(p) = OOM_PATTERNS.iter().find(|p| stderr_tail.contains(*p)) {
+    // Only for a failed run: a job may print (or append to, after a restart) such a message
+    // and still succeed.
+    if let Some(p) = OOM_PATTERNS
+        .iter()
+        .find(|p| stderr_tail.contains(*p))
+        .filter(|_| exit_status != 0)
+    {
         return Some(format!("'{p}' in the job's stderr"));
     }
     match peak {
@@ -346,5 +352,6 @@ mod tests {
         assert!(detect(1, Some((99, 100, false)), "", 0.98).unwrap().contains("99%"));
         assert!(detect(0, Some((99, 100, false)), "", 0.98).is_none());
         assert!(detect(1, Some((50, 100, false)), "segfault", 0.98).is_none());
+        assert!(detect(0, None, "CUDA out of memory (an earlier run)", 0.98).is_none());
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! They need root, Slurm and the built plugins, so they are `#[ignore]`d in a plain
 //! `cargo test`; `slurm/test.sh` (the README's test command) runs them with `--include-ignored`.
-//! They share the namespaces and so run one at a time (a process-wide lock).
+//! They share the namespaces and so run one at a time (a process-wide lock, and a file lock
+//! on /run/dynmig-cluster-tests.lock for other test processes).
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ struct Cluster {
     dir: PathBuf,
     slurm_conf: String,
     _lock: std::sync::MutexGuard<'static, ()>,
+    _machine_lock: std::fs::File,
 }
 
 fn bin_dir() -> PathBuf {
@@ -29,6 +31,10 @@ fn bin_dir() -> PathBuf {
 impl Cluster {
     fn up(with_controller: bool) -> Self {
         let lock = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        // Other test processes (another `cargo test` run) use the same namespaces and
+        // directory: hold a machine-wide lock for the whole test, not only while starting.
+        let machine_lock = std::fs::File::create("/run/dynmig-cluster-tests.lock").expect("create the test lock");
+        fs4::FileExt::lock(&machine_lock).expect("take the test lock");
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let dir = root.join(".run/test-cluster");
         let mut cmd = Command::new("bash");
@@ -46,6 +52,7 @@ impl Cluster {
             dir: dir.clone(),
             slurm_conf: dir.join("etc/slurm.conf").display().to_string(),
             _lock: lock,
+            _machine_lock: machine_lock,
         };
         assert!(
             out.status.success(),
@@ -384,4 +391,203 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
         c.job_state(id) == "COMPLETED"
     });
     c.kill_agent("n1");
+}
+
+/// `dynmig history show --json` of the test cluster.
+fn history_json(c: &Cluster) -> Vec<Value> {
+    let out = c.ok(
+        bin_dir().join("dynmig").to_str().unwrap(),
+        &["history", "show", "--json", "--limit", "1000"],
+    );
+    serde_json::from_str(&out).expect("history json")
+}
+
+#[test]
+#[ignore = "needs root, Slurm and the built plugins (slurm/test.sh)"]
+fn a_job_that_runs_out_of_memory_is_requeued_on_the_next_profile_and_completes() {
+    let c = Cluster::up(true);
+    let dynmig = bin_dir().join("dynmig");
+    let err = c.dir.join("oom-job.err");
+    let _ = std::fs::remove_file(&err);
+    // --mig-mem=9G -> 1g.10gb; the job needs 15G: out of memory, then 2g.20gb.
+    let id = c.sbatch(&[
+        "--gres=gpu:1",
+        "--mig-mem=9G",
+        "--open-mode=append",
+        &format!("--error={}", err.display()),
+        &format!("--wrap={} fake-job --mem 15G --seconds 1", dynmig.display()),
+    ]);
+    c.wait_for("the job to be requeued and complete", Duration::from_secs(240), || {
+        c.job_state(id) == "COMPLETED"
+    });
+    let job = c.job(id);
+    assert_eq!(field(&job, "Restarts"), "1", "{job}");
+    assert!(job.contains("gpu:2g.20gb"), "{job}");
+    assert!(job.contains("ran out of GPU memory on 1g.10gb"), "{job}");
+    let text = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(text.contains("CUDA out of memory"), "{text}");
+    assert!(text.contains("requeued on 2g.20gb (restart 1 of 2)"), "{text}");
+    // Both runs are in the history: the first out of memory at the 1g.10gb limit.
+    c.wait_for("two history records", Duration::from_secs(30), || {
+        history_json(&c).iter().filter(|r| r["job_id"] == id).count() == 2
+    });
+    let runs: Vec<Value> = history_json(&c).into_iter().filter(|r| r["job_id"] == id).collect();
+    assert_eq!(runs[0]["oom"], true);
+    assert_eq!(runs[0]["profile"], "1g.10gb");
+    assert_eq!(runs[1]["oom"], false);
+    assert_eq!(runs[1]["profile"], "2g.20gb");
+    assert_eq!(runs[1]["peak_bytes"], 15u64 << 30);
+}
+
+#[test]
+#[ignore = "needs root, Slurm and the built plugins (slurm/test.sh)"]
+fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
+    let c = Cluster::up(false);
+    let dynmig = bin_dir().join("dynmig");
+    // The server is down: the record waits in the node's spool.
+    let pid = std::fs::read_to_string(c.dir.join("run/history.pid")).unwrap();
+    assert!(Command::new("kill").arg(pid.trim()).status().unwrap().success());
+    let id = c.sbatch(&[
+        "-w",
+        "n1",
+        "--gres=gpu:7g.80gb:1",
+        "--job-name=hist",
+        &format!("--wrap={} fake-job --mem 5G --seconds 0", dynmig.display()),
+    ]);
+    c.wait_for("the job to complete", Duration::from_secs(60), || c.job_state(id) == "COMPLETED");
+    let spool = c.dir.join("dynmig/spool");
+    c.wait_for("the record in the spool", Duration::from_secs(20), || {
+        std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0) == 1
+    });
+    // Server back: a flush delivers it into SQLite, and the snapshot counts it.
+    let server = Command::new(&dynmig)
+        .args(["--config", c.dir.join("dynmig.toml").to_str().unwrap(), "history", "serve"])
+        .env("SLURM_CONF", &c.slurm_conf)
+        .spawn()
+        .unwrap();
+    std::fs::write(c.dir.join("run/history.pid"), server.id().to_string()).unwrap();
+    c.wait_for("the spool to be delivered", Duration::from_secs(20), || {
+        let out = c.ok(dynmig.to_str().unwrap(), &["history", "flush", "--node", "n1"]);
+        out.contains("pending 0") && std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(1) == 0
+    });
+    let runs = history_json(&c);
+    let r = runs.iter().find(|r| r["job_id"] == id).expect("the job's record");
+    assert_eq!((r["job_name"].as_str(), r["profile"].as_str()), (Some("hist"), Some("7g.80gb")));
+    assert_eq!((r["peak_bytes"].as_u64(), r["oom"].as_bool()), (Some(5 << 30), Some(false)));
+    assert_eq!(r["uid"], 0);
+    let db = c.dir.join("dynmig/history.db");
+    let n: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM jobs WHERE job_id = ?1", [id as i64], |row| row.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+    let snap = std::fs::read_to_string(c.dir.join("dynmig/history-snapshot.tsv")).unwrap();
+    assert!(snap.lines().any(|l| l.ends_with("\thist") && l.starts_with("0\t1\t")), "{snap}");
+}
+
+#[test]
+#[ignore = "needs root, Slurm and the built plugins (slurm/test.sh)"]
+fn a_record_that_is_not_from_a_node_is_refused() {
+    let c = Cluster::up(false);
+    let send = |line: &str| -> String {
+        let mut s = std::net::TcpStream::connect("10.199.0.1:6830").expect("history server");
+        std::io::Write::write_all(&mut s, format!("{line}\n").as_bytes()).unwrap();
+        let mut a = String::new();
+        std::io::Read::read_to_string(&mut s, &mut a).unwrap();
+        a
+    };
+    c.wait_for("the history server", Duration::from_secs(10), || {
+        std::net::TcpStream::connect("10.199.0.1:6830").is_ok()
+    });
+    let record = r#"{"job_id":1,"restart":0,"node":"n1","uid":0,"user":"x","job_name":"forged","profile":"7g.80gb","estimate_bytes":0,"source":"","peak_bytes":1,"limit_bytes":1,"exit_status":0,"oom":false,"end_time":0}"#;
+    // Garbage.
+    let a = send("MUNGE:not-a-credential:");
+    assert!(a.starts_with("ERR credential refused by munge"), "{a}");
+    // A valid credential of another munge key (a host outside the cluster).
+    let tmp = tempfile::tempdir().unwrap();
+    let key = tmp.path().join("key");
+    std::fs::write(&key, [7u8; 1024]).unwrap();
+    let _ = Command::new("chmod").args(["0400", key.to_str().unwrap()]).status();
+    let sock = tmp.path().join("sock");
+    let pid_file = tmp.path().join("pid");
+    assert!(Command::new("munged")
+        .args(["--force", "--socket", sock.to_str().unwrap(), "--key-file", key.to_str().unwrap()])
+        .args(["--pid-file", pid_file.to_str().unwrap(), "--seed-file", tmp.path().join("seed").to_str().unwrap()])
+        .args(["--log-file", tmp.path().join("log").to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
+    let encode = |socket: &Path, uid: Option<&str>| -> String {
+        let mut cmd = match uid {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args([&format!("--reuid={u}"), &format!("--regid={u}"), "--clear-groups", "munge"]);
+                c
+            }
+            None => Command::new("munge"),
+        };
+        let out = cmd
+            .args(["--socket", socket.to_str().unwrap(), "--string", record])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let foreign = encode(&sock, None);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let _ = Command::new("kill").arg(pid.trim()).status();
+    let a = send(&foreign);
+    assert!(a.starts_with("ERR credential refused by munge"), "{a}");
+    // The cluster's key, but not root (a second munged with the cluster's key, on a socket
+    // that uid 65534 may reach; the cluster's own socket directory is root's only).
+    let open_dir = tempfile::tempdir().unwrap();
+    let _ = Command::new("chmod").args(["0755", open_dir.path().to_str().unwrap()]).status();
+    let key2 = open_dir.path().join("key");
+    std::fs::copy(c.dir.join("munge/munge.key"), &key2).unwrap();
+    let _ = Command::new("chmod").args(["0400", key2.to_str().unwrap()]).status();
+    let sock2 = open_dir.path().join("sock");
+    let pid2 = open_dir.path().join("pid");
+    assert!(Command::new("munged")
+        .args(["--force", "--socket", sock2.to_str().unwrap(), "--key-file", key2.to_str().unwrap()])
+        .args(["--pid-file", pid2.to_str().unwrap(), "--seed-file", open_dir.path().join("seed").to_str().unwrap()])
+        .args(["--log-file", open_dir.path().join("log").to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
+    let not_root = encode(&sock2, Some("65534"));
+    let _ = Command::new("kill").arg(std::fs::read_to_string(&pid2).unwrap().trim()).status();
+    let cluster_sock = c.dir.join("munge/munge.socket");
+    let a = send(&not_root);
+    assert!(a.contains("made by uid 65534, not root"), "{a}");
+    // Root on a node: accepted, once.
+    let good = encode(&cluster_sock, None);
+    assert_eq!(send(&good).trim(), "OK stored");
+    let names: Vec<Value> = history_json(&c).iter().map(|r| r["job_name"].clone()).collect();
+    assert_eq!(names, [Value::from("forged")]);
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn a_missing_mig_device_fails_the_prolog_so_slurm_drains_the_node_and_requeues_the_job() {
+    let c = Cluster::up(false);
+    // n1's MIG devices vanish behind Slurm's back (a GPU reset, an admin's nvidia-smi).
+    for gpu in ["gpu0", "gpu1"] {
+        for e in std::fs::read_dir(c.dir.join(format!("dynmig/devices/n1/{gpu}"))).unwrap().flatten() {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let id = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--wrap=sleep 1"]);
+    c.wait_for("n1 drained by the failed Prolog", Duration::from_secs(40), || {
+        let n = c.node("n1");
+        n["state_flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "DRAIN"))
+    });
+    let reason = c.node("n1")["reason"].as_str().unwrap_or("").to_string();
+    assert!(reason.to_lowercase().contains("prolog"), "drain reason: {reason}");
+    // The job is not lost: it went back to the queue.
+    let job = c.job(id);
+    let state = field(&job, "JobState");
+    assert!(matches!(state.as_str(), "PENDING" | "REQUEUED"), "job state {state}: {job}");
+    assert!(job.contains("Restarts=1") || field(&job, "Reason").contains("launch failed"), "{job}");
+    let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
+    assert!(events.contains("\"kind\":\"prolog_failed\""), "{events}");
 }
