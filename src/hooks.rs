@@ -70,8 +70,9 @@ pub fn prolog(ctx: &Ctx) -> Result<()> {
         return crate::power::prolog_nvml(ctx, &node, job, &text, &indices);
     }
     let files = gres_conf_files(&text);
-    let backend = ctx.simulated_backend(&node)?;
-    let mut claimed = Vec::new();
+    // Check the devices before opening the backend: opening the simulated backend puts
+    // missing device files back, which would hide the fault this check is for.
+    let mut wanted = Vec::new();
     for i in indices {
         let file = files
             .get(i)
@@ -87,6 +88,11 @@ pub fn prolog(ctx: &Ctx) -> Result<()> {
                 file.display()
             );
         }
+        wanted.push(file);
+    }
+    let backend = ctx.simulated_backend(&node)?;
+    let mut claimed = Vec::new();
+    for file in wanted {
         let (gpu, inst) = backend
             .instance_by_device_file(file)?
             .ok_or_else(|| anyhow!("job {job}: no MIG instance behind {}", file.display()))?;
