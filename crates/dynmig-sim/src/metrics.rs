@@ -111,8 +111,8 @@ pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f
 
 /// Fills in ET and its ratios. Energy and tardiness are normalised by the reference row's
 /// (the `none` row with the same placement, else the first row): `e = energy per job /
-/// e_ref`, `t = mean tardiness / t_ref`; when the reference has no tardiness, `t_ref` is the
-/// mean run time of a job on a full GPU (`mean_work_s`). ET = (e + a t) / (1 + a), a = 1, so
+/// e_ref`, `t = mean tardiness / t_ref`; when the reference's mean tardiness is below 0.1% of
+/// the mean run time of a job on a full GPU (`mean_work_s`), `t_ref` is that mean run time. ET = (e + a t) / (1 + a), a = 1, so
 /// the reference's ET is 1.
 pub fn normalise(rows: &mut [Metrics], mean_work_s: f64) {
     let alpha = 1.0;
@@ -122,7 +122,7 @@ pub fn normalise(rows: &mut [Metrics], mean_work_s: f64) {
         let Some(&first) = idx.first() else { continue };
         let rf = idx.iter().copied().find(|i| rows[*i].policy == "none").unwrap_or(first);
         let e_ref = rows[rf].energy_per_job_j.max(1e-9);
-        let t_ref = if rows[rf].mean_tardiness_s > 1e-9 {
+        let t_ref = if rows[rf].mean_tardiness_s > 1e-3 * mean_work_s {
             rows[rf].mean_tardiness_s
         } else {
             mean_work_s.max(1e-9)
