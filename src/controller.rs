@@ -47,6 +47,24 @@ pub fn pending_demand(jobs: &[JobInfo]) -> Demand {
     d
 }
 
+/// Per profile, the most instances one pending job asks for on a node.
+pub fn widest_pending(jobs: &[JobInfo]) -> BTreeMap<String, u32> {
+    let mut w: BTreeMap<String, u32> = BTreeMap::new();
+    for j in jobs.iter().filter(|j| j.state == "PENDING") {
+        let Ok(list) = TresList::parse(&j.tres_per_node) else {
+            continue;
+        };
+        for g in list.gpu_entries() {
+            if let Some(t) = &g.gres_type {
+                let n = u32::try_from(g.count).unwrap_or(u32::MAX);
+                let e = w.entry(t.clone()).or_insert(0);
+                *e = (*e).max(n);
+            }
+        }
+    }
+    w
+}
+
 /// Splits a node's GRES totals into one layout per GPU, choosing among `candidates`
 /// (non-increasing order, so each split is tried once). `None` if no split exists.
 pub fn split_per_gpu(totals: &BTreeMap<String, u32>, gpus: usize, candidates: &[ProfileCounts]) -> Option<NodeLayout> {
@@ -190,6 +208,15 @@ pub fn pass(
         }
         views.push(node_view(m, info, now));
     }
+    demand.add_stranded(
+        &widest_pending(&jobs),
+        views
+            .iter()
+            .filter(|v| !v.unavailable)
+            .map(|v| v.free())
+            .collect::<Vec<_>>()
+            .iter(),
+    );
     let plan = policy.plan(&views, &demand);
     for r in &plan {
         let reason = format!("{REASON_PREFIX}{}", r.target);

@@ -31,3 +31,47 @@ impl Demand {
         self.pending.values().sum()
     }
 }
+
+impl Demand {
+    /// Accounts for multi-instance jobs, which need all their instances on one node: a node's
+    /// free instances of a profile cannot serve a pending job that asks for more of them than
+    /// the node has free. Such stranded instances are added to the pending count, so that the
+    /// policy does not take them as supply for that job (found by the simulator's invariant
+    /// tests: free whole GPUs scattered over nodes left a 2-GPU job waiting forever).
+    ///
+    /// `widest`: per profile, the largest instance count one pending job asks for;
+    /// `node_free`: per node, its free instances per profile.
+    pub fn add_stranded<'a>(
+        &mut self,
+        widest: &BTreeMap<String, u32>,
+        node_free: impl IntoIterator<Item = &'a BTreeMap<&'static str, u32>>,
+    ) {
+        for free in node_free {
+            for (p, n) in free {
+                if widest.get(*p).is_some_and(|w| *w > 1 && n < w) {
+                    self.add_pending(p, *n);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_instances_scattered_over_nodes_do_not_serve_a_wide_job() {
+        let mut d = Demand::default();
+        d.add_pending("7g.80gb", 2);
+        let widest: BTreeMap<String, u32> = [("7g.80gb".to_string(), 2)].into();
+        let one_free: BTreeMap<&'static str, u32> = [("7g.80gb", 1)].into();
+        let two_free: BTreeMap<&'static str, u32> = [("7g.80gb", 2)].into();
+        let mut scattered = d.clone();
+        scattered.add_stranded(&widest, [&one_free, &one_free]);
+        assert_eq!(scattered.pending["7g.80gb"], 4, "two stranded instances cancel nothing");
+        let mut together = d.clone();
+        together.add_stranded(&widest, [&two_free]);
+        assert_eq!(together.pending["7g.80gb"], 2, "a node with both free serves the job");
+    }
+}
