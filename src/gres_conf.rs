@@ -73,14 +73,24 @@ pub fn node_entries(gpus: &[GpuState], whole_gpu_file: impl Fn(u32) -> PathBuf) 
             out.push(GresEntry::whole_gpu(g.index, g.model, whole_gpu_file(g.index)));
         }
     }
-    out.sort_by_key(|e| (e.gpu, e.placed.start));
+    out.sort_by_key(slurm_order);
     out
 }
 
-/// gres.conf text: the [`HEADER`], then one line per entry ordered by GPU then start slice.
+/// The order in which slurmd numbers a node's GPU GRES: by type name, then (within a type)
+/// as listed. Tried on Slurm 22.05.8: with `7g.80gb` on GPU 0 listed before seven `1g.10gb`
+/// on GPU 1, a `7g.80gb` job got `SLURM_JOB_GPUS=7` and a `1g.10gb` job got 0. dynmig
+/// writes gres.conf in this order (type, GPU, start slice), so that index `i` of
+/// `SLURM_JOB_GPUS` is the `i`-th line whether slurmd sorts by type or keeps the file order;
+/// the Prolog relies on it.
+pub fn slurm_order(e: &GresEntry) -> (&'static str, u32, u8) {
+    (e.placed.profile.name, e.gpu, e.placed.start)
+}
+
+/// gres.conf text: the [`HEADER`], then one line per entry in [`slurm_order`] (type name, GPU, start slice).
 pub fn render(entries: &[GresEntry]) -> String {
     let mut sorted: Vec<&GresEntry> = entries.iter().collect();
-    sorted.sort_by_key(|e| (e.gpu, e.placed.start));
+    sorted.sort_by_key(|e| slurm_order(e));
     let mut text = format!("{HEADER}\n");
     for e in sorted {
         text.push_str(&e.line());

@@ -184,7 +184,10 @@ impl Cluster {
     fn kill_agent(&self, node: &str) {
         let pid_file = self.dir.join(format!("run/agent-{node}.pid"));
         if let Ok(pid) = std::fs::read_to_string(&pid_file) {
-            let _ = Command::new("kill").arg(pid.trim()).stderr(std::process::Stdio::null()).status();
+            let _ = Command::new("kill")
+                .arg(pid.trim())
+                .stderr(std::process::Stdio::null())
+                .status();
         }
     }
 }
@@ -336,7 +339,7 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
             "update",
             "nodename=n1",
             "state=drain",
-            "reason=dynmig: repartition to 7x1g.10gb,1x7g.80gb",
+            "reason=dynmig: repartition to 1x7g.80gb,7x1g.10gb",
         ],
     );
     let journal = c.dir.join("dynmig/nodes/n1/agent-journal.json");
@@ -385,11 +388,31 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
         "Slurm sees {gres}"
     );
     assert_eq!(n["reason"].as_str().unwrap_or(""), "");
-    // And the new layout is usable.
-    let id = c.sbatch(&["-w", "n1", "--gres=gpu:1g.10gb:1", "--wrap=sleep 1"]);
-    c.wait_for("a 1g.10gb job to complete on n1", Duration::from_secs(30), || {
-        c.job_state(id) == "COMPLETED"
-    });
+    // And the new layout is usable, each job on an instance of its own profile: GPU 0 holds
+    // the 7g and GPU 1 the 1g instances, so Slurm's GRES numbering (by type name) differs from
+    // GPU order, and the Prolog must still claim the right instance.
+    let small = c.sbatch(&["-w", "n1", "--gres=gpu:1g.10gb:1", "--wrap=sleep 1"]);
+    let big = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--wrap=sleep 1"]);
+    c.wait_for(
+        "a 1g.10gb and a 7g.80gb job to complete on n1",
+        Duration::from_secs(30),
+        || c.job_state(small) == "COMPLETED" && c.job_state(big) == "COMPLETED",
+    );
+    let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
+    let started = |id: u64| -> String {
+        events
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["kind"] == "job_start" && e["job"] == id)
+            .map(|e| e["detail"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        started(small).starts_with("1g.10gb@") && started(small).contains("gpu1"),
+        "{}",
+        started(small)
+    );
+    assert!(started(big).starts_with("7g.80gb@0@gpu0"), "{}", started(big));
     c.kill_agent("n1");
 }
 
@@ -454,14 +477,21 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
         "--job-name=hist",
         &format!("--wrap={} fake-job --mem 5G --seconds 0", dynmig.display()),
     ]);
-    c.wait_for("the job to complete", Duration::from_secs(60), || c.job_state(id) == "COMPLETED");
+    c.wait_for("the job to complete", Duration::from_secs(60), || {
+        c.job_state(id) == "COMPLETED"
+    });
     let spool = c.dir.join("dynmig/spool");
     c.wait_for("the record in the spool", Duration::from_secs(20), || {
         std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0) == 1
     });
     // Server back: a flush delivers it into SQLite, and the snapshot counts it.
     let server = Command::new(&dynmig)
-        .args(["--config", c.dir.join("dynmig.toml").to_str().unwrap(), "history", "serve"])
+        .args([
+            "--config",
+            c.dir.join("dynmig.toml").to_str().unwrap(),
+            "history",
+            "serve",
+        ])
         .env("SLURM_CONF", &c.slurm_conf)
         .spawn()
         .unwrap();
@@ -472,17 +502,28 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
     });
     let runs = history_json(&c);
     let r = runs.iter().find(|r| r["job_id"] == id).expect("the job's record");
-    assert_eq!((r["job_name"].as_str(), r["profile"].as_str()), (Some("hist"), Some("7g.80gb")));
-    assert_eq!((r["peak_bytes"].as_u64(), r["oom"].as_bool()), (Some(5 << 30), Some(false)));
+    assert_eq!(
+        (r["job_name"].as_str(), r["profile"].as_str()),
+        (Some("hist"), Some("7g.80gb"))
+    );
+    assert_eq!(
+        (r["peak_bytes"].as_u64(), r["oom"].as_bool()),
+        (Some(5 << 30), Some(false))
+    );
     assert_eq!(r["uid"], 0);
     let db = c.dir.join("dynmig/history.db");
     let n: i64 = rusqlite::Connection::open(&db)
         .unwrap()
-        .query_row("SELECT COUNT(*) FROM jobs WHERE job_id = ?1", [id as i64], |row| row.get(0))
+        .query_row("SELECT COUNT(*) FROM jobs WHERE job_id = ?1", [id as i64], |row| {
+            row.get(0)
+        })
         .unwrap();
     assert_eq!(n, 1);
     let snap = std::fs::read_to_string(c.dir.join("dynmig/history-snapshot.tsv")).unwrap();
-    assert!(snap.lines().any(|l| l.ends_with("\thist") && l.starts_with("0\t1\t")), "{snap}");
+    assert!(
+        snap.lines().any(|l| l.ends_with("\thist") && l.starts_with("0\t1\t")),
+        "{snap}"
+    );
 }
 
 #[test]
@@ -511,8 +552,19 @@ fn a_record_that_is_not_from_a_node_is_refused() {
     let sock = tmp.path().join("sock");
     let pid_file = tmp.path().join("pid");
     assert!(Command::new("munged")
-        .args(["--force", "--socket", sock.to_str().unwrap(), "--key-file", key.to_str().unwrap()])
-        .args(["--pid-file", pid_file.to_str().unwrap(), "--seed-file", tmp.path().join("seed").to_str().unwrap()])
+        .args([
+            "--force",
+            "--socket",
+            sock.to_str().unwrap(),
+            "--key-file",
+            key.to_str().unwrap()
+        ])
+        .args([
+            "--pid-file",
+            pid_file.to_str().unwrap(),
+            "--seed-file",
+            tmp.path().join("seed").to_str().unwrap()
+        ])
         .args(["--log-file", tmp.path().join("log").to_str().unwrap()])
         .status()
         .unwrap()
@@ -521,7 +573,12 @@ fn a_record_that_is_not_from_a_node_is_refused() {
         let mut cmd = match uid {
             Some(u) => {
                 let mut c = Command::new("setpriv");
-                c.args([&format!("--reuid={u}"), &format!("--regid={u}"), "--clear-groups", "munge"]);
+                c.args([
+                    &format!("--reuid={u}"),
+                    &format!("--regid={u}"),
+                    "--clear-groups",
+                    "munge",
+                ]);
                 c
             }
             None => Command::new("munge"),
@@ -541,21 +598,36 @@ fn a_record_that_is_not_from_a_node_is_refused() {
     // The cluster's key, but not root (a second munged with the cluster's key, on a socket
     // that uid 65534 may reach; the cluster's own socket directory is root's only).
     let open_dir = tempfile::tempdir().unwrap();
-    let _ = Command::new("chmod").args(["0755", open_dir.path().to_str().unwrap()]).status();
+    let _ = Command::new("chmod")
+        .args(["0755", open_dir.path().to_str().unwrap()])
+        .status();
     let key2 = open_dir.path().join("key");
     std::fs::copy(c.dir.join("munge/munge.key"), &key2).unwrap();
     let _ = Command::new("chmod").args(["0400", key2.to_str().unwrap()]).status();
     let sock2 = open_dir.path().join("sock");
     let pid2 = open_dir.path().join("pid");
     assert!(Command::new("munged")
-        .args(["--force", "--socket", sock2.to_str().unwrap(), "--key-file", key2.to_str().unwrap()])
-        .args(["--pid-file", pid2.to_str().unwrap(), "--seed-file", open_dir.path().join("seed").to_str().unwrap()])
+        .args([
+            "--force",
+            "--socket",
+            sock2.to_str().unwrap(),
+            "--key-file",
+            key2.to_str().unwrap()
+        ])
+        .args([
+            "--pid-file",
+            pid2.to_str().unwrap(),
+            "--seed-file",
+            open_dir.path().join("seed").to_str().unwrap()
+        ])
         .args(["--log-file", open_dir.path().join("log").to_str().unwrap()])
         .status()
         .unwrap()
         .success());
     let not_root = encode(&sock2, Some("65534"));
-    let _ = Command::new("kill").arg(std::fs::read_to_string(&pid2).unwrap().trim()).status();
+    let _ = Command::new("kill")
+        .arg(std::fs::read_to_string(&pid2).unwrap().trim())
+        .status();
     let cluster_sock = c.dir.join("munge/munge.socket");
     let a = send(&not_root);
     assert!(a.contains("made by uid 65534, not root"), "{a}");
@@ -572,22 +644,33 @@ fn a_missing_mig_device_fails_the_prolog_so_slurm_drains_the_node_and_requeues_t
     let c = Cluster::up(false);
     // n1's MIG devices vanish behind Slurm's back (a GPU reset, an admin's nvidia-smi).
     for gpu in ["gpu0", "gpu1"] {
-        for e in std::fs::read_dir(c.dir.join(format!("dynmig/devices/n1/{gpu}"))).unwrap().flatten() {
+        for e in std::fs::read_dir(c.dir.join(format!("dynmig/devices/n1/{gpu}")))
+            .unwrap()
+            .flatten()
+        {
             std::fs::remove_file(e.path()).unwrap();
         }
     }
     let id = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--wrap=sleep 1"]);
     c.wait_for("n1 drained by the failed Prolog", Duration::from_secs(40), || {
         let n = c.node("n1");
-        n["state_flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "DRAIN"))
+        n["state_flags"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == "DRAIN"))
     });
     let reason = c.node("n1")["reason"].as_str().unwrap_or("").to_string();
     assert!(reason.to_lowercase().contains("prolog"), "drain reason: {reason}");
     // The job is not lost: it went back to the queue.
     let job = c.job(id);
     let state = field(&job, "JobState");
-    assert!(matches!(state.as_str(), "PENDING" | "REQUEUED"), "job state {state}: {job}");
-    assert!(job.contains("Restarts=1") || field(&job, "Reason").contains("launch failed"), "{job}");
+    assert!(
+        matches!(state.as_str(), "PENDING" | "REQUEUED"),
+        "job state {state}: {job}"
+    );
+    assert!(
+        job.contains("Restarts=1") || field(&job, "Reason").contains("launch failed"),
+        "{job}"
+    );
     let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
     assert!(events.contains("\"kind\":\"prolog_failed\""), "{events}");
 }
