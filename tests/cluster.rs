@@ -392,12 +392,13 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
     // the 7g and GPU 1 the 1g instances, so Slurm's GRES numbering (by type name) differs from
     // GPU order, and the Prolog must still claim the right instance.
     let small = c.sbatch(&["-w", "n1", "--gres=gpu:1g.10gb:1", "--wrap=sleep 1"]);
+    c.wait_for("a 1g.10gb job to complete on n1", Duration::from_secs(30), || {
+        c.job_state(small) == "COMPLETED"
+    });
     let big = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--wrap=sleep 1"]);
-    c.wait_for(
-        "a 1g.10gb and a 7g.80gb job to complete on n1",
-        Duration::from_secs(30),
-        || c.job_state(small) == "COMPLETED" && c.job_state(big) == "COMPLETED",
-    );
+    c.wait_for("a 7g.80gb job to complete on n1", Duration::from_secs(30), || {
+        c.job_state(big) == "COMPLETED"
+    });
     let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
     let started = |id: u64| -> String {
         events
@@ -642,7 +643,10 @@ fn a_record_that_is_not_from_a_node_is_refused() {
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn a_missing_mig_device_fails_the_prolog_so_slurm_drains_the_node_and_requeues_the_job() {
     let c = Cluster::up(false);
-    // n1's MIG devices vanish behind Slurm's back (a GPU reset, an admin's nvidia-smi).
+    // n1's MIG devices vanish behind Slurm's back (a GPU reset, an admin's nvidia-smi). The
+    // agent is stopped first: opening the simulated backend would put the files back.
+    c.kill_agent("n1");
+    std::thread::sleep(Duration::from_millis(300));
     for gpu in ["gpu0", "gpu1"] {
         for e in std::fs::read_dir(c.dir.join(format!("dynmig/devices/n1/{gpu}")))
             .unwrap()
