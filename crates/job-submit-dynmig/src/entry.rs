@@ -60,8 +60,13 @@ pub extern "C" fn init() -> c_int {
                 SLURM_SUCCESS
             }
             Err(msg) => {
-                log::error(&msg);
-                SLURM_ERROR
+                // A broken dynmig.toml must not stop slurmctld: log it, and pass jobs through
+                // unchanged (rejecting only those that carry dynmig hints) until it is fixed.
+                log::error(&format!(
+                    "{msg}; job_submit/dynmig passes jobs through unchanged until the config is fixed (dynmig config check)"
+                ));
+                state::set_broken(msg);
+                SLURM_SUCCESS
             }
         }
     })
@@ -87,10 +92,23 @@ unsafe fn run(desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mut c_char) ->
     let result = state::with_policy(|policy| glue::handle(desc, policy));
     let name = xalloc::borrow(desc.name).unwrap_or("(null)").to_string();
     match result {
+        // No policy: the config is broken (or init has not run). Jobs without dynmig hints
+        // go through untouched; a job that asks dynmig for something is told why it cannot.
         None => {
-            log::error("dynmig: job_submit called before init; job rejected");
-            glue::set_err_msg(err_msg, "dynmig: plugin not initialised");
-            SLURM_ERROR
+            let hinted = glue::spank_env(desc)
+                .iter()
+                .any(|e| e.starts_with("_SLURM_SPANK_OPTION_dynmig_"));
+            if !hinted {
+                return SLURM_SUCCESS;
+            }
+            let why = state::broken_reason().unwrap_or_else(|| "the plugin is not initialised".into());
+            glue::set_err_msg(
+                err_msg,
+                &format!(
+                    "dynmig: --mig-* options cannot be used now: {why}; submit without them or ask an administrator"
+                ),
+            );
+            REJECT
         }
         Some(Ok(Handled::Rewritten(note))) => {
             let note = note.strip_prefix("dynmig: ").unwrap_or(&note);
@@ -175,6 +193,48 @@ mod tests {
     fn a_panic_becomes_slurm_error() {
         assert_eq!(guarded("test", || panic!("boom")), SLURM_ERROR);
         assert_eq!(guarded("test", || 7), 7);
+    }
+
+    #[test]
+    fn a_broken_config_does_not_stop_slurmctld_and_only_hinted_jobs_are_refused() {
+        let _g = crate::state::tests::GLOBAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let bad = std::env::temp_dir().join(format!("dynmig-broken-{}.toml", std::process::id()));
+        std::fs::write(&bad, "version = 1\nbogus_key = 3\n").unwrap();
+        std::env::set_var(state::CONFIG_ENV, &bad);
+        assert_eq!(init(), SLURM_SUCCESS, "a bad config must not make slurmctld fail");
+        assert!(
+            state::broken_reason().is_some_and(|r| r.contains("bogus_key")),
+            "{:?}",
+            state::broken_reason()
+        );
+        let env = [std::ffi::CString::new("_SLURM_SPANK_OPTION_dynmig_mig_mem=18G").unwrap()];
+        let mut ptrs: Vec<*mut c_char> = env.iter().map(|c| c.as_ptr() as *mut c_char).collect();
+        // SAFETY: job_desc_msg_t is plain C data; all-zero = every pointer NULL.
+        let mut d: job_desc_msg_t = unsafe { std::mem::zeroed() };
+        let mut err: *mut c_char = std::ptr::null_mut();
+        unsafe {
+            d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
+            assert_eq!(
+                job_submit(&mut d, 0, &mut err),
+                SLURM_SUCCESS,
+                "no hint: passed through"
+            );
+            assert!(err.is_null());
+            assert_eq!(xalloc::borrow(d.tres_per_node), Some("gres:gpu:1"), "left unchanged");
+            d.spank_job_env = ptrs.as_mut_ptr();
+            d.spank_job_env_size = 1;
+            assert_eq!(job_submit(&mut d, 0, &mut err), REJECT, "a hinted job is told why");
+            let msg = xalloc::borrow(err).unwrap_or("").to_string();
+            assert!(msg.contains("cannot be used now") && msg.contains("bogus_key"), "{msg}");
+            d.spank_job_env = std::ptr::null_mut();
+            xalloc::xfree(&mut err);
+            xalloc::xfree(&mut d.tres_per_node);
+        }
+        std::env::remove_var(state::CONFIG_ENV);
+        std::fs::remove_file(&bad).unwrap();
+        assert_eq!(fini(), SLURM_SUCCESS);
     }
 
     #[test]

@@ -73,8 +73,21 @@ fn read(path: &Path) -> Result<Config, String> {
     parse_config(&text).map_err(|e| format!("dynmig: {}: {e}", path.display()))
 }
 
+static BROKEN: RwLock<Option<String>> = RwLock::new(None);
+
+/// Records why no policy could be installed (a bad config), for the message to users.
+pub fn set_broken(why: String) {
+    *BROKEN.write().unwrap_or_else(PoisonError::into_inner) = Some(why);
+}
+
+/// Why no policy is installed, if `init` failed to read the config.
+pub fn broken_reason() -> Option<String> {
+    BROKEN.read().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
 /// Makes `policy` the one that `job_submit` and `job_modify` use.
 pub fn install(policy: SubmitPolicy) {
+    *BROKEN.write().unwrap_or_else(PoisonError::into_inner) = None;
     *POLICY.write().unwrap_or_else(PoisonError::into_inner) = Some(policy);
 }
 
@@ -169,7 +182,7 @@ pub fn with_policy<T>(f: impl FnOnce(&SubmitPolicy) -> T) -> Option<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::Duration;
 
@@ -195,7 +208,7 @@ mod tests {
     }
 
     /// The tests below share the global state.
-    static GLOBAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    pub(crate) static GLOBAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
     fn snapshot_is_read_by_the_thread_and_used_by_decide() {
