@@ -21,17 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// The `File=` (or first of `MultipleFiles=`) of each GPU line of a gres.conf, in order.
 pub fn gres_conf_files(text: &str) -> Vec<PathBuf> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#') && l.contains("Name=gpu"))
-        .filter_map(|l| {
-            l.split_whitespace().find_map(|kv| {
-                kv.strip_prefix("File=")
-                    .or_else(|| kv.strip_prefix("MultipleFiles="))
-                    .map(|f| PathBuf::from(f.split(',').next().unwrap_or(f)))
-            })
-        })
-        .collect()
+    crate::gres_conf::line_files(text).into_iter().filter_map(|f| f.into_iter().next()).collect()
 }
 
 /// The GPU indices in `SLURM_JOB_GPUS` (`"0,2"`); empty for none.
