@@ -10,6 +10,7 @@ use crate::placement::Placement;
 use crate::policies::views::{demand, node_index, node_views};
 use crate::policies::{mix, DemandDriven, Learned, NoChange, Policy, PolicySpec, Scheduled};
 use crate::power::PowerModel;
+use crate::requests::{plan_requests, restart_profile, RequestParams};
 use crate::workload::Workload;
 use anyhow::{anyhow, bail, Result};
 use dynmig_core::geometry::{distinct_multisets, plan_transition, GpuModel, NodeLayout, ProfileCounts};
@@ -57,6 +58,8 @@ pub struct SimConfig {
     pub audit: bool,
     /// The power model.
     pub power: PowerModel,
+    /// What jobs ask for and how out-of-memory restarts go (default: exact requests).
+    pub requests: RequestParams,
 }
 
 impl SimConfig {
@@ -74,6 +77,7 @@ impl SimConfig {
             sample_interval_s: 0.0,
             audit: false,
             power: PowerModel::for_model(model),
+            requests: RequestParams::default(),
         }
     }
 }
@@ -104,6 +108,10 @@ pub struct JobOutcome {
     pub end_ms: i64,
     /// Compute slices it ran on (per GPU).
     pub slices: u8,
+    /// Out-of-memory restarts before this run (start and end are the last attempt's).
+    pub restarts: u8,
+    /// Index into [`RunResult::profiles`] of the instance it ran on (the last attempt's).
+    pub profile: u8,
 }
 
 /// The result of one run.
@@ -134,6 +142,15 @@ pub struct RunResult {
     pub samples: Vec<Sample>,
     /// Profile names in the order of [`Sample::instances`].
     pub profiles: Vec<String>,
+    /// Out-of-memory restarts (failed attempts).
+    pub oom_restarts: u64,
+    /// Jobs restarted at least once.
+    pub restarted_jobs: u64,
+    /// GPU-seconds of failed attempts: compute slices / the GPU's compute slices x seconds.
+    pub wasted_gpu_s: f64,
+    /// Energy of failed attempts: each one's instance power above idle
+    /// ([`PowerModel::instance_w`], before the board cap) times its duration, J.
+    pub wasted_j: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -232,6 +249,13 @@ struct Sim<'a> {
     events: u64,
     samples: Vec<Sample>,
     rng: ChaCha8Rng,
+    /// Out-of-memory restarts of each job so far.
+    attempt: Vec<u8>,
+    /// Whether each running job's attempt runs out of memory.
+    failing: Vec<bool>,
+    oom_restarts: u64,
+    wasted_slice_ms: f64,
+    wasted_j: f64,
 }
 
 impl<'a> Sim<'a> {
@@ -265,6 +289,12 @@ impl<'a> Sim<'a> {
                 class.push(p as u16);
             }
         }
+        let req = plan_requests(&wl.jobs, cfg.model, &c.profiles, &cfg.requests, cfg.seed)?;
+        for (k, r) in class.iter_mut().zip(&req) {
+            if let Some(first) = r.profile {
+                *k = first;
+            }
+        }
         Ok(Self {
             jobs: &wl.jobs,
             cfg,
@@ -287,6 +317,11 @@ impl<'a> Sim<'a> {
             events: 0,
             samples: Vec::new(),
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            attempt: vec![0; wl.jobs.len()],
+            failing: vec![false; wl.jobs.len()],
+            oom_restarts: 0,
+            wasted_slice_ms: 0.0,
+            wasted_j: 0.0,
             c,
         })
     }
@@ -298,6 +333,24 @@ impl<'a> Sim<'a> {
 
     fn dur_ms(&self, job: &Job, slices: u8) -> i64 {
         ((job.time_on(slices, self.cfg.model.compute_slices) * 1000.0).ceil() as i64).max(1)
+    }
+
+    /// Whether `job` runs out of memory on an instance of profile `p`.
+    fn fails_on(&self, job: u32, p: usize) -> bool {
+        let j = &self.jobs[job as usize];
+        j.gpus == 1 && self.c.profiles[p].memory_mib < j.mem_mib
+    }
+
+    /// How long an attempt of `job` on an instance of profile `p` lasts: its run time, or the
+    /// time to its out-of-memory failure.
+    fn attempt_ms(&self, job: u32, p: usize) -> i64 {
+        let full = self.dur_ms(&self.jobs[job as usize], self.c.profiles[p].compute_slices);
+        let r = &self.cfg.requests;
+        if self.fails_on(job, p) && r.early_restart {
+            full.min(((r.oom_after_s * 1000.0).round() as i64).max(1))
+        } else {
+            full
+        }
     }
 
     fn run(
@@ -545,6 +598,9 @@ impl<'a> Sim<'a> {
         if o.end_ms != self.now || self.finished[job as usize] {
             bail!("job {job} completes twice or at the wrong time");
         }
+        if self.failing[job as usize] {
+            return self.out_of_memory(job, keys, o);
+        }
         self.finished[job as usize] = true;
         self.done += 1;
         self.busy_slice_ms += f64::from(o.slices) * keys.len() as f64 * (o.end_ms - o.start_ms) as f64;
@@ -556,6 +612,37 @@ impl<'a> Sim<'a> {
         self.after_release(gpus)
     }
 
+    /// The attempt `o` of `job` on `keys` ran out of memory: free the instance, count the
+    /// waste, requeue the job on its next attempt's profile (same place in the queue).
+    fn out_of_memory(&mut self, job: u32, keys: Vec<u32>, o: JobOutcome) -> Result<()> {
+        let ms = (o.end_ms - o.start_ms) as f64;
+        self.busy_slice_ms += f64::from(o.slices) * ms;
+        self.wasted_slice_ms += f64::from(o.slices) * ms;
+        self.wasted_j += self.cfg.power.instance_w(o.slices) * ms / 1000.0;
+        self.oom_restarts += 1;
+        let mut gpus = Vec::new();
+        for k in keys {
+            self.c.release(k);
+            gpus.push((k / 8) as usize);
+        }
+        let i = job as usize;
+        self.out[i] = None;
+        self.failing[i] = false;
+        self.attempt[i] += 1;
+        let next = restart_profile(
+            self.cfg.model,
+            &self.c.profiles,
+            o.profile as usize,
+            u32::from(self.attempt[i]),
+            &self.cfg.requests,
+        );
+        self.class[i] = next as u16;
+        self.queues[self.class[i] as usize].insert((self.qkey[i], job));
+        self.queued += 1;
+        self.add_pending(job, 1);
+        self.after_release(gpus)
+    }
+
     fn start(&mut self, job: u32, keys: Vec<u32>) {
         let class = self.class[job as usize] as usize;
         let removed = self.queues[class].remove(&(self.qkey[job as usize], job));
@@ -563,14 +650,18 @@ impl<'a> Sim<'a> {
         self.queued -= 1;
         self.add_pending(job, -1);
         let mut slices = 0;
+        let p = self.c.inst(keys[0]).pidx as usize;
         for key in &keys {
             slices = self.c.occupy(*key, job);
         }
-        let end = self.now + self.dur_ms(&self.jobs[job as usize], slices);
+        let end = self.now + self.attempt_ms(job, p);
+        self.failing[job as usize] = self.fails_on(job, p);
         self.out[job as usize] = Some(JobOutcome {
             start_ms: self.now,
             end_ms: end,
             slices,
+            restarts: self.attempt[job as usize],
+            profile: p as u8,
         });
         let key = if keys.len() == 1 { keys[0] } else { u32::MAX };
         if key == u32::MAX {
@@ -607,11 +698,9 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn fits_reservation(&self, job: u32, gpu: usize, slices: u8, resv: Option<(usize, i64)>) -> bool {
+    fn fits_reservation(&self, job: u32, gpu: usize, p: usize, resv: Option<(usize, i64)>) -> bool {
         match resv {
-            Some((node, shadow)) if self.c.node_of(gpu) == node => {
-                self.now + self.dur_ms(&self.jobs[job as usize], slices) <= shadow
-            }
+            Some((node, shadow)) if self.c.node_of(gpu) == node => self.now + self.attempt_ms(job, p) <= shadow,
             _ => true,
         }
     }
@@ -621,14 +710,13 @@ impl<'a> Sim<'a> {
         let np = self.c.profiles.len();
         if class >= np {
             let n = class - np;
-            let full_slices = self.c.profiles[self.c.full].compute_slices;
             let mut best: Option<u32> = None;
             for k in n..=self.c.gpn {
                 for &node in &self.c.by_free_full[k] {
                     if best.is_some_and(|b| node >= b) {
                         break;
                     }
-                    if self.fits_reservation(job, node as usize * self.c.gpn, full_slices, resv) {
+                    if self.fits_reservation(job, node as usize * self.c.gpn, self.c.full, resv) {
                         best = Some(node);
                         break;
                     }
@@ -664,9 +752,8 @@ impl<'a> Sim<'a> {
             (class..np).collect()
         };
         for p in order {
-            let slices = self.c.profiles[p].compute_slices;
             for &key in &self.c.free[p] {
-                if self.fits_reservation(job, (key / 8) as usize, slices, resv) {
+                if self.fits_reservation(job, (key / 8) as usize, p, resv) {
                     return Some(vec![key]);
                 }
             }
@@ -728,6 +815,10 @@ impl<'a> Sim<'a> {
             events: self.events,
             samples: self.samples,
             profiles: self.c.profiles.iter().map(|p| p.name.to_string()).collect(),
+            oom_restarts: self.oom_restarts,
+            restarted_jobs: self.attempt.iter().filter(|a| **a > 0).count() as u64,
+            wasted_gpu_s: self.wasted_slice_ms / 1000.0 / f64::from(self.cfg.model.compute_slices),
+            wasted_j: self.wasted_j,
         }
     }
 }

@@ -37,4 +37,5 @@ pub mod placement;
 pub mod policies;
 pub mod power;
 pub mod report;
+pub mod requests;
 pub mod workload;

@@ -52,6 +52,19 @@ pub struct Metrics {
     pub events: u64,
     /// Wall time of the run, s.
     pub wall_s: f64,
+    /// Out-of-memory restarts (failed attempts).
+    pub oom_restarts: u64,
+    /// Share of jobs restarted at least once.
+    pub restarted_share: f64,
+    /// GPU-seconds of failed attempts (compute slices / the GPU's slices x seconds).
+    pub wasted_gpu_s: f64,
+    /// Energy of failed attempts above idle, J (docs/model.md).
+    pub wasted_j: f64,
+    /// Throughput: jobs completed per hour of makespan.
+    pub jobs_per_hour: f64,
+    /// Throughput: job work (GPUs x run time on a full GPU) completed per hour of makespan,
+    /// in full-GPU hours per hour.
+    pub work_per_hour: f64,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -79,6 +92,9 @@ pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f
     }
     waits.sort_by(f64::total_cmp);
     let epj = r.energy_j / n;
+    let hours = (r.makespan_s / 3600.0).max(1e-9);
+    let work_h: f64 = wl.jobs.iter().map(|j| f64::from(j.gpus) * j.work).sum::<f64>() / 3600.0;
+
     Metrics {
         policy: r.policy.clone(),
         placement: r.placement.to_string(),
@@ -106,6 +122,12 @@ pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f
         tardiness_lb_s: b.mean_tardiness_s,
         events: r.events,
         wall_s,
+        oom_restarts: r.oom_restarts,
+        restarted_share: r.restarted_jobs as f64 / n,
+        wasted_gpu_s: r.wasted_gpu_s,
+        wasted_j: r.wasted_j,
+        jobs_per_hour: wl.jobs.len() as f64 / hours,
+        work_per_hour: work_h / hours,
     }
 }
 
