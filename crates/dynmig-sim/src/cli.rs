@@ -5,11 +5,12 @@ use crate::evaluate::{evaluate, EvalOptions, PolicyName};
 use crate::model::ModelParams;
 use crate::placement::{Placement, ALL_PLACEMENTS};
 use crate::policies::PolicyLimits;
+use crate::requests::{RequestParams, SourceShares};
 use crate::workload::alibaba::read_pods;
 use crate::workload::synthetic::{synthetic_workload, SyntheticParams};
 use crate::workload::trace::{trace_workload, TraceParams};
 use crate::workload::Workload;
-use crate::{charts, report};
+use crate::{charts, compare, report};
 use anyhow::{bail, Context, Result};
 use dynmig_core::geometry::{model_by_name, model_names};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -91,6 +92,56 @@ pub struct SimulateArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// What jobs ask for: exact (the smallest profile that holds the true need), whole (a
+    /// whole GPU) or estimated (the estimator's error model, with out-of-memory restarts).
+    #[arg(long, default_value = "exact")]
+    pub requests: String,
+    /// Estimated requests: weights of the estimate sources (mig-mem, model, history, default,
+    /// whole-gpu); unnamed sources get 0.
+    #[arg(long, default_value = "mig-mem=0.1,model=0.3,history=0.4,default=0.2")]
+    pub estimate_shares: String,
+    /// A job that ran out of memory is requeued only when a full run would have ended, not
+    /// when the failure happens.
+    #[arg(long)]
+    pub no_early_restart: bool,
+    /// Seconds from an attempt's start to its out-of-memory failure with early restart.
+    #[arg(long, default_value_t = 60.0)]
+    pub oom_after: f64,
+    /// Out-of-memory restarts per job (the last one goes to a whole GPU; 0 counts as 1)
+    /// [default: estimator.max_oom_restarts, 2].
+    #[arg(long)]
+    pub max_oom_restarts: Option<u32>,
+    /// Run the policies of --compare-policies under whole, estimated and exact requests and
+    /// print throughput and energy against whole-GPU requests.
+    #[arg(long)]
+    pub compare_requests: bool,
+    /// Release every job at time 0 (a batch; due dates keep their distance from release):
+    /// throughput is then the rate at which the cluster works the batch off.
+    #[arg(long)]
+    pub batch: bool,
+    /// Policies of --compare-requests, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "static,dynamic")]
+    pub compare_policies: Vec<PolicyName>,
+}
+
+fn request_params(a: &SimulateArgs) -> Result<RequestParams> {
+    let mut r = RequestParams {
+        mode: a.requests.parse().map_err(anyhow::Error::msg)?,
+        shares: SourceShares::parse(&a.estimate_shares)?,
+        early_restart: !a.no_early_restart,
+        ..Default::default()
+    };
+    if !(a.oom_after.is_finite() && a.oom_after > 0.0) {
+        bail!("--oom-after {}: allowed a number of seconds > 0", a.oom_after);
+    }
+    r.oom_after_s = a.oom_after;
+    if let Some(n) = a.max_oom_restarts {
+        if n > 10 {
+            bail!("--max-oom-restarts {n}: allowed 0 to 10");
+        }
+        r.estimator.max_oom_restarts = n;
+    }
+    Ok(r)
 }
 
 fn workload(a: &SimulateArgs, m: &ModelParams, load: f64) -> Result<Workload> {
@@ -161,15 +212,23 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
             .parse::<f64>()
             .with_context(|| format!("--load {}: allowed a number > 0 or auto", a.load))?
     };
-    let wl = workload(a, &m, load)?;
+    let mut wl = workload(a, &m, load)?;
+    if a.batch {
+        wl = wl.all_at_once();
+    }
     let mut cfg = SimConfig::new(model, a.nodes, a.gpus_per_node);
     cfg.reconfig_cost_s = a.reconfig_cost;
     cfg.drain = drain;
     cfg.policy_interval_s = a.policy_interval;
     cfg.seed = a.seed;
     cfg.sample_interval_s = 300.0;
+    cfg.requests = request_params(a)?;
     let opts = EvalOptions {
-        policies: a.policies.clone(),
+        policies: if a.compare_requests {
+            a.compare_policies.clone()
+        } else {
+            a.policies.clone()
+        },
         placements,
         limits: PolicyLimits {
             max_concurrent: a.max_concurrent.unwrap_or((a.nodes / 8).max(1)),
@@ -203,6 +262,29 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
             bar.set_position(done);
         }
     };
+    if a.compare_requests {
+        cfg.sample_interval_s = 0.0;
+        let c = compare::compare_requests(&wl, &cfg, &opts, &progress)?;
+        bar.finish_and_clear();
+        let text = match a.format.as_str() {
+            "table" => compare::terminal(&c),
+            "markdown" => compare::markdown(&c),
+            "json" => compare::json(&c)?,
+            f => bail!("unknown format '{f}' for --compare-requests; allowed: table, markdown, json"),
+        };
+        print!("{text}");
+        if let Some(dir) = &a.out {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            for (name, s) in [
+                ("requests.md", compare::markdown(&c)),
+                ("requests.json", compare::json(&c)?),
+            ] {
+                std::fs::write(dir.join(name), s).with_context(|| format!("writing {}", dir.join(name).display()))?;
+            }
+            eprintln!("wrote {}", dir.display());
+        }
+        return Ok(());
+    }
     let ev = evaluate(&wl, &cfg, &opts, &progress)?;
     bar.finish_and_clear();
     let text = match a.format.as_str() {

@@ -29,6 +29,7 @@ pub mod bounds;
 pub mod charts;
 pub mod cli;
 pub mod cluster;
+pub mod compare;
 pub mod engine;
 pub mod evaluate;
 pub mod metrics;

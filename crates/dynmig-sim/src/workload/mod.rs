@@ -48,6 +48,22 @@ impl Workload {
         h.map(|x| x / (3600.0 * days))
     }
 
+    /// The same jobs all released at time 0, each due as long after 0 as it was after its
+    /// release: a batch to be worked off, as in throughput experiments that time a fixed set
+    /// of jobs (arXiv 2508.18556).
+    pub fn all_at_once(&self) -> Workload {
+        let jobs = self
+            .jobs
+            .iter()
+            .map(|j| Job {
+                release: 0.0,
+                due: j.due - j.release,
+                ..j.clone()
+            })
+            .collect();
+        Workload::new(jobs, format!("{}, all released at 0", self.description))
+    }
+
     /// The peak of [`Workload::hourly_gpu_demand`], in GPUs.
     pub fn peak_gpu_demand(&self) -> f64 {
         self.hourly_gpu_demand().into_iter().fold(0.0, f64::max)
