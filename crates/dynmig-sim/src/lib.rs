@@ -12,6 +12,8 @@
 //!   `dynmig_core::policy::Policy`.
 //! - [`metrics`], [`bounds`]: energy, tardiness, ET, waits; lower bounds.
 //! - [`evaluate`]: every policy side by side; [`report`], [`charts`]: tables and SVG.
+//! - [`requests`]: what jobs ask for (whole GPU, exact need, the estimator's estimate) and
+//!   out-of-memory restarts; [`compare`]: the three request modes side by side.
 //! - [`cli`]: `dynmig simulate`.
 //!
 //! ```no_run
