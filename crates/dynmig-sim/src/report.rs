@@ -4,7 +4,7 @@ use crate::evaluate::Evaluation;
 use crate::metrics::Metrics;
 use anyhow::Result;
 
-const HEAD: [&str; 17] = [
+const HEAD: [&str; 18] = [
     "policy",
     "placement",
     "energy/job MJ",
@@ -20,6 +20,7 @@ const HEAD: [&str; 17] = [
     "wait p99 s",
     "reconfigs",
     "inst changes",
+    "OOM restarts",
     "events",
     "wall s",
 ];
@@ -41,6 +42,7 @@ fn cells(m: &Metrics) -> Vec<String> {
         format!("{:.0}", m.wait_p99_s),
         m.reconfigs.to_string(),
         m.instance_changes.to_string(),
+        m.oom_restarts.to_string(),
         m.events.to_string(),
         format!("{:.2}", m.wall_s),
     ]
