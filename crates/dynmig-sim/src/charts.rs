@@ -80,7 +80,7 @@ pub fn day_chart(run: &RunResult, day: u32, path: &Path) -> Result<()> {
         .max(1);
     let mut ch = ChartBuilder::on(&panels[0])
         .caption(
-            format!("{}: instances per profile, day {day}", run.policy),
+            format!("{}: instances per profile, stacked (each line adds its profile), day {day}", run.policy),
             ("sans-serif", 16),
         )
         .margin(8)
@@ -90,7 +90,7 @@ pub fn day_chart(run: &RunResult, day: u32, path: &Path) -> Result<()> {
         .map_err(err)?;
     ch.configure_mesh()
         .x_desc("hour")
-        .y_desc("instances")
+        .y_desc("instances, cumulative")
         .draw()
         .map_err(err)?;
     for (p, name) in run.profiles.iter().enumerate() {
