@@ -21,7 +21,10 @@ use std::path::{Path, PathBuf};
 
 /// The `File=` (or first of `MultipleFiles=`) of each GPU line of a gres.conf, in order.
 pub fn gres_conf_files(text: &str) -> Vec<PathBuf> {
-    crate::gres_conf::line_files(text).into_iter().filter_map(|f| f.into_iter().next()).collect()
+    crate::gres_conf::line_files(text)
+        .into_iter()
+        .filter_map(|f| f.into_iter().next())
+        .collect()
 }
 
 /// The GPU indices in `SLURM_JOB_GPUS` (`"0,2"`); empty for none.

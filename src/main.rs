@@ -319,13 +319,24 @@ fn run(cli: Cli) -> Result<()> {
             let ctx = Ctx::load(cli.config.as_deref())?;
             match cmd {
                 HistoryCmd::Serve { listen, socket } => dynmig::history::cli::serve(&ctx, listen.as_deref(), socket),
-                HistoryCmd::Show { user, name, limit, json } => {
-                    print!("{}", dynmig::history::cli::show(&ctx, user.as_deref(), name.as_deref(), limit, json)?);
+                HistoryCmd::Show {
+                    user,
+                    name,
+                    limit,
+                    json,
+                } => {
+                    print!(
+                        "{}",
+                        dynmig::history::cli::show(&ctx, user.as_deref(), name.as_deref(), limit, json)?
+                    );
                     Ok(())
                 }
                 HistoryCmd::Flush { node } => {
                     let f = dynmig::history::cli::flush(&ctx, &node)?;
-                    println!("delivered {}, refused {}, pending {}", f.delivered, f.refused, f.pending);
+                    println!(
+                        "delivered {}, refused {}, pending {}",
+                        f.delivered, f.refused, f.pending
+                    );
                     Ok(())
                 }
             }

@@ -266,7 +266,12 @@ impl SlurmCommands {
             Ok(out) => out?,
             Err(_) => {
                 let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-                bail!("{} {} timed out after {:?}", program.display(), args.join(" "), self.timeout);
+                bail!(
+                    "{} {} timed out after {:?}",
+                    program.display(),
+                    args.join(" "),
+                    self.timeout
+                );
             }
         };
         if !out.status.success() {
@@ -387,14 +392,24 @@ mod run_tests {
     #[test]
     fn large_output_is_read_while_the_command_runs() {
         // 1 MiB on stdout: more than a pipe holds, so a reader that waits first would hang.
-        let c = SlurmCommands { squeue: "sh".into(), timeout: Duration::from_secs(10), ..SlurmCommands::default() };
-        let out = c.run(&c.squeue, &["-c", "head -c 1048576 /dev/zero | tr '\\\\0' x"]).unwrap();
+        let c = SlurmCommands {
+            squeue: "sh".into(),
+            timeout: Duration::from_secs(10),
+            ..SlurmCommands::default()
+        };
+        let out = c
+            .run(&c.squeue, &["-c", "head -c 1048576 /dev/zero | tr '\\\\0' x"])
+            .unwrap();
         assert_eq!(out.len(), 1 << 20);
     }
 
     #[test]
     fn a_hung_command_times_out() {
-        let c = SlurmCommands { squeue: "sleep".into(), timeout: Duration::from_millis(300), ..SlurmCommands::default() };
+        let c = SlurmCommands {
+            squeue: "sleep".into(),
+            timeout: Duration::from_millis(300),
+            ..SlurmCommands::default()
+        };
         let err = c.run(&c.squeue, &["5"]).unwrap_err().to_string();
         assert!(err.contains("timed out"), "{err}");
     }

@@ -80,7 +80,10 @@ pub fn day_chart(run: &RunResult, day: u32, path: &Path) -> Result<()> {
         .max(1);
     let mut ch = ChartBuilder::on(&panels[0])
         .caption(
-            format!("{}: instances per profile, stacked (each line adds its profile), day {day}", run.policy),
+            format!(
+                "{}: instances per profile, stacked (each line adds its profile), day {day}",
+                run.policy
+            ),
             ("sans-serif", 16),
         )
         .margin(8)
