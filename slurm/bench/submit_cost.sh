@@ -5,7 +5,7 @@
 # each submit RPC ("_slurm_rpc_submit_batch_job: JobId=.. InitPrio=.. usec=N", info level).
 #
 #   slurm/bench/submit_cost.sh [DIR] [N]     # default /tmp/dmb-cost 500; run as root
-#   VARIANTS="dynmig lua none" changes the order (the first run pays for warm-up).
+#   VARIANTS="dynmig lua none typed" changes the order (the first run pays for warm-up).
 set -euo pipefail
 D=${1:-/tmp/dmb-cost}
 N=${2:-500}
@@ -20,12 +20,21 @@ stats() { # reads numbers, prints n median p95 mean
 		printf "n=%d median=%d p95=%d mean=%.0f usec\n", NR, m, p, s / NR }'
 }
 
-for variant in ${VARIANTS:-none dynmig lua}; do
-	"$here/cluster.sh" start "$D" "$variant" >/dev/null
+# "typed" is a control: no plugin, and the job asks the typed GRES itself
+# (--gres=gpu:1g.10gb:1), so slurmctld does the same GRES work as after a rewrite; the
+# difference between dynmig and typed is the plugin's own cost.
+for variant in ${VARIANTS:-none typed dynmig lua}; do
+	plugin=$variant
+	request=(--gres=gpu:1 --mig-mem=9G)
+	if [ "$variant" = typed ]; then
+		plugin=none
+		request=(--gres=gpu:1g.10gb:1)
+	fi
+	"$here/cluster.sh" start "$D" "$plugin" >/dev/null
 	from=$(wc -l <"$D/slurmctld.log")
 	start=$(date +%s.%N)
 	for _ in $(seq "$N"); do
-		sbatch --hold --gres=gpu:1 --mig-mem=9G --wrap true >/dev/null
+		sbatch --hold "${request[@]}" --wrap true >/dev/null
 	done
 	end=$(date +%s.%N)
 	sleep 1
