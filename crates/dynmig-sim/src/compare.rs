@@ -170,35 +170,8 @@ fn footer(c: &Comparison) -> String {
 /// Aligned text for a terminal.
 pub fn terminal(c: &Comparison) -> String {
     let rows: Vec<Vec<String>> = c.rows.iter().map(cells).collect();
-    let widths: Vec<usize> = (0..HEAD.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([HEAD[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |r: &[String]| -> String {
-        r.iter()
-            .enumerate()
-            .map(|(i, x)| {
-                if i < 2 {
-                    format!("{x:<w$}", w = widths[i])
-                } else {
-                    format!("{x:>w$}", w = widths[i])
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
     let mut s = format!("{}\n", c.workload);
-    s.push_str(&line(&HEAD.map(String::from)));
-    s.push('\n');
-    for r in &rows {
-        s.push_str(&line(r));
-        s.push('\n');
-    }
+    s.push_str(&crate::report::aligned(&HEAD, &rows));
     s.push_str(&footer(c));
     s
 }

@@ -57,14 +57,14 @@ fn bounds_line(e: &Evaluation) -> String {
     )
 }
 
-/// Aligned text.
-pub fn terminal(e: &Evaluation) -> String {
-    let rows: Vec<Vec<String>> = e.rows.iter().map(cells).collect();
-    let widths: Vec<usize> = (0..HEAD.len())
+/// `head` and `rows` as aligned text: the first two columns left-aligned, the others right,
+/// two spaces between columns, one line per row (the header first).
+pub fn aligned(head: &[&str], rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..head.len())
         .map(|i| {
             rows.iter()
                 .map(|r| r[i].len())
-                .chain([HEAD[i].len()])
+                .chain([head[i].len()])
                 .max()
                 .unwrap_or(0)
         })
@@ -82,12 +82,19 @@ pub fn terminal(e: &Evaluation) -> String {
             .collect::<Vec<_>>()
             .join("  ")
     };
-    let mut s = line(&HEAD.map(String::from));
+    let mut s = line(&head.iter().map(|h| h.to_string()).collect::<Vec<_>>());
     s.push('\n');
-    for r in &rows {
+    for r in rows {
         s.push_str(&line(r));
         s.push('\n');
     }
+    s
+}
+
+/// Aligned text.
+pub fn terminal(e: &Evaluation) -> String {
+    let rows: Vec<Vec<String>> = e.rows.iter().map(cells).collect();
+    let mut s = aligned(&HEAD, &rows);
     s.push_str(&bounds_line(e));
     s.push('\n');
     for m in &e.rows {
