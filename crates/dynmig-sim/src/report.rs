@@ -34,8 +34,8 @@ fn cells(m: &Metrics) -> Vec<String> {
         format!("{:.0}", m.mean_tardiness_s),
         format!("{:.1}", 100.0 * m.late_share),
         format!("{:.3}", m.et),
-        format!("{:.3}", m.et_vs_none),
-        format!("{:.3}", m.et_vs_static),
+        ratio(m.et_vs_none),
+        ratio(m.et_vs_static),
         format!("{:.1}", m.makespan_s / 3600.0),
         format!("{:.1}", 100.0 * m.utilisation),
         format!("{:.0}", m.wait_p50_s),
@@ -55,6 +55,15 @@ fn bounds_line(e: &Evaluation) -> String {
         e.bounds.mean_tardiness_s,
         e.bounds.makespan_s / 3600.0
     )
+}
+
+/// A ratio to a policy that was not run (NaN) is shown as `-`.
+fn ratio(r: f64) -> String {
+    if r.is_finite() {
+        format!("{r:.3}")
+    } else {
+        "-".into()
+    }
 }
 
 /// `head` and `rows` as aligned text: the first two columns left-aligned, the others right,
