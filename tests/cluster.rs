@@ -214,6 +214,11 @@ fn field(text: &str, key: &str) -> String {
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn hints_become_typed_gres_and_the_decision_is_recorded() {
     let c = Cluster::up(false);
+    // The SPANK plugin lists its options, with usage text, in sbatch --help.
+    let help = c.ok("sbatch", &["--help"]);
+    for opt in ["--mig-mem", "--mig-profile", "--mig-model-params"] {
+        assert!(help.contains(opt), "sbatch --help does not list {opt}:\n{help}");
+    }
     let id = c.sbatch(&["--hold", "--gres=gpu:1", "--mig-mem=18G", "--wrap=true"]);
     let job = c.job(id);
     assert_eq!(field(&job, "TresPerNode"), "gres:gpu:2g.20gb:1", "{job}");
