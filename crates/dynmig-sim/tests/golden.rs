@@ -1,5 +1,7 @@
 //! Golden checks on small hand-computed cases (docs/model.md gives the formulas).
 
+mod common;
+use common::linear_power;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
 use dynmig_sim::bounds::bounds;
 use dynmig_sim::engine::{simulate, SimConfig};
@@ -8,19 +10,6 @@ use dynmig_sim::policies::{PolicyLimits, PolicySpec};
 use dynmig_sim::power::PowerModel;
 use dynmig_sim::workload::Workload;
 use std::time::Duration;
-
-/// Linear power, easy to add up by hand: 50 W idle, 100 W for a busy full GPU, c/7 of it
-/// for c slices.
-fn linear_power() -> PowerModel {
-    PowerModel {
-        idle_w: 50.0,
-        scale_w: 100.0,
-        exponent: 1.0,
-        tdp_w: 1000.0,
-        full_slices: 7,
-        source: "test".into(),
-    }
-}
 
 /// Seven jobs released at 0, 70 s each on a full GPU, linear scaling, due at 70 s.
 fn seven_jobs() -> Workload {

@@ -2,6 +2,8 @@
 //! restarts"): restarts only when the estimate is below the need, each restarted job ends on
 //! a larger profile, never more restarts than the limit, determinism, and a hand-computed case.
 
+mod common;
+use common::linear_power;
 use dynmig_core::estimate::EstimateSource;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
 use dynmig_core::size::GIB;
@@ -9,7 +11,6 @@ use dynmig_sim::cluster::Cluster;
 use dynmig_sim::engine::{simulate, RunResult, SimConfig};
 use dynmig_sim::model::{Job, JobKind, ModelParams};
 use dynmig_sim::policies::{PolicyLimits, PolicySpec};
-use dynmig_sim::power::PowerModel;
 use dynmig_sim::requests::{plan_requests, JobRequest, RequestMode, SourceShares};
 use dynmig_sim::workload::synthetic::{synthetic_workload, SyntheticParams};
 use dynmig_sim::workload::Workload;
@@ -117,18 +118,6 @@ fn whole_and_exact_never_restart_and_same_seed_same_result() {
     let mut c2 = c.clone();
     c2.seed = 2;
     assert_ne!(plan(&wl, &c).0, plan(&wl, &c2).0, "another seed draws other estimates");
-}
-
-/// Linear power: 50 W idle, 100 W x c/7 for a busy instance of c slices.
-fn linear_power() -> PowerModel {
-    PowerModel {
-        idle_w: 50.0,
-        scale_w: 100.0,
-        exponent: 1.0,
-        tdp_w: 1000.0,
-        full_slices: 7,
-        source: "test".into(),
-    }
 }
 
 /// One job needing 8000 MiB, 70 s on a full GPU, linear scaling; its model estimate is half

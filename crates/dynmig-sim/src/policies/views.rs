@@ -63,13 +63,16 @@ pub fn demand(c: &Cluster, pending: &[u32], profiles: &[&'static ProfileSpec], w
         d.add_pending(profiles[p].name, *n);
     }
     if widest > 1 {
-        let stranded: u32 = c
+        // The controller's rule (`Demand::add_stranded`), fed from the per-node counts.
+        let full = profiles[c.full].name;
+        let widest_map = [(full.to_string(), u32::try_from(widest).unwrap_or(u32::MAX))].into();
+        let free: Vec<std::collections::BTreeMap<&'static str, u32>> = c
             .free_full
             .iter()
-            .filter(|f| (**f as usize) < widest)
-            .map(|f| u32::from(*f))
-            .sum();
-        d.add_pending(profiles[c.full].name, stranded);
+            .filter(|f| **f > 0)
+            .map(|f| [(full, u32::from(*f))].into())
+            .collect();
+        d.add_stranded(&widest_map, free.iter());
     }
     for (g, s) in c.state.iter().enumerate() {
         match s {
