@@ -1,0 +1,11 @@
+//! dynmig-host: the host plumbing every dynmig process shares, and nothing else.
+//!
+//! - [`fs`]: atomic replacement of a file with a chosen mode, reads with a size bound;
+//! - [`process`]: external commands run with a timeout and a cap on what they print.
+//!
+//! Root-side code (agent, Prolog, Epilog) uses only these for files and commands, so every
+//! read is bounded and every external call times out (docs/architecture.md, "Root side").
+#![deny(missing_docs)]
+
+pub mod fs;
+pub mod process;
