@@ -9,7 +9,10 @@
 //! - [`config`]: dynmig.toml, read and checked.
 //! - [`demand`]: pending instances per profile.
 //! - [`migparted`]: NVIDIA mig-parted v1 YAML configs, imported and exported.
+//! - [`snapshot`]: the cluster as a policy sees it, built the same way by the controller and
+//!   the simulator.
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
+//! - [`protocol`]: the typed codecs of everything that crosses a process boundary.
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
 //! and the simulator all call this crate.
@@ -23,5 +26,7 @@ pub mod gres;
 pub mod hints;
 pub mod migparted;
 pub mod policy;
+pub mod protocol;
 pub mod size;
+pub mod snapshot;
 pub mod submit;

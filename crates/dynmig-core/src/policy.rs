@@ -12,47 +12,10 @@
 //!   node is only drained when no idle node can serve the demand.
 
 use crate::demand::Demand;
-use crate::geometry::{GpuModel, NodeLayout, ProfileCounts};
+use crate::geometry::{NodeLayout, ProfileCounts};
+pub use crate::snapshot::NodeSnapshot;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// What a policy sees of one node.
-#[derive(Debug, Clone)]
-pub struct NodeView {
-    /// Slurm node name.
-    pub name: String,
-    /// GPU model of every GPU on the node.
-    pub model: &'static GpuModel,
-    /// Current layout, one entry per GPU.
-    pub layout: NodeLayout,
-    /// Layouts each GPU of this node may take (from the node group's `allowed_layouts`).
-    pub allowed: Vec<ProfileCounts>,
-    /// Instances in use by running jobs, per profile.
-    pub busy: BTreeMap<String, u32>,
-    /// Whether the node takes no new jobs now (drained or draining, by dynmig or an admin, or
-    /// not registered): it is no candidate, and its free instances serve nothing.
-    pub unavailable: bool,
-    /// Whether dynmig is repartitioning the node now (counts against the concurrency limit).
-    pub repartitioning: bool,
-    /// How long the current layout has been in place.
-    pub layout_age: Duration,
-}
-
-impl NodeView {
-    /// Free (idle) instances per profile: the current layout less the busy ones.
-    pub fn free(&self) -> BTreeMap<&'static str, u32> {
-        let mut free = self.layout.totals();
-        for (p, n) in free.iter_mut() {
-            *n = n.saturating_sub(self.busy.get(*p).copied().unwrap_or(0));
-        }
-        free
-    }
-
-    /// Whether any instance runs a job.
-    pub fn is_idle(&self) -> bool {
-        self.busy.values().all(|n| *n == 0)
-    }
-}
 
 /// A decision: drain `node` and give it `target`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,13 +54,13 @@ pub trait Policy: Send {
     /// Short name, e.g. `"demand"`.
     fn name(&self) -> &'static str;
     /// Decides which nodes change layout now. `nodes` is every node dynmig manages.
-    fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition>;
+    fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition>;
 
     /// Decides with the clock known: `time_of_day` is the time since midnight (the cluster's
     /// local time; the simulator's virtual day). Time-of-day schedules need it; the default
     /// ignores it and calls [`Policy::plan`], so demand-driven policies decide the same with
     /// or without it.
-    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         let _ = time_of_day;
         self.plan(nodes, demand)
     }
@@ -111,7 +74,7 @@ impl Policy for NoChange {
     fn name(&self) -> &'static str {
         "none"
     }
-    fn plan(&mut self, _: &[NodeView], _: &Demand) -> Vec<Repartition> {
+    fn plan(&mut self, _: &[NodeSnapshot], _: &Demand) -> Vec<Repartition> {
         Vec::new()
     }
 }
@@ -135,7 +98,7 @@ impl Policy for DemandDriven {
         "demand"
     }
 
-    fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+    fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         // Unmet demand: pending instances per profile that no free instance can serve now.
         let mut unmet: BTreeMap<String, u32> = demand.pending.clone();
         for n in nodes.iter().filter(|n| !n.unavailable) {
@@ -162,7 +125,7 @@ impl Policy for DemandDriven {
 
         // Candidates: available nodes whose layout is old enough. Idle nodes first, then the
         // nodes with the fewest busy instances (they drain soonest); name breaks ties.
-        let mut cands: Vec<&NodeView> = nodes
+        let mut cands: Vec<&NodeSnapshot> = nodes
             .iter()
             .filter(|n| !n.unavailable && n.layout_age >= self.limits.min_layout_lifetime)
             .collect();
@@ -200,7 +163,7 @@ impl Policy for DemandDriven {
 ///
 /// Returns the node's target and the unmet instances it serves.
 pub fn best_target(
-    node: &NodeView,
+    node: &NodeSnapshot,
     unmet: &BTreeMap<String, u32>,
     pending: &BTreeMap<String, u32>,
 ) -> (NodeLayout, BTreeMap<String, u32>) {
@@ -253,8 +216,8 @@ mod tests {
         ProfileCounts::parse(&A100_80GB, s).unwrap()
     }
 
-    fn node(name: &str, l: &[&str], busy: &[(&str, u32)]) -> NodeView {
-        NodeView {
+    fn node(name: &str, l: &[&str], busy: &[(&str, u32)]) -> NodeSnapshot {
+        NodeSnapshot {
             name: name.into(),
             model: &A100_80GB,
             layout: NodeLayout {
@@ -274,6 +237,8 @@ mod tests {
             unavailable: false,
             repartitioning: false,
             layout_age: Duration::from_secs(3600),
+            incoming: BTreeMap::new(),
+            schedulable_free: BTreeMap::new(),
         }
     }
 

@@ -7,7 +7,7 @@
 use crate::cluster::{Cluster, GpuState};
 use crate::model::Job;
 use crate::placement::Placement;
-use crate::policies::views::{demand, node_index, node_views};
+use crate::policies::views::{node_index, snapshot};
 use crate::policies::{mix, DemandDriven, Learned, NoChange, Policy, PolicySpec, Scheduled};
 use crate::power::PowerModel;
 use crate::requests::{plan_requests, restart_profile, RequestParams};
@@ -489,14 +489,13 @@ impl<'a> Sim<'a> {
             }
         };
         self.events += 1;
-        let views = node_views(&self.c, self.now, cands);
         let np = self.c.profiles.len();
         let widest = (np..self.queues.len())
             .rev()
             .find(|q| !self.queues[*q].is_empty())
             .map_or(0, |q| q - np);
-        let d = demand(&self.c, &self.pending, &self.c.profiles, widest);
-        let plan = policy.plan_at(tod, &views, &d);
+        let snap = snapshot(&self.c, self.now, cands, &self.pending, &self.c.profiles, widest);
+        let plan = policy.plan_at(tod, &snap.nodes, &snap.demand());
         for r in plan {
             let node = node_index(&r.node)
                 .filter(|n| *n < self.c.nodes())

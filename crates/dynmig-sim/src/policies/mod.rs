@@ -14,7 +14,7 @@ use crate::model::Job;
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts};
 pub use dynmig_core::policy::{DemandDriven, NoChange, Policy, PolicyLimits};
-use dynmig_core::policy::{NodeView, Repartition};
+use dynmig_core::policy::{NodeSnapshot, Repartition};
 use std::time::Duration;
 
 /// A policy to simulate, with its initial cluster layout.
@@ -75,10 +75,10 @@ impl Policy for Scheduled {
     fn name(&self) -> &'static str {
         "scheduled"
     }
-    fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+    fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         self.plan_at(Duration::ZERO, nodes, demand)
     }
-    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeView], _: &Demand) -> Vec<Repartition> {
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], _: &Demand) -> Vec<Repartition> {
         let Some(targets) = self.current(time_of_day) else {
             return Vec::new();
         };
@@ -170,10 +170,10 @@ impl Policy for Learned {
     fn name(&self) -> &'static str {
         "time-of-day"
     }
-    fn plan(&mut self, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+    fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         self.schedule.plan(nodes, demand)
     }
-    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeView], demand: &Demand) -> Vec<Repartition> {
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         self.schedule.plan_at(time_of_day, nodes, demand)
     }
 }

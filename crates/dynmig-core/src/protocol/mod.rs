@@ -1,0 +1,44 @@
+//! The typed codecs for everything that crosses a process boundary. Each text below is
+//! written and read by one code only, here:
+//!
+//! | what | between | codec |
+//! |---|---|---|
+//! | [`intent::NodeIntent`] | controller -> agent, through the node's drain reason | `dynmig/v1 repartition to=<layout>` |
+//! | [`layout::PublishedLayout`] | agent -> controller, through the node's `Extra` field | `dynmig/v1 layout=<layout>` |
+//! | [`journal::Journal`] | agent -> the agent after a crash | JSON, versioned, typed steps |
+//! | [`event::Event`] | every part -> `dynmig status`, the demo report | JSON lines, typed kinds |
+//!
+//! Every codec is versioned (`dynmig/v1`), so that an administrator's own reason or comment
+//! is never taken for ours, and a later dynmig can tell an old record from a new one.
+
+pub mod event;
+pub mod intent;
+pub mod journal;
+pub mod layout;
+
+/// The version tag every dynmig text field starts with.
+pub const TAG: &str = "dynmig/v1";
+
+/// Cuts `s` to at most `max` characters, adding `...` when it cut, and makes it one line
+/// (newlines and control characters become spaces): for user- or system-provided text put in
+/// a message or a Slurm field.
+pub fn clip(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if s.chars().count() > max {
+        out.push_str("...");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clip_cuts_and_flattens() {
+        assert_eq!(super::clip("a\nb", 10), "a b");
+        assert_eq!(super::clip(&"x".repeat(10_000), 5), "xxxxx...");
+    }
+}
