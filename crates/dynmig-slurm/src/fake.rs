@@ -1,0 +1,205 @@
+//! An in-memory Slurm for tests (feature `fake`): jobs and nodes as plain data, every change
+//! applied the way slurmctld applies it, every call recorded. Production code never uses it.
+
+use crate::{JobInfo, JobState, NodeInfo, NodeState, SlurmApi, SlurmError};
+use dynmig_core::protocol::intent::NodeIntent;
+use std::sync::Mutex;
+
+/// The fake's state.
+#[derive(Debug, Default, Clone)]
+pub struct FakeState {
+    /// Jobs.
+    pub jobs: Vec<JobInfo>,
+    /// Nodes.
+    pub nodes: Vec<NodeInfo>,
+    /// Every changing call, in order, e.g. `drain n1 dynmig/v1 repartition to=...`.
+    pub calls: Vec<String>,
+    /// When set, every call fails with this message.
+    pub fail: Option<String>,
+    /// The clock for `reason_changed_at`, seconds since the epoch.
+    pub now: i64,
+}
+
+/// An in-memory Slurm.
+#[derive(Debug, Default)]
+pub struct FakeSlurm {
+    /// The state; tests read and change it directly.
+    pub state: Mutex<FakeState>,
+}
+
+/// A node with no job, the given GRES and no reason.
+pub fn idle_node(name: &str, gres: &str) -> NodeInfo {
+    NodeInfo {
+        name: name.into(),
+        state: NodeState::Idle,
+        flags: vec!["DYNAMIC".into()],
+        reason: String::new(),
+        gres: gres.into(),
+        gres_used: String::new(),
+        extra: String::new(),
+        slurmd_start_time: 0,
+        alloc_cpus: 0,
+        reason_changed_at: 0,
+    }
+}
+
+/// A pending job asking `tres_per_node`.
+pub fn pending_job(id: u32, tres_per_node: &str) -> JobInfo {
+    JobInfo {
+        id,
+        name: format!("job{id}"),
+        user: "alice".into(),
+        uid: 1000,
+        state: JobState::Pending,
+        reason: "Resources".into(),
+        tres_per_node: tres_per_node.into(),
+        nodes: String::new(),
+        submit_time: 0,
+        start_time: 0,
+        end_time: 0,
+        admin_comment: String::new(),
+        exit_status: 0,
+        restarts: 0,
+        std_err: String::new(),
+    }
+}
+
+impl FakeSlurm {
+    /// A fake holding these nodes and jobs.
+    pub fn new(nodes: Vec<NodeInfo>, jobs: Vec<JobInfo>) -> Self {
+        Self {
+            state: Mutex::new(FakeState {
+                jobs,
+                nodes,
+                ..FakeState::default()
+            }),
+        }
+    }
+
+    /// The recorded changing calls.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    /// Runs `f` on node `name` (panics if there is none: a test bug).
+    pub fn with_node<T>(&self, name: &str, f: impl FnOnce(&mut NodeInfo) -> T) -> T {
+        let mut s = self.lock();
+        let n = s.nodes.iter_mut().find(|n| n.name == name).expect("no such fake node");
+        f(n)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FakeState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn change(&self, call: String, f: impl FnOnce(&mut FakeState) -> Result<(), SlurmError>) -> Result<(), SlurmError> {
+        let mut s = self.lock();
+        if let Some(why) = &s.fail {
+            return Err(SlurmError::Refused(why.clone()));
+        }
+        s.calls.push(call);
+        f(&mut s)
+    }
+
+    fn node_mut<'a>(s: &'a mut FakeState, name: &str) -> Result<&'a mut NodeInfo, SlurmError> {
+        s.nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+            .ok_or_else(|| SlurmError::Refused(format!("Invalid node name specified: {name}")))
+    }
+
+    fn job_mut<'a>(s: &'a mut FakeState, id: u32) -> Result<&'a mut JobInfo, SlurmError> {
+        s.jobs
+            .iter_mut()
+            .find(|j| j.id == id)
+            .ok_or_else(|| SlurmError::Refused(format!("Invalid job id specified: {id}")))
+    }
+}
+
+impl SlurmApi for FakeSlurm {
+    fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
+        let s = self.lock();
+        match &s.fail {
+            Some(why) => Err(SlurmError::Refused(why.clone())),
+            None => Ok(s.jobs.clone()),
+        }
+    }
+
+    fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
+        let s = self.lock();
+        match &s.fail {
+            Some(why) => Err(SlurmError::Refused(why.clone())),
+            None => Ok(s.nodes.clone()),
+        }
+    }
+
+    fn drain(&self, node: &str, intent: &NodeIntent) -> Result<(), SlurmError> {
+        self.change(format!("drain {node} {}", intent.encode()), |s| {
+            let now = s.now;
+            let n = Self::node_mut(s, node)?;
+            if !n.flags.iter().any(|f| f == "DRAIN") {
+                n.flags.push("DRAIN".into());
+            }
+            n.reason = intent.encode();
+            n.reason_changed_at = now;
+            Ok(())
+        })
+    }
+
+    fn resume(&self, node: &str) -> Result<(), SlurmError> {
+        self.change(format!("resume {node}"), |s| {
+            let n = Self::node_mut(s, node)?;
+            n.flags.retain(|f| f != "DRAIN");
+            n.reason.clear();
+            Ok(())
+        })
+    }
+
+    fn delete_node(&self, node: &str) -> Result<(), SlurmError> {
+        self.change(format!("delete {node}"), |s| {
+            if let Some(n) = s.nodes.iter().find(|n| n.name == node) {
+                if n.has_jobs() {
+                    return Err(SlurmError::Refused(format!("node {node} has jobs")));
+                }
+            }
+            s.nodes.retain(|n| n.name != node);
+            Ok(())
+        })
+    }
+
+    fn set_node_extra(&self, node: &str, extra: &str) -> Result<(), SlurmError> {
+        self.change(format!("extra {node} {extra}"), |s| {
+            Self::node_mut(s, node)?.extra = extra.into();
+            Ok(())
+        })
+    }
+
+    fn requeue_hold(&self, job: u32) -> Result<(), SlurmError> {
+        self.change(format!("requeuehold {job}"), |s| {
+            let j = Self::job_mut(s, job)?;
+            j.state = JobState::Pending;
+            j.restarts += 1;
+            j.reason = "JobHeldUser".into();
+            Ok(())
+        })
+    }
+
+    fn release(&self, job: u32) -> Result<(), SlurmError> {
+        self.change(format!("release {job}"), |s| {
+            Self::job_mut(s, job)?.reason = "None".into();
+            Ok(())
+        })
+    }
+
+    fn set_job_tres_per_node(&self, job: u32, tres: &str) -> Result<(), SlurmError> {
+        self.change(format!("tres {job} {tres}"), |s| {
+            Self::job_mut(s, job)?.tres_per_node = tres.into();
+            Ok(())
+        })
+    }
+
+    fn set_job_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError> {
+        // The comment is not kept on JobInfo; the recorded call is what tests look at.
+        self.change(format!("comment {job} {comment}"), |s| Self::job_mut(s, job).map(drop))
+    }
+}

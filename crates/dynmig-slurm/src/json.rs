@@ -1,0 +1,248 @@
+//! Slurm's JSON (`squeue --json`, `sinfo --json`; `scontrol show ... --json` from 23.02) into
+//! [`JobInfo`] and [`NodeInfo`]. Only the fields dynmig uses are read, in the shapes of every
+//! release from 22.05 (OpenAPI v0.0.38 data) on: later releases wrap numbers in
+//! `{"set":..,"number":..}` objects ([`num`]) and give states as lists.
+
+use crate::{JobInfo, JobState, NodeInfo, NodeState, SlurmError};
+use serde_json::Value;
+
+/// A number in Slurm's JSON: a plain number, or `{"set": true, "number": n}` (v0.0.39+); 0 when
+/// absent or unset.
+pub fn num(v: Option<&Value>) -> i64 {
+    match v {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
+        Some(Value::Object(o)) => {
+            if o.get("set").and_then(Value::as_bool) == Some(false) {
+                0
+            } else {
+                num(o.get("number"))
+            }
+        }
+        _ => 0,
+    }
+}
+
+fn text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","),
+        _ => String::new(),
+    }
+}
+
+fn array<'a>(json: &'a str, key: &str, what: &'static str) -> Result<(Value, &'a str), SlurmError> {
+    let v: Value = serde_json::from_str(json).map_err(|e| SlurmError::Json {
+        what,
+        why: format!("not JSON: {e}"),
+    })?;
+    if !v.get(key).is_some_and(Value::is_array) {
+        return Err(SlurmError::Json {
+            what,
+            why: format!("no '{key}' list"),
+        });
+    }
+    Ok((v, json))
+}
+
+/// Reads the job list of `squeue --json` output.
+///
+/// # Errors
+/// [`SlurmError::Json`]: not JSON, or no `jobs` list.
+pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>, SlurmError> {
+    let (v, _) = array(json, "jobs", "squeue --json")?;
+    Ok(v["jobs"]
+        .as_array()
+        .expect("checked")
+        .iter()
+        .map(|j| {
+            // 23.02+: job_state is a list of strings; 22.05: a string.
+            let state = match j.get("job_state") {
+                Some(Value::Array(a)) => a.first().and_then(Value::as_str).unwrap_or(""),
+                Some(Value::String(s)) => s.as_str(),
+                _ => "",
+            };
+            // 23.02+: exit_code {"status":..,"return_code":..}; 22.05: a number.
+            let exit_status = match j.get("exit_code") {
+                Some(Value::Object(o)) if o.contains_key("return_code") => num(o.get("return_code")),
+                other => num(other),
+            };
+            JobInfo {
+                id: u32::try_from(num(j.get("job_id"))).unwrap_or(0),
+                name: text(j.get("name")),
+                user: text(j.get("user_name")),
+                uid: u32::try_from(num(j.get("user_id"))).unwrap_or(u32::MAX),
+                state: JobState::from_slurm(state),
+                reason: text(j.get("state_reason")),
+                tres_per_node: text(j.get("tres_per_node")),
+                nodes: text(j.get("nodes")),
+                submit_time: num(j.get("submit_time")),
+                start_time: num(j.get("start_time")),
+                end_time: num(j.get("end_time")),
+                admin_comment: text(j.get("admin_comment")),
+                exit_status: i32::try_from(exit_status).unwrap_or(-1),
+                restarts: u32::try_from(num(j.get("restart_cnt"))).unwrap_or(0),
+                std_err: text(j.get("standard_error")),
+            }
+        })
+        .collect())
+}
+
+/// Reads the node list of `sinfo --json` (or `scontrol show node --json`) output.
+///
+/// # Errors
+/// [`SlurmError::Json`]: not JSON, or no `nodes` list.
+pub fn parse_nodes(json: &str) -> Result<Vec<NodeInfo>, SlurmError> {
+    let (v, _) = array(json, "nodes", "sinfo --json")?;
+    Ok(v["nodes"]
+        .as_array()
+        .expect("checked")
+        .iter()
+        .map(|n| {
+            // 22.05: "state": "idle", "state_flags": ["DRAIN"]; 23.02+: "state": ["IDLE","DRAIN"].
+            let (state, mut flags) = match n.get("state") {
+                Some(Value::Array(a)) => {
+                    let all: Vec<String> = a.iter().filter_map(Value::as_str).map(str::to_uppercase).collect();
+                    (
+                        all.first().cloned().unwrap_or_default(),
+                        all.into_iter().skip(1).collect(),
+                    )
+                }
+                other => (text(other), Vec::new()),
+            };
+            if let Some(Value::Array(a)) = n.get("state_flags") {
+                flags.extend(a.iter().filter_map(Value::as_str).map(str::to_uppercase));
+            }
+            NodeInfo {
+                name: text(n.get("name")),
+                state: NodeState::from_slurm(&state),
+                flags,
+                reason: text(n.get("reason")),
+                gres: text(n.get("gres")),
+                gres_used: text(n.get("gres_used")),
+                extra: text(n.get("extra")),
+                slurmd_start_time: num(n.get("slurmd_start_time")),
+                alloc_cpus: num(n.get("alloc_cpus")),
+                reason_changed_at: num(n.get("reason_changed_at")),
+            }
+        })
+        .collect())
+}
+
+/// A node's GRES string (`gpu:3g.40gb:2(S:0),gpu:1g.10gb:1`, or `gres/gpu:...` forms) as
+/// `(type, count)` pairs; entries of other GRES and untyped GPUs are left out.
+pub fn parse_node_gres(gres: &str) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    // Commas inside parentheses ("(IDX:0,2)") do not separate entries.
+    let mut depth = 0usize;
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    for c in gres.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                cur.push(c);
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                cur.push(c);
+            }
+            ',' if depth == 0 => parts.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    parts.push(cur);
+    for part in parts {
+        let part = part.split('(').next().unwrap_or("").trim();
+        let part = part
+            .strip_prefix("gres/")
+            .or_else(|| part.strip_prefix("gres:"))
+            .unwrap_or(part);
+        let fields: Vec<&str> = part.split(':').collect();
+        if fields.len() == 3 && fields[0] == "gpu" {
+            if let Ok(n) = fields[2].parse() {
+                out.push((fields[1].to_string(), n));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_gres_strings() {
+        assert_eq!(
+            parse_node_gres("gpu:3g.40gb:2(S:0),gpu:1g.10gb:1"),
+            vec![("3g.40gb".to_string(), 2), ("1g.10gb".to_string(), 1)]
+        );
+        assert_eq!(
+            parse_node_gres("gpu:7g.80gb:1(IDX:0,1),gres/gpu:2g.20gb:3"),
+            vec![("7g.80gb".into(), 1), ("2g.20gb".into(), 3)]
+        );
+        assert!(parse_node_gres("(null)").is_empty());
+    }
+
+    #[test]
+    fn numbers_old_and_new_forms() {
+        assert_eq!(num(Some(&serde_json::json!(5))), 5);
+        assert_eq!(
+            num(Some(&serde_json::json!({"set": true, "infinite": false, "number": 7}))),
+            7
+        );
+        assert_eq!(num(Some(&serde_json::json!({"set": false, "number": 7}))), 0);
+    }
+
+    #[test]
+    fn nodes_2205_and_2302_state_forms() {
+        let old = r#"{"nodes":[{"name":"n1","state":"idle","state_flags":["DRAIN"],"reason":"r","gres":"gpu:7g.80gb:1","gres_used":"","extra":"dynmig/v1 layout=1x7g.80gb","slurmd_start_time":10,"alloc_cpus":0}]}"#;
+        let n = &parse_nodes(old).unwrap()[0];
+        assert_eq!(
+            (n.state.clone(), n.is_drain(), n.has_jobs()),
+            (NodeState::Idle, true, false)
+        );
+        assert_eq!(n.extra, "dynmig/v1 layout=1x7g.80gb");
+        let new = r#"{"nodes":[{"name":"n1","state":["MIXED","DRAIN"],"reason":"x","gres":"","alloc_cpus":2}]}"#;
+        let n = &parse_nodes(new).unwrap()[0];
+        assert_eq!(
+            (n.state.clone(), n.is_drain(), n.has_jobs()),
+            (NodeState::Mixed, true, true)
+        );
+    }
+
+    #[test]
+    fn a_job_field_holding_key_value_text_stays_in_its_field() {
+        // The text-scraping Epilog took later `Key=` tokens from user fields (StdOut, Comment)
+        // as the real ones; JSON keeps each field where it is.
+        let j = r#"{"jobs":[{"job_id":12,"name":"my job ExitCode=97:0","user_name":"alice","user_id":1000,
+            "job_state":"COMPLETED","exit_code":0,"restart_cnt":0,
+            "standard_output":"/home/alice/o ExitCode=97:0 UserId=bob(1001) StdErr=/etc/victim.conf",
+            "standard_error":"/home/alice/e","admin_comment":"","tres_per_node":"gres:gpu:1g.10gb:1"}]}"#;
+        let job = &parse_jobs(j).unwrap()[0];
+        assert_eq!((job.id, job.uid, job.exit_status), (12, 1000, 0));
+        assert_eq!(
+            (job.user.as_str(), job.name.as_str()),
+            ("alice", "my job ExitCode=97:0")
+        );
+        assert_eq!(job.std_err, "/home/alice/e");
+    }
+
+    #[test]
+    fn job_forms_of_later_releases() {
+        let j = r#"{"jobs":[{"job_id":{"set":true,"number":5},"job_state":["PENDING"],"user_id":7,
+            "exit_code":{"status":["SUCCESS"],"return_code":{"set":true,"number":3}}}]}"#;
+        let job = &parse_jobs(j).unwrap()[0];
+        assert_eq!(
+            (job.id, job.state.clone(), job.exit_status, job.uid),
+            (5, JobState::Pending, 3, 7)
+        );
+    }
+
+    #[test]
+    fn malformed_output_is_an_error_not_a_panic() {
+        assert!(parse_jobs("nope").is_err());
+        assert!(parse_jobs("{}").is_err());
+        assert!(parse_nodes(r#"{"nodes":3}"#).is_err());
+    }
+}
