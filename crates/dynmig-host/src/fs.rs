@@ -73,7 +73,11 @@ pub fn read_bounded(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
     if meta.len() > max {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{} is {} bytes, more than the {max} allowed", path.display(), meta.len()),
+            format!(
+                "{} is {} bytes, more than the {max} allowed",
+                path.display(),
+                meta.len()
+            ),
         ));
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
@@ -105,6 +109,51 @@ pub fn remove_if_present(path: &Path) -> io::Result<()> {
     }
 }
 
+/// An append-only file of lines (the event log), or nowhere.
+///
+/// Each line is written with a single `write` on a file opened with `O_APPEND | O_NOFOLLOW`
+/// and created `0640`, so that several processes can append to one file without
+/// interleaving (a line stays well under `PIPE_BUF`) and a planted link is never followed.
+#[derive(Debug, Clone, Default)]
+pub struct LineLog {
+    path: Option<std::path::PathBuf>,
+}
+
+impl LineLog {
+    /// Lines go to `path`.
+    pub fn to(path: impl Into<std::path::PathBuf>) -> Self {
+        Self {
+            path: Some(path.into()),
+        }
+    }
+
+    /// Lines go nowhere.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// The file, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Appends `line` (which should end in `\n`). Never fails the caller: an error is printed
+    /// to stderr.
+    pub fn append(&self, line: &str) {
+        let Some(path) = &self.path else { return };
+        let res = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(err) = res {
+            eprintln!("dynmig: cannot append to {}: {err}", path.display());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,7 +180,29 @@ mod tests {
         let l = d.path().join("l");
         std::os::unix::fs::symlink(&p, &l).unwrap();
         assert!(read_bounded(&l, 100).is_err(), "a link is refused");
-        assert!(read_bounded(Path::new("/dev/zero"), 100).is_err(), "a device is refused");
+        assert!(
+            read_bounded(Path::new("/dev/zero"), 100).is_err(),
+            "a device is refused"
+        );
         assert!(read_bounded(&d.path().join("none"), 10).unwrap().is_none());
+    }
+}
+
+#[cfg(test)]
+mod line_log_tests {
+    use super::*;
+
+    #[test]
+    fn lines_append_and_links_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let log = LineLog::to(d.path().join("e.jsonl"));
+        log.append("a\n");
+        log.append("b\n");
+        assert_eq!(fs::read_to_string(d.path().join("e.jsonl")).unwrap(), "a\nb\n");
+        let target = d.path().join("victim");
+        fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, d.path().join("l")).unwrap();
+        LineLog::to(d.path().join("l")).append("x\n");
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
     }
 }

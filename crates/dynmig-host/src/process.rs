@@ -187,7 +187,10 @@ mod tests {
             max_output: 10,
             ..Limits::default()
         };
-        assert!(matches!(sh("echo 0123456789abcdef", l), Err(RunError::TooMuchOutput { .. })));
+        assert!(matches!(
+            sh("echo 0123456789abcdef", l),
+            Err(RunError::TooMuchOutput { .. })
+        ));
     }
 
     #[test]
