@@ -33,6 +33,17 @@ impl Default for SlurmCommands {
 }
 
 impl SlurmCommands {
+    /// The commands `[paths]` of the config names, with the default limits.
+    pub fn from_config(config: &dynmig_core::config::Config) -> Self {
+        let p = &config.paths;
+        Self {
+            squeue: p.squeue.clone(),
+            sinfo: p.sinfo.clone(),
+            scontrol: p.scontrol.clone(),
+            ..Self::default()
+        }
+    }
+
     fn scontrol(&self, args: &[&str]) -> Result<String, SlurmError> {
         Ok(run(self.scontrol.as_os_str(), args, self.limits)?)
     }

@@ -50,6 +50,8 @@ pub fn pending_job(id: u32, tres_per_node: &str) -> JobInfo {
         name: format!("job{id}"),
         user: "alice".into(),
         uid: 1000,
+        gid: 1000,
+        cwd: "/tmp".into(),
         state: JobState::Pending,
         reason: "Resources".into(),
         tres_per_node: tres_per_node.into(),

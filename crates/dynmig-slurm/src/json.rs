@@ -71,6 +71,8 @@ pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>, SlurmError> {
                 name: text(j.get("name")),
                 user: text(j.get("user_name")),
                 uid: u32::try_from(num(j.get("user_id"))).unwrap_or(u32::MAX),
+                gid: u32::try_from(num(j.get("group_id"))).unwrap_or(u32::MAX),
+                cwd: text(j.get("current_working_directory")),
                 state: JobState::from_slurm(state),
                 reason: text(j.get("state_reason")),
                 tres_per_node: text(j.get("tres_per_node")),

@@ -53,6 +53,10 @@ pub struct JobInfo {
     pub user: String,
     /// The job's uid.
     pub uid: u32,
+    /// The job's primary gid.
+    pub gid: u32,
+    /// The job's working directory (relative stdout/stderr paths are under it).
+    pub cwd: String,
     /// Base state.
     pub state: JobState,
     /// Why a pending job waits (`Resources`, `Priority`, ...).

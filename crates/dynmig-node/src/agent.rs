@@ -1,0 +1,428 @@
+//! The node agent: applies the layout the controller chose for this node, between
+//! allocations.
+//!
+//! The controller hands the target over through Slurm: it drains the node with a
+//! [`NodeIntent::Repartition`] reason. When the node is drained that way and no job runs on it
+//! any more (the last job's Epilog wakes the agent at once), the agent
+//! 1. journals the target ([`Journal`]) before each step,
+//! 2. changes only the GPU instances that must change ([`apply_transition`]),
+//! 3. rewrites the node's gres.conf,
+//! 4. re-registers the node with its new GRES ([`Reregister`]),
+//! 5. waits until Slurm shows the node in service with the new GRES,
+//! 6. publishes the applied layout in the node's `Extra` field ([`PublishedLayout`]), and
+//!    clears the journal.
+//!
+//! Every step is idempotent. After a crash the agent resumes a journal only when the node is
+//! still drained by dynmig for that same target and free of jobs, or already back with the
+//! target's GRES; otherwise it refuses and says why ([`Step::Refused`]). A journal that cannot
+//! be read drains the node with the reason. A failed apply leaves the node drained with a
+//! [`NodeIntent::Failed`] reason, which the controller leaves for an administrator.
+
+use crate::paths::NodePaths;
+use crate::reregister::Reregister;
+use anyhow::{anyhow, bail, Context, Result};
+use dynmig_core::geometry::{GpuModel, NodeLayout};
+use dynmig_core::protocol::event::{Event, EventKind};
+use dynmig_core::protocol::intent::NodeIntent;
+use dynmig_core::protocol::journal::{Journal, JournalStep};
+use dynmig_core::protocol::layout::PublishedLayout;
+use dynmig_gpu::{apply_transition, GpuBackend};
+use dynmig_host::fs::{read_text_bounded, remove_if_present, write_atomically, LineLog};
+use dynmig_slurm::json::parse_node_gres;
+use dynmig_slurm::{NodeInfo, SlurmApi};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The largest journal the agent reads, bytes.
+pub const MAX_JOURNAL: u64 = 64 << 10;
+
+/// Everything the agent of one node needs to know.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// Slurm node name.
+    pub node: String,
+    /// GPU model of the node's GPUs.
+    pub model: &'static GpuModel,
+    /// Number of GPUs.
+    pub gpus: usize,
+    /// The node's files.
+    pub paths: NodePaths,
+    /// How often the agent looks at its node when no Epilog woke it.
+    pub poll: Duration,
+    /// Longest wait for the node to come back after re-registration.
+    pub register_timeout: Duration,
+}
+
+/// What one look at the node did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing for the agent to do.
+    Nothing,
+    /// The node is drained by dynmig, but jobs still run there.
+    WaitingForJobs,
+    /// The target layout was applied and the node is back in service.
+    Applied(NodeLayout),
+    /// Applying failed; the node stays drained with the reason.
+    Failed(String),
+    /// A journal exists but the node is not in a state to resume it; nothing was touched.
+    Refused(String),
+}
+
+/// The node agent of one node.
+pub struct Agent {
+    /// Settings.
+    pub settings: AgentSettings,
+    /// The GPU backend.
+    pub backend: Box<dyn GpuBackend>,
+    /// Slurm.
+    pub slurm: Box<dyn SlurmApi>,
+    /// How the node re-registers.
+    pub reregister: Box<dyn Reregister>,
+    /// Where events go.
+    pub events: LineLog,
+    last_refusal: Option<String>,
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn now_f64() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Whether a node's GRES `(type, count)` list holds exactly the target's instances.
+pub fn same_gres(gres: &[(String, u32)], target: &NodeLayout) -> bool {
+    let mut have: BTreeMap<&str, u32> = BTreeMap::new();
+    for (t, n) in gres {
+        *have.entry(t.as_str()).or_insert(0) += n;
+    }
+    have.retain(|_, n| *n > 0);
+    let want = target.totals();
+    have.len() == want.len() && want.iter().all(|(t, n)| have.get(t) == Some(n))
+}
+
+/// The journal on disk, read with a bound.
+enum OnDisk {
+    None,
+    Journal(Journal),
+    Corrupt(String),
+}
+
+impl Agent {
+    /// An agent over these parts.
+    pub fn new(
+        settings: AgentSettings,
+        backend: Box<dyn GpuBackend>,
+        slurm: Box<dyn SlurmApi>,
+        reregister: Box<dyn Reregister>,
+        events: LineLog,
+    ) -> Self {
+        Self {
+            settings,
+            backend,
+            slurm,
+            reregister,
+            events,
+            last_refusal: None,
+        }
+    }
+
+    fn event(&self, kind: EventKind) -> Event {
+        Event::at(now_f64(), kind, &self.settings.node)
+    }
+
+    fn load_journal(&self) -> OnDisk {
+        let path = self.settings.paths.journal();
+        match read_text_bounded(&path, MAX_JOURNAL) {
+            Ok(None) => OnDisk::None,
+            Ok(Some(t)) => match Journal::parse(&t, self.settings.model, self.settings.gpus) {
+                Ok(j) => OnDisk::Journal(j),
+                Err(e) => OnDisk::Corrupt(e.to_string()),
+            },
+            Err(e) => OnDisk::Corrupt(e.to_string()),
+        }
+    }
+
+    fn save_journal(&self, j: &Journal) -> Result<()> {
+        let path = self.settings.paths.journal();
+        write_atomically(&path, j.encode().as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Looks at the node once and acts (module docs).
+    ///
+    /// # Errors
+    /// Slurm cannot be read. Failures of the apply itself are [`Step::Failed`] after the node
+    /// is marked.
+    pub fn step(&mut self) -> Result<Step> {
+        let node = self.slurm.node(&self.settings.node)?;
+        let step = match self.load_journal() {
+            OnDisk::Corrupt(why) => {
+                let moved = self.settings.paths.journal().with_extension("json.corrupt");
+                let _ = std::fs::rename(self.settings.paths.journal(), &moved);
+                let why = format!("unreadable journal, moved to {}: {why}", moved.display());
+                return Ok(self.fail(why));
+            }
+            OnDisk::Journal(j) => match self.may_resume(&j, node.as_ref()) {
+                Ok(()) => self.run_apply(&j.target),
+                Err(why) => {
+                    if self.last_refusal.as_deref() != Some(&why) {
+                        eprintln!("dynmig agent {}: {why}", self.settings.node);
+                        self.events.append(&self.event(EventKind::AgentRefused).detail(&why).encode());
+                        self.last_refusal = Some(why.clone());
+                    }
+                    Step::Refused(why)
+                }
+            },
+            OnDisk::None => {
+                let Some(n) = node else {
+                    return Ok(Step::Nothing);
+                };
+                match NodeIntent::parse(&n.reason, self.settings.model, self.settings.gpus) {
+                    Ok(Some(NodeIntent::Repartition(target))) if n.is_drain() => {
+                        if n.has_jobs() {
+                            let _ = write_atomically(&self.settings.paths.waiting_marker(), b"", 0o644);
+                            Step::WaitingForJobs
+                        } else {
+                            self.run_apply(&target)
+                        }
+                    }
+                    _ => {
+                        self.publish_if_stale(&n);
+                        Step::Nothing
+                    }
+                }
+            }
+        };
+        if !matches!(step, Step::Refused(_)) {
+            self.last_refusal = None;
+        }
+        if !matches!(step, Step::WaitingForJobs) {
+            let _ = remove_if_present(&self.settings.paths.waiting_marker());
+        }
+        Ok(step)
+    }
+
+    /// Whether a journalled apply may go on (module docs); `Err(why)` if not.
+    fn may_resume(&self, j: &Journal, node: Option<&NodeInfo>) -> std::result::Result<(), String> {
+        let s = &self.settings;
+        let Some(n) = node else {
+            // Deleted for re-registration by this apply: only after the instances were done.
+            return if j.step >= JournalStep::Register {
+                Ok(())
+            } else {
+                Err(format!(
+                    "journal for {} at step {:?}, but Slurm does not know node {}; not resuming (check the node, then remove {})",
+                    j.target,
+                    j.step,
+                    s.node,
+                    s.paths.journal().display()
+                ))
+            };
+        };
+        let intent = NodeIntent::parse(&n.reason, s.model, s.gpus);
+        let drained_for_it = n.is_drain() && matches!(&intent, Ok(Some(NodeIntent::Repartition(t))) if *t == j.target);
+        if drained_for_it && !n.has_jobs() {
+            return Ok(());
+        }
+        let back_with_it = !n.is_drain() && j.step >= JournalStep::Register && same_gres(&parse_node_gres(&n.gres), &j.target);
+        if back_with_it {
+            return Ok(());
+        }
+        let state = if n.has_jobs() { "runs jobs" } else { "has no jobs" };
+        let reason = if n.reason.is_empty() {
+            "no reason".to_string()
+        } else {
+            format!("reason '{}'", dynmig_core::protocol::clip(&n.reason, 100))
+        };
+        Err(format!(
+            "journal for {} at step {:?}, but node {} is {} ({reason}) and {state}: not drained by dynmig for that target; not resuming (check the node, then remove {})",
+            j.target,
+            j.step,
+            s.node,
+            if n.is_drain() { "drained" } else { "in service" },
+            s.paths.journal().display()
+        ))
+    }
+
+    fn run_apply(&mut self, target: &NodeLayout) -> Step {
+        match self.apply(target) {
+            Ok(()) => Step::Applied(target.clone()),
+            Err(e) => self.fail(format!("{e:#}")),
+        }
+    }
+
+    /// Leaves the node drained with the reason and clears the journal, so that the agent does
+    /// not retry in a loop: an administrator decides (`scontrol update state=resume`).
+    fn fail(&mut self, why: String) -> Step {
+        let _ = self.slurm.drain(&self.settings.node, &NodeIntent::Failed(why.clone()));
+        let _ = remove_if_present(&self.settings.paths.journal());
+        self.events
+            .append(&self.event(EventKind::RepartitionFailed).detail(&why).encode());
+        Step::Failed(why)
+    }
+
+    /// Writes the applied layout into the node's `Extra` when it is missing or stale (after
+    /// a restart of the agent, or a node registered by `dynmig init-node`).
+    fn publish_if_stale(&self, n: &NodeInfo) {
+        let Ok(gpus) = self.backend.gpus() else { return };
+        let layout = NodeLayout {
+            gpus: gpus.iter().map(|g| g.layout()).collect(),
+        };
+        if !same_gres(&parse_node_gres(&n.gres), &layout) {
+            return; // Slurm has not caught up with the GPUs: not ours to claim yet.
+        }
+        let text = PublishedLayout(layout).encode();
+        if n.extra != text {
+            if let Err(e) = self.slurm.set_node_extra(&self.settings.node, &text) {
+                eprintln!("dynmig agent {}: publishing the layout: {e}", self.settings.node);
+            }
+        }
+    }
+
+    /// Applies `target`, every step idempotent and journalled.
+    ///
+    /// # Errors
+    /// A backend refusal or a busy instance in the way, gres.conf not written, re-registration
+    /// failed, or Slurm not taking the node back in time.
+    pub fn apply(&mut self, target: &NodeLayout) -> Result<()> {
+        let s = self.settings.clone();
+        let started = Instant::now();
+        let mut journal = Journal {
+            target: target.clone(),
+            step: JournalStep::Instances,
+            started: now_secs(),
+        };
+        self.save_journal(&journal)?;
+        self.events
+            .append(&self.event(EventKind::ApplyStart).layout(target).encode());
+
+        let ops = apply_transition(self.backend.as_mut(), s.model, target)?;
+
+        journal.step = JournalStep::GresConf;
+        self.save_journal(&journal)?;
+        let gres = dynmig_gpu::gres_conf::write_for(self.backend.as_ref(), &s.paths.gres_conf)?;
+
+        journal.step = JournalStep::Register;
+        self.save_journal(&journal)?;
+        let registered = self.slurm.node(&s.node)?;
+        let already = registered
+            .as_ref()
+            .is_some_and(|n| !n.is_drain() && same_gres(&parse_node_gres(&n.gres), target));
+        if !already {
+            self.reregister.reregister(self.slurm.as_ref(), &s.node, &gres)?;
+        }
+
+        journal.step = JournalStep::Wait;
+        self.save_journal(&journal)?;
+        let until = Instant::now() + s.register_timeout;
+        loop {
+            if let Some(n) = self.slurm.node(&s.node)? {
+                if !n.is_drain() && !n.is_down() && same_gres(&parse_node_gres(&n.gres), target) {
+                    break;
+                }
+            }
+            if Instant::now() > until {
+                bail!(
+                    "node {} did not come back with GRES {gres} within {:?}",
+                    s.node,
+                    s.register_timeout
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.slurm
+            .set_node_extra(&s.node, &PublishedLayout(target.clone()).encode())
+            .map_err(|e| anyhow!("publishing the layout: {e}"))?;
+        remove_if_present(&s.paths.journal())?;
+        self.events.append(
+            &self
+                .event(EventKind::Applied)
+                .layout(target)
+                .detail(&format!(
+                    "{ops} instance operations, {:.2} s",
+                    started.elapsed().as_secs_f64()
+                ))
+                .encode(),
+        );
+        Ok(())
+    }
+}
+
+/// An exclusive lock on the agent's lock file, held while the agent runs: a second agent of
+/// the same node refuses to start.
+pub struct InstanceLock {
+    _file: std::fs::File,
+}
+
+impl InstanceLock {
+    /// Takes the lock at `path`.
+    ///
+    /// # Errors
+    /// Another process holds it, or the file cannot be opened.
+    pub fn take(path: &std::path::Path) -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::io::AsRawFd;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        // SAFETY: the descriptor is open for the call.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            bail!("another agent of this node runs (it holds {})", path.display());
+        }
+        Ok(Self { _file: f })
+    }
+}
+
+/// Runs the agent until killed: takes the single-instance lock, writes its pid file, looks at
+/// the node every `poll`, and at once when woken by SIGUSR1 (the Epilog sends it when a job
+/// ends on a node the agent waits for).
+///
+/// # Errors
+/// Another agent runs, or the pid file or signal handler cannot be set up.
+pub fn run_forever(agent: &mut Agent) -> Result<()> {
+    let paths = agent.settings.paths.clone();
+    std::fs::create_dir_all(&paths.state_dir)?;
+    let _lock = InstanceLock::take(&paths.agent_lock())?;
+    let woken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, woken.clone())?;
+    crate::pidfile::write_own(&paths.agent_pid())?;
+    let node = agent.settings.node.clone();
+    loop {
+        let mut step = agent.step();
+        // After a wake-up the last job may still be completing: look again quickly for a while.
+        let fast_until = Instant::now() + Duration::from_secs(15);
+        while matches!(step, Ok(Step::WaitingForJobs))
+            && Instant::now() < fast_until
+            && woken.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+            step = agent.step();
+        }
+        woken.store(false, std::sync::atomic::Ordering::SeqCst);
+        // Energy per job: charge this poll's power to the jobs on each GPU.
+        let max_dt = 2.0 * agent.settings.poll.as_secs_f64() + 1.0;
+        if let Err(e) = dynmig_gpu::energy::sample_node(agent.backend.as_ref(), &paths.state_dir, max_dt) {
+            eprintln!("dynmig agent {node}: power sample: {e}");
+        }
+        match step {
+            Ok(Step::Applied(t)) => eprintln!("dynmig agent {node}: applied {t}"),
+            Ok(Step::Failed(why)) => eprintln!("dynmig agent {node}: repartition failed: {why}"),
+            Ok(_) => {}
+            Err(e) => eprintln!("dynmig agent {node}: {e:#}"),
+        }
+        let until = Instant::now() + agent.settings.poll;
+        while Instant::now() < until && !woken.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Out-of-memory: detection in the Epilog, and the restart on a larger profile.
+//!
+//! **Detection** ([`detect`]), for a job that FAILED (exit status not 0) only — a job may
+//! print such a message and still succeed:
+//! 1. its stderr ends with a CUDA out-of-memory message ([`OOM_PATTERNS`]: PyTorch's
+//!    `torch.OutOfMemoryError`/`CUDA out of memory`, the CUDA driver's
+//!    `CUDA_ERROR_OUT_OF_MEMORY`, the runtime's `cudaErrorMemoryAllocation`, XLA's
+//!    `RESOURCE_EXHAUSTED: Out of memory`). The tail (8 KiB) is read with the job user's rights,
+//!    never root's ([`crate::as_user`]): `O_NOFOLLOW`, non-blocking, regular files only, 2 s;
+//! 2. its peak GPU memory reached `estimator.oom_peak_fraction` of its instance. On the
+//!    simulated backend the peak is what `dynmig fake-job` reports; on real GPUs no peak is
+//!    read yet (NVML accounting is future work), so rule 1 decides there.
+//!
+//! No exit status means out-of-memory by itself: the fake workload prints PyTorch's message
+//! and fails like a real job.
+//!
+//! **Restart** ([`restart`], run by `dynmig oom-restart`, which the Epilog starts in its own
+//! session): a job that ran out of memory on profile P, with fewer than
+//! `estimator.max_oom_restarts` restarts, is requeued held, its per-node GPU request rewritten
+//! to the next larger profile (same count, same `gres:`/`gres/` form: [`next_request`]),
+//! commented, told in its stderr (appended with the user's rights), and released: it restarts
+//! seconds after the failure instead of at the end of its time limit.
+
+use crate::as_user::{self, UserIds};
+use dynmig_core::gres::TresList;
+use dynmig_core::protocol::clip;
+use dynmig_slurm::{SlurmApi, SlurmError};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// CUDA out-of-memory messages of PyTorch, the CUDA driver and runtime APIs, TensorFlow/JAX.
+pub const OOM_PATTERNS: [&str; 5] = [
+    "CUDA out of memory",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "cudaErrorMemoryAllocation",
+    "OutOfMemoryError",
+    "RESOURCE_EXHAUSTED: Out of memory",
+];
+
+/// How much of a job's stderr the Epilog reads, bytes.
+pub const STDERR_TAIL: usize = 8192;
+/// How long the Epilog waits for that read.
+pub const STDERR_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A job's peak GPU memory on its instance (bytes), and the instance's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peak {
+    /// Peak bytes.
+    pub peak_bytes: u64,
+    /// Instance memory, bytes.
+    pub limit_bytes: u64,
+}
+
+/// Whether a run ran out of GPU memory, and why we think so (module docs). `None` for a run
+/// that succeeded.
+pub fn detect(exit_status: i32, peak: Option<Peak>, stderr_tail: &str, peak_fraction: f64) -> Option<String> {
+    if exit_status == 0 {
+        return None;
+    }
+    if let Some(p) = OOM_PATTERNS.iter().find(|p| stderr_tail.contains(*p)) {
+        return Some(format!("'{p}' in the job's stderr"));
+    }
+    match peak {
+        Some(p) if p.limit_bytes > 0 && p.peak_bytes as f64 >= peak_fraction * p.limit_bytes as f64 => Some(format!(
+            "failed with its peak at {:.0}% of the instance",
+            100.0 * p.peak_bytes as f64 / p.limit_bytes as f64
+        )),
+        _ => None,
+    }
+}
+
+/// The job's stderr path made absolute and its patterns expanded as Slurm does for the ones
+/// dynmig can know (`%j` job id, `%u` user, `%x` job name, `%N` node, `%%`); `None` when the
+/// path holds another pattern or is empty (then it is not read).
+pub fn stderr_path(raw: &str, cwd: &str, job: u32, user: &str, name: &str, node: &str) -> Option<PathBuf> {
+    if raw.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            'j' => out.push_str(&job.to_string()),
+            'u' => out.push_str(user),
+            'x' => out.push_str(name),
+            'N' => out.push_str(node),
+            '%' => out.push('%'),
+            _ => return None,
+        }
+    }
+    let p = PathBuf::from(out);
+    if p.is_absolute() {
+        Some(p)
+    } else if cwd.is_empty() {
+        None
+    } else {
+        Some(Path::new(cwd).join(p))
+    }
+}
+
+/// Reads the tail of a job's stderr as the job's user ([`STDERR_TAIL`] bytes within
+/// [`STDERR_TIMEOUT`]); empty when it cannot be read, with the reason on stderr.
+pub fn stderr_tail(who: UserIds, path: &Path) -> String {
+    match as_user::read_tail(who, path, STDERR_TAIL, STDERR_TIMEOUT) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            eprintln!("dynmig epilog: not reading the job's stderr {}: {e}", clip(&path.to_string_lossy(), 200));
+            String::new()
+        }
+    }
+}
+
+/// The job's per-node request with its typed GPU entry moved to `to`, keeping the count and
+/// the `gres:`/`gres/` form; `None` if it holds no typed GPU entry.
+pub fn next_request(tres_per_node: &str, to: &str) -> Option<String> {
+    let mut list = TresList::parse(tres_per_node).ok()?;
+    let count = list.gpu_entries().find(|g| g.gres_type.is_some())?.count;
+    list.set_gpu(Some(to), count).then(|| list.render())
+}
+
+/// What `dynmig oom-restart` does (module docs).
+#[derive(Debug, Clone)]
+pub struct RestartRequest {
+    /// The job.
+    pub job: u32,
+    /// The profile to requeue on; `None`: only tell the user why not.
+    pub to: Option<String>,
+    /// What the user is told.
+    pub message: String,
+    /// How long to retry `requeuehold` while the job completes.
+    pub requeue_for: Duration,
+}
+
+/// Requeues the job on the larger profile (or only tells why not), as the module docs say.
+/// The message goes to the job's comment and, with the user's rights, to its stderr.
+///
+/// # Errors
+/// The job is unknown, could not be requeued within `requeue_for`, or its request could not
+/// be changed.
+pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result<(), SlurmError> {
+    let job = slurm
+        .job(req.job)?
+        .ok_or_else(|| SlurmError::Refused(format!("job {} is not known to Slurm", req.job)))?;
+    let message = clip(&req.message, 400);
+    if let Some(p) = stderr_path(&job.std_err, &job.cwd, job.id, &job.user, &job.name, node) {
+        let who = UserIds {
+            uid: job.uid,
+            gid: job.gid,
+        };
+        if let Err(e) = as_user::append(who, &p, &format!("{message}\n"), STDERR_TIMEOUT) {
+            eprintln!("dynmig oom-restart: job {}: not appending to its stderr: {e}", job.id);
+        }
+    }
+    let Some(to) = &req.to else {
+        return slurm.set_job_comment(job.id, &message);
+    };
+    let tres = next_request(&job.tres_per_node, to).ok_or_else(|| {
+        SlurmError::Refused(format!(
+            "job {}: its request '{}' holds no typed GPU",
+            job.id,
+            clip(&job.tres_per_node, 100)
+        ))
+    })?;
+    let until = Instant::now() + req.requeue_for;
+    loop {
+        match slurm.requeue_hold(job.id) {
+            Ok(()) => break,
+            Err(e) if Instant::now() > until => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+    let update = slurm.set_job_tres_per_node(job.id, &tres);
+    let comment = slurm.set_job_comment(job.id, &message);
+    // Release even if an update failed: a held job would wait for an administrator.
+    let release = slurm.release(job.id);
+    update?;
+    comment?;
+    release
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detection_needs_a_failed_job_and_a_real_signal() {
+        let e = detect(1, None, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", 0.98).unwrap();
+        assert!(e.contains("CUDA out of memory"), "{e}");
+        let peak = |p| Some(Peak { peak_bytes: p, limit_bytes: 100 });
+        assert!(detect(1, peak(99), "", 0.98).unwrap().contains("99%"));
+        assert!(detect(0, peak(99), "", 0.98).is_none());
+        assert!(detect(1, peak(50), "segfault", 0.98).is_none());
+        assert!(detect(0, None, "CUDA out of memory (an earlier run)", 0.98).is_none());
+    }
+
+    #[test]
+    fn the_fake_workloads_exit_status_is_not_out_of_memory() {
+        // 97 was the fake job's code; a real job exiting 97 did not run out of memory.
+        assert!(detect(97, None, "", 0.98).is_none());
+    }
+
+    #[test]
+    fn stderr_patterns_expand_or_the_file_is_not_read() {
+        assert_eq!(
+            stderr_path("slurm-%j.out", "/home/a", 12, "a", "n", "n1"),
+            Some(PathBuf::from("/home/a/slurm-12.out"))
+        );
+        assert_eq!(
+            stderr_path("/s/%u/%x-%N-%%.err", "", 1, "alice", "my job", "n1"),
+            Some(PathBuf::from("/s/alice/my job-n1-%.err"))
+        );
+        assert_eq!(stderr_path("/s/%A_%a.err", "/", 1, "a", "n", "n1"), None);
+        assert_eq!(stderr_path("rel.err", "", 1, "a", "n", "n1"), None);
+        assert_eq!(stderr_path("", "/", 1, "a", "n", "n1"), None);
+    }
+
+    #[test]
+    fn the_restart_request_keeps_count_and_form() {
+        assert_eq!(next_request("gres:gpu:1g.10gb:1", "2g.20gb").as_deref(), Some("gres:gpu:2g.20gb:1"));
+        assert_eq!(next_request("gres/gpu:1g.10gb:3", "2g.20gb").as_deref(), Some("gres/gpu:2g.20gb:3"));
+        assert_eq!(next_request("gres:gpu:2", "2g.20gb"), None);
+    }
+}
