@@ -10,6 +10,7 @@
 //! - [`demand`]: pending instances per profile.
 //! - [`migparted`]: NVIDIA mig-parted v1 YAML configs, imported and exported.
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
+//! - [`energy`]: the GPU power model (a power law fitted to A100 measurements).
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
 //! and the simulator all call this crate.
@@ -17,6 +18,7 @@
 
 pub mod config;
 pub mod demand;
+pub mod energy;
 pub mod estimate;
 pub mod geometry;
 pub mod gres;
