@@ -69,10 +69,10 @@ pub struct InstanceState {
 
 /// The MIG operations a node agent needs, after NVML.
 ///
-/// Object safe and `Send`, so that the agent holds a `Box<dyn GpuBackend>` chosen by config.
+/// Object safe, `Send` and `Debug`, so that the agent holds a `Box<dyn GpuBackend>` chosen by config.
 /// GPUs are addressed by node index (`0..gpu_count`). Every mutating call changes one GPU and
 /// either happens completely or not at all.
-pub trait GpuBackend: Send {
+pub trait GpuBackend: Send + std::fmt::Debug {
     /// All GPUs of the node with their MIG mode and instances, GPU 0 first.
     ///
     /// # Errors
