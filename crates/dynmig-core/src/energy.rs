@@ -79,13 +79,7 @@ impl PowerModel {
     /// # Errors
     /// [`FitError`] if a point's slices are outside `1..=full_slices`, or fewer than two
     /// points with distinct slices lie above idle.
-    pub fn fit(
-        idle_w: f64,
-        points: &[(u8, f64)],
-        full_slices: u8,
-        tdp_w: f64,
-        source: &str,
-    ) -> Result<Self, FitError> {
+    pub fn fit(idle_w: f64, points: &[(u8, f64)], full_slices: u8, tdp_w: f64, source: &str) -> Result<Self, FitError> {
         if let Some((c, _)) = points.iter().find(|(c, _)| *c == 0 || *c > full_slices) {
             return Err(FitError::BadSlices {
                 slices: *c,
@@ -199,7 +193,11 @@ mod tests {
     fn the_a100_fit_stays_near_the_measurements() {
         let m = PowerModel::a100();
         for (c, w) in A100_BURN_W {
-            assert!((m.gpu_w(m.instance_w(c)) - w).abs() < 3.0, "{c}g: {}", m.gpu_w(m.instance_w(c)));
+            assert!(
+                (m.gpu_w(m.instance_w(c)) - w).abs() < 3.0,
+                "{c}g: {}",
+                m.gpu_w(m.instance_w(c))
+            );
         }
         assert_eq!(m.board_w(&[]), 46.0);
         assert_eq!(m.board_w(&[1; 7]), 400.0, "seven busy 1g hit the cap");

@@ -137,9 +137,8 @@ impl Ledger {
             Err(e) => return Err(BackendError::io("read", &self.path, e)),
         };
         let out = f(&mut st);
-        let text = serde_json::to_string(&st).map_err(|e| {
-            BackendError::io("encode", &self.path, io::Error::new(io::ErrorKind::InvalidData, e))
-        })?;
+        let text = serde_json::to_string(&st)
+            .map_err(|e| BackendError::io("encode", &self.path, io::Error::new(io::ErrorKind::InvalidData, e)))?;
         write_atomically(&self.path, text.as_bytes(), 0o600).map_err(|e| BackendError::io("write", &self.path, e))?;
         Ok(out)
     }

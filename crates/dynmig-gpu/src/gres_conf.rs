@@ -229,7 +229,8 @@ mod tests {
 
     #[test]
     fn a_gpu_line_without_files_is_an_error_not_a_shifted_index() {
-        let text = "Name=gpu Type=1g.10gb File=/dev/a\nName=gpu Type=2g.20gb Count=1\nName=gpu Type=3g.40gb File=/dev/c\n";
+        let text =
+            "Name=gpu Type=1g.10gb File=/dev/a\nName=gpu Type=2g.20gb Count=1\nName=gpu Type=3g.40gb File=/dev/c\n";
         let e = line_files(text).unwrap_err();
         assert!(matches!(e, GresConfError::NoFiles { line: 2, .. }), "{e}");
         assert!(e.to_string().contains("needs one"), "{e}");
@@ -238,12 +239,16 @@ mod tests {
             panic!("expected NoFiles")
         };
         assert!(text.ends_with("...") && text.len() == 103, "{text}");
-        assert!(matches!(line_files("Name=gpu File=/dev/a,,/dev/b"), Err(GresConfError::EmptyPath { line: 1, .. })));
+        assert!(matches!(
+            line_files("Name=gpu File=/dev/a,,/dev/b"),
+            Err(GresConfError::EmptyPath { line: 1, .. })
+        ));
     }
 
     #[test]
     fn comments_and_other_gres_are_skipped() {
-        let text = "# Name=gpu File=/dev/x\nName=mps Count=100\nName=gpus File=/dev/y\nName=gpu File=/dev/z # trailing\n";
+        let text =
+            "# Name=gpu File=/dev/x\nName=mps Count=100\nName=gpus File=/dev/y\nName=gpu File=/dev/z # trailing\n";
         assert_eq!(line_files(text).unwrap(), vec![vec![PathBuf::from("/dev/z")]]);
     }
 }

@@ -86,7 +86,10 @@ fn spell(model: &GpuModel, short: &str) -> Result<ProfileCounts, TransitionsErro
         why,
     };
     let name = |g: &str| -> Result<&'static str, TransitionsError> {
-        let c: u8 = g.trim_end_matches('g').parse().map_err(|_| bad(format!("bad term {g}")))?;
+        let c: u8 = g
+            .trim_end_matches('g')
+            .parse()
+            .map_err(|_| bad(format!("bad term {g}")))?;
         model
             .schedulable_profiles()
             .into_iter()
@@ -128,7 +131,8 @@ fn run_pairs(model: &'static GpuModel, dir: &Path) -> Result<Vec<TransitionRow>,
             source,
         };
         let node = dir.join(format!("pair{n}"));
-        let mut b = SimulatedBackend::open(&node.join("gpus.json"), &node.join("dev"), model, 1).map_err(backend_err)?;
+        let mut b =
+            SimulatedBackend::open(&node.join("gpus.json"), &node.join("dev"), model, 1).map_err(backend_err)?;
         let placed = place(model, &from).ok_or_else(|| TransitionsError::Layout {
             model: model.name,
             layout: from_s.to_string(),

@@ -152,7 +152,10 @@ fn move_to(b: &mut dyn GpuBackend, gpu: u32, target: &ProfileCounts) {
     apply_transition(b, model, &layout).unwrap();
     assert_eq!(b.gpu(gpu).unwrap().layout(), *target);
     for g in b.gpu(gpu).unwrap().instances {
-        assert!(g.placed.profile.placement_starts.contains(&g.placed.start), "created where allowed");
+        assert!(
+            g.placed.profile.placement_starts.contains(&g.placed.start),
+            "created where allowed"
+        );
     }
 }
 
@@ -287,7 +290,13 @@ fn apply_transition_keeps_a_busy_instance_and_changes_only_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 1);
     apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+1x2g.20gb+1x1g.10gb")).unwrap();
-    let four = b.gpu(0).unwrap().instances.into_iter().find(|i| i.placed.profile.name == "4g.40gb").unwrap();
+    let four = b
+        .gpu(0)
+        .unwrap()
+        .instances
+        .into_iter()
+        .find(|i| i.placed.profile.name == "4g.40gb")
+        .unwrap();
     b.claim(0, four.gi_id, 7).unwrap();
     let ops = apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap();
     assert_eq!(ops, 3, "destroy the 2g, create two 1g");
@@ -300,7 +309,10 @@ fn apply_transition_keeps_a_busy_instance_and_changes_only_the_rest() {
     assert!(e.to_string().contains("busy instance 4g.40gb@0"), "{e}");
     assert_eq!(b.gpu(0).unwrap(), after, "nothing changed");
     // Already there: no operation.
-    assert_eq!(apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap(), 0);
+    assert_eq!(
+        apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap(),
+        0
+    );
 }
 
 #[test]
@@ -311,7 +323,17 @@ fn apply_transition_rolls_back_a_gpu_that_failed_halfway() {
     // 7g -> 2x3g: destroy 7g, create 3g@0, create 3g@4 (fails).
     b.set_faults(&faults(&[2])).unwrap();
     let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb")).unwrap_err();
-    assert!(matches!(e, ApplyError::RolledBack { gpu: 0, undo_ops: 2, .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            ApplyError::RolledBack {
+                gpu: 0,
+                undo_ops: 2,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(
         e.to_string()
             .starts_with("GPU 0 rolled back to 1x7g.80gb (2 operations) after: GPU 0: create 3g.40gb@4"),
@@ -327,8 +349,13 @@ fn apply_transition_says_what_a_gpu_holds_when_rollback_fails_too() {
     apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
     // The forward create of 3g@4 fails, then the rollback's create of 7g@0 fails too.
     b.set_faults(&faults(&[2, 3])).unwrap();
-    let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb")).unwrap_err().to_string();
-    assert!(e.starts_with("GPU 0 left as no instances: rollback to 1x7g.80gb failed"), "{e}");
+    let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("GPU 0 left as no instances: rollback to 1x7g.80gb failed"),
+        "{e}"
+    );
     assert!(b.gpu(0).unwrap().instances.is_empty());
     // A failure before anything changed needs no rollback.
     let dir = tempfile::tempdir().unwrap();
@@ -348,9 +375,16 @@ fn mig_is_turned_on_only_where_mode_changes_are_allowed() {
     let e = apply_transition(&mut strict, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
     assert!(matches!(e, ApplyError::MigOff { gpu: 0 }), "{e:?}");
     assert!(e.to_string().contains("allow_mig_mode_change"), "{e}");
-    assert!(matches!(strict.set_mig_mode(0, true), Err(BackendError::NotAllowed { .. })));
+    assert!(matches!(
+        strict.set_mig_mode(0, true),
+        Err(BackendError::NotAllowed { .. })
+    ));
     assert!(!b.gpu(0).unwrap().mig_enabled, "nothing changed");
-    assert_eq!(apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap(), 2, "MIG on + create");
+    assert_eq!(
+        apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap(),
+        2,
+        "MIG on + create"
+    );
     assert!(b.gpu(0).unwrap().mig_enabled);
 }
 
@@ -370,10 +404,18 @@ fn a_target_for_another_node_shape_is_refused() {
 fn find_by_device_files_then_claim_and_release() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 2);
-    apply_transition(&mut b, &A100_80GB, &NodeLayout::parse(&A100_80GB, 2, "2x3g.40gb,1x7g.80gb").unwrap()).unwrap();
+    apply_transition(
+        &mut b,
+        &A100_80GB,
+        &NodeLayout::parse(&A100_80GB, 2, "2x3g.40gb,1x7g.80gb").unwrap(),
+    )
+    .unwrap();
     let g0 = b.gpu(0).unwrap();
     let second = &g0.instances[1];
-    let (gpu, found) = b.find_instance(&second.device_files).unwrap().expect("found by its files");
+    let (gpu, found) = b
+        .find_instance(&second.device_files)
+        .unwrap()
+        .expect("found by its files");
     assert_eq!((gpu, found.gi_id), (0, second.gi_id));
     assert!(b.find_instance(&[dir.path().join("nope")]).unwrap().is_none());
     assert!(b.find_instance(&[]).unwrap().is_none());
@@ -382,7 +424,10 @@ fn find_by_device_files_then_claim_and_release() {
     assert_eq!(b.jobs_on(0, second.gi_id).unwrap(), vec![11], "claiming twice is once");
     assert!(b.find_instance(&second.device_files).unwrap().unwrap().1.busy);
     assert!(matches!(b.claim(0, 99, 11), Err(BackendError::NotFound { .. })));
-    assert!(matches!(b.claim(5, second.gi_id, 11), Err(BackendError::InvalidArgument { .. })));
+    assert!(matches!(
+        b.claim(5, second.gi_id, 11),
+        Err(BackendError::InvalidArgument { .. })
+    ));
     b.release_job(11).unwrap();
     b.release_job(11).unwrap();
     assert!(!b.gpu(0).unwrap().instance(second.gi_id).unwrap().busy);
@@ -394,14 +439,20 @@ fn a_whole_gpu_with_mig_off_is_found_claimed_and_kept_from_mode_changes() {
     let mut b = sim(&dir, &A100_80GB, 2);
     b.set_mig_mode(1, false).unwrap();
     let file = b.gpu_device_file(1);
-    let (gpu, whole) = b.find_instance(&[file.clone()]).unwrap().expect("the whole GPU");
+    let (gpu, whole) = b.find_instance(std::slice::from_ref(&file)).unwrap().expect("the whole GPU");
     assert_eq!((gpu, whole.gi_id, whole.placed.profile.name), (1, WHOLE_GPU, "7g.80gb"));
     assert!(!whole.busy);
-    assert!(matches!(b.claim(0, WHOLE_GPU, 3), Err(BackendError::NotFound { .. })), "GPU 0 has MIG on");
+    assert!(
+        matches!(b.claim(0, WHOLE_GPU, 3), Err(BackendError::NotFound { .. })),
+        "GPU 0 has MIG on"
+    );
     b.claim(1, WHOLE_GPU, 3).unwrap();
     assert!(b.find_instance(&[file]).unwrap().unwrap().1.busy);
     assert!(matches!(b.set_mig_mode(1, true), Err(BackendError::InUse { .. })));
-    assert!(b.power_watts(1).unwrap().unwrap() > 200.0, "a busy whole GPU draws power");
+    assert!(
+        b.power_watts(1).unwrap().unwrap() > 200.0,
+        "a busy whole GPU draws power"
+    );
     b.release_job(3).unwrap();
     b.set_mig_mode(1, true).unwrap();
 }

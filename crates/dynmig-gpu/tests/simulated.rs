@@ -161,7 +161,10 @@ fn overlaps_and_bad_arguments_are_refused_and_change_nothing() {
     };
     match err(b.create_instance(0, foreign)) {
         BackendError::InvalidArgument { what } => {
-            assert!(what.contains("not a MIG profile of A100-80GB; allowed: 7g.80gb"), "{what}")
+            assert!(
+                what.contains("not a MIG profile of A100-80GB; allowed: 7g.80gb"),
+                "{what}"
+            )
         }
         other => panic!("{other}"),
     }
@@ -195,10 +198,7 @@ fn mig_mode_changes_need_an_empty_gpu() {
     b.set_mig_mode(0, false).unwrap();
     let gpu = b.gpu(0).unwrap();
     assert!(!gpu.mig_enabled);
-    assert!(matches!(
-        make(&mut b, 0, "1g.5gb", 0),
-        Err(BackendError::NotSupported)
-    ));
+    assert!(matches!(make(&mut b, 0, "1g.5gb", 0), Err(BackendError::NotSupported)));
     assert!(matches!(b.destroy_instance(0, 1), Err(BackendError::NotSupported)));
     b.set_mig_mode(0, true).unwrap();
     assert!(b.gpu(0).unwrap().mig_enabled);
@@ -416,7 +416,7 @@ fn gres_conf_for_a_known_layout() {
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
     // Parsed back: line i names the files of the i-th entry in Slurm's order.
     let mut sorted = entries.clone();
-    sorted.sort_by_key(|e| gres_conf::slurm_order(e));
+    sorted.sort_by_key(gres_conf::slurm_order);
     let files: Vec<Vec<PathBuf>> = sorted.iter().map(|e| e.files.clone()).collect();
     assert_eq!(gres_conf::line_files(&text).unwrap(), files);
     for (i, f) in files.iter().enumerate() {

@@ -19,8 +19,9 @@ pub use enumerate::{
 };
 pub use layout::{LayoutParseError, NodeLayout, Placed, ProfileCounts};
 pub use models::{
-    model_by_name, model_by_pci_id, BoardPower, A100_IDLE_W, A100_TDP_W, model_for_device, model_names, nominal_mib, GpuModel, ProfileSpec, A100_40GB,
-    A100_80GB, A30_24GB, B200_180GB, GH200_144GB, GH200_96GB, H100_80GB, H100_NVL_94GB, H200_141GB, MODELS,
+    model_by_name, model_by_pci_id, model_for_device, model_names, nominal_mib, BoardPower, GpuModel, ProfileSpec,
+    A100_40GB, A100_80GB, A100_IDLE_W, A100_TDP_W, A30_24GB, B200_180GB, GH200_144GB, GH200_96GB, H100_80GB,
+    H100_NVL_94GB, H200_141GB, MODELS,
 };
 pub use place::{check_instances, place, place_around, LayoutError};
 pub use transition::{destroy_all_and_recreate, plan_transition, Transition, TransitionError};

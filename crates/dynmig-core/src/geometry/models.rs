@@ -283,7 +283,10 @@ pub static H100_80GB: GpuModel = GpuModel {
     ),
     source: "NVIDIA MIG User Guide, H100 profile table (same placements as A100); MiB nominal (unverified)",
     verified: false,
-    power: scaled_board(700.0, "TDP: NVIDIA H100 datasheet (SXM5 700 W; PCIe 350 W); idle: A100 measurement scaled by TDP"),
+    power: scaled_board(
+        700.0,
+        "TDP: NVIDIA H100 datasheet (SXM5 700 W; PCIe 350 W); idle: A100 measurement scaled by TDP",
+    ),
 };
 
 /// Placement starts of the A30's 1-slice profiles (NVIDIA MIG User Guide, A30 placements).
@@ -355,7 +358,10 @@ pub static A30_24GB: GpuModel = GpuModel {
     ],
     source: "NVIDIA MIG User Guide, A30 profile and placement tables; MiB nominal (unverified)",
     verified: false,
-    power: scaled_board(165.0, "TDP: NVIDIA A30 datasheet (165 W); idle: A100 measurement scaled by TDP"),
+    power: scaled_board(
+        165.0,
+        "TDP: NVIDIA A30 datasheet (165 W); idle: A100 measurement scaled by TDP",
+    ),
 };
 
 /// Usable MiB assumed for a profile named `<gb>gb` on a model whose sizes no NVML probe has
@@ -384,10 +390,12 @@ pub static H100_NVL_94GB: GpuModel = GpuModel {
         "7g.94gb",
         [nominal_mib(12), nominal_mib(24), nominal_mib(47), nominal_mib(94)]
     ),
-    source:
-        "NVIDIA MIG User Guide, H100 NVL profile names; placements as H100; MiB nominal (unverified)",
+    source: "NVIDIA MIG User Guide, H100 NVL profile names; placements as H100; MiB nominal (unverified)",
     verified: false,
-    power: scaled_board(400.0, "TDP: NVIDIA H100 NVL datasheet (350-400 W); idle: A100 measurement scaled by TDP"),
+    power: scaled_board(
+        400.0,
+        "TDP: NVIDIA H100 NVL datasheet (350-400 W); idle: A100 measurement scaled by TDP",
+    ),
 };
 
 /// NVIDIA H200 141GB (SXM and NVL).
@@ -481,7 +489,10 @@ pub static B200_180GB: GpuModel = GpuModel {
     ),
     source: "profile names from the NVIDIA MIG User Guide (names only); IDs and placements assumed as H100: unverified",
     verified: false,
-    power: scaled_board(1000.0, "TDP: NVIDIA HGX B200 product page (1000 W per GPU); idle: A100 measurement scaled by TDP"),
+    power: scaled_board(
+        1000.0,
+        "TDP: NVIDIA HGX B200 product page (1000 W per GPU); idle: A100 measurement scaled by TDP",
+    ),
 };
 
 /// Every model dynmig knows.

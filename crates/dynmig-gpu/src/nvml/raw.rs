@@ -221,7 +221,10 @@ pub(crate) fn create_compute_instance(nvml: &Nvml, gi: sys::nvmlGpuInstance_t, c
 }
 
 /// The compute instances of `gi`: `(id, handle)`, every compute profile asked.
-pub(crate) fn compute_instances(nvml: &Nvml, gi: sys::nvmlGpuInstance_t) -> RawResult<Vec<(u32, sys::nvmlComputeInstance_t)>> {
+pub(crate) fn compute_instances(
+    nvml: &Nvml,
+    gi: sys::nvmlGpuInstance_t,
+) -> RawResult<Vec<(u32, sys::nvmlComputeInstance_t)>> {
     let prof = sym!(nvml, nvmlGpuInstanceGetComputeInstanceProfileInfo);
     let list = sym!(nvml, nvmlGpuInstanceGetComputeInstances);
     let info = sym!(nvml, nvmlComputeInstanceGetInfo_v2);

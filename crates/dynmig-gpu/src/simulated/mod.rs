@@ -420,7 +420,8 @@ impl GpuBackend for SimulatedBackend {
             }
             let new = placed;
             // NVML checks the placement argument before the GPU's free resources.
-            if !spec.placement_starts.contains(&start) || start.saturating_add(spec.memory_slices) > model.memory_slices {
+            if !spec.placement_starts.contains(&start) || start.saturating_add(spec.memory_slices) > model.memory_slices
+            {
                 return Err(BackendError::InvalidArgument {
                     what: format!(
                         "{new}: {} can start only at memory slices {:?}",
@@ -488,9 +489,7 @@ impl GpuBackend for SimulatedBackend {
             }
             if !this.allow_mig_mode_change {
                 return Err(BackendError::NotAllowed {
-                    what: format!(
-                        "GPU {gpu}: turning MIG {word} (set allow_mig_mode_change = true in the node group)"
-                    ),
+                    what: format!("GPU {gpu}: turning MIG {word} (set allow_mig_mode_change = true in the node group)"),
                 });
             }
             if !g.jobs.is_empty() {

@@ -197,7 +197,8 @@ impl Store {
         }
         if created || st != before {
             let text = serde_json::to_string_pretty(&st).expect("the state always serializes") + "\n";
-            write_atomically(&self.state, text.as_bytes(), 0o644).map_err(|e| BackendError::io("write", &self.state, e))?;
+            write_atomically(&self.state, text.as_bytes(), 0o644)
+                .map_err(|e| BackendError::io("write", &self.state, e))?;
         }
         Ok(out)
     }
