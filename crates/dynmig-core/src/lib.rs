@@ -13,6 +13,7 @@
 //!   the simulator.
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
 //! - [`protocol`]: the typed codecs of everything that crosses a process boundary.
+//! - [`energy`]: the GPU power model (a power law fitted to A100 measurements).
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
 //! and the simulator all call this crate.
@@ -20,6 +21,7 @@
 
 pub mod config;
 pub mod demand;
+pub mod energy;
 pub mod estimate;
 pub mod geometry;
 pub mod gres;

@@ -1,6 +1,6 @@
 //! Per-GPU-model MIG profile and placement tables.
 //!
-//! Sources (see `../shared/notes/mig.md` in the project's shared notes):
+//! Sources:
 //! - NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles" tables (profile names,
 //!   compute slices, memory slices, maximum instance counts) and "A100 MIG placements".
 //! - `nvml.h` profile IDs (`nvidia-smi mig -lgip` column `ID`).
@@ -55,6 +55,46 @@ pub struct GpuModel {
     pub source: &'static str,
     /// False while the table has not been checked against NVML on a real board.
     pub verified: bool,
+    /// Board power figures (TDP, idle), for the power model of [`crate::energy`].
+    pub power: BoardPower,
+}
+
+/// Board power figures of a GPU model, in watts.
+///
+/// Only the A100's idle power is measured (46 W, an A100-SXM4-40GB with MIG on and nothing
+/// running: rakin000/Power-Aware-MIG-Scheduler on GitHub). Every other model's idle power is
+/// that measurement scaled by the ratio of board power limits (`46 W x TDP / 400 W`), an
+/// assumption marked by `idle_measured: false`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoardPower {
+    /// Board power limit (TDP) of the model's highest-power form factor, W.
+    pub tdp_w: f64,
+    /// Board power with MIG on and no work, W.
+    pub idle_w: f64,
+    /// Whether `idle_w` was measured on this model (else scaled from the A100 by TDP).
+    pub idle_measured: bool,
+    /// Where the numbers come from.
+    pub source: &'static str,
+}
+
+// The watts are finite constants (never NaN), so equality is an equivalence.
+impl Eq for BoardPower {}
+
+/// Idle power of an A100-SXM4-40GB with MIG on and no work, W (measured;
+/// rakin000/Power-Aware-MIG-Scheduler).
+pub const A100_IDLE_W: f64 = 46.0;
+/// A100 SXM4 board power limit, W (NVIDIA A100 Tensor Core GPU datasheet).
+pub const A100_TDP_W: f64 = 400.0;
+
+/// The board power of a model with board power limit `tdp_w` whose idle power is not
+/// measured: the A100's measured idle scaled by the ratio of limits.
+const fn scaled_board(tdp_w: f64, source: &'static str) -> BoardPower {
+    BoardPower {
+        tdp_w,
+        idle_w: A100_IDLE_W * (tdp_w / A100_TDP_W),
+        idle_measured: false,
+        source,
+    }
 }
 
 impl GpuModel {
@@ -164,7 +204,7 @@ macro_rules! seven_slice_profiles {
     };
 }
 
-/// NVIDIA A100-SXM4/PCIe 40GB. MiB values as reported by one driver (notes/mig.md).
+/// NVIDIA A100-SXM4/PCIe 40GB. MiB values as reported by one driver.
 pub static A100_40GB: GpuModel = GpuModel {
     name: "A100-40GB",
     aliases: &["A100-SXM4-40GB", "A100-PCIE-40GB", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"],
@@ -174,8 +214,14 @@ pub static A100_40GB: GpuModel = GpuModel {
     total_memory_mib: 40960,
     profiles: seven_slice_profiles!("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb",
         [4864, 9856, 19968, 40192]),
-    source: "NVIDIA MIG User Guide, A100 profile and placement tables; MiB from one driver's nvidia-smi mig -lgip (notes/mig.md)",
+    source: "NVIDIA MIG User Guide, A100 profile and placement tables; MiB from one driver's nvidia-smi mig -lgip",
     verified: true,
+    power: BoardPower {
+        tdp_w: A100_TDP_W,
+        idle_w: A100_IDLE_W,
+        idle_measured: true,
+        source: "TDP: NVIDIA A100 datasheet (SXM4 400 W; PCIe 250-300 W); idle: measured on an A100-SXM4-40GB by rakin000/Power-Aware-MIG-Scheduler",
+    },
 };
 
 /// NVIDIA A100-SXM4/PCIe 80GB.
@@ -204,6 +250,12 @@ pub static A100_80GB: GpuModel = GpuModel {
     ),
     source: "NVIDIA MIG User Guide, A100-80GB profile table; MiB nominal (unverified)",
     verified: false,
+    power: BoardPower {
+        tdp_w: A100_TDP_W,
+        idle_w: A100_IDLE_W,
+        idle_measured: false,
+        source: "TDP: NVIDIA A100 datasheet (SXM4 400 W; PCIe 250-300 W); idle: measured on an A100-SXM4-40GB by rakin000/Power-Aware-MIG-Scheduler (same board limit, taken as equal)",
+    },
 };
 
 /// NVIDIA H100 80GB (SXM5 and PCIe).
@@ -231,6 +283,10 @@ pub static H100_80GB: GpuModel = GpuModel {
     ),
     source: "NVIDIA MIG User Guide, H100 profile table (same placements as A100); MiB nominal (unverified)",
     verified: false,
+    power: scaled_board(
+        700.0,
+        "TDP: NVIDIA H100 datasheet (SXM5 700 W; PCIe 350 W); idle: A100 measurement scaled by TDP",
+    ),
 };
 
 /// Placement starts of the A30's 1-slice profiles (NVIDIA MIG User Guide, A30 placements).
@@ -239,8 +295,8 @@ const A30_STARTS_1: &[u8] = &[0, 1, 2, 3];
 const A30_STARTS_2: &[u8] = &[0, 2];
 
 /// NVIDIA A30 24GB: 4 compute slices and 4 memory slices, so its geometry differs from the
-/// seven-slice models. Profile IDs, counts and placements from notes/mig.md (NVIDIA MIG User
-/// Guide, "A30 MIG profiles"). MiB are [`nominal_mib`] of the profile name: unverified.
+/// seven-slice models. Profile IDs, counts and placements from the NVIDIA MIG User
+/// Guide, "A30 MIG profiles". MiB are [`nominal_mib`] of the profile name: unverified.
 pub static A30_24GB: GpuModel = GpuModel {
     name: "A30-24GB",
     aliases: &["A30", "NVIDIA A30"],
@@ -300,8 +356,12 @@ pub static A30_24GB: GpuModel = GpuModel {
             media_extensions: true,
         },
     ],
-    source: "NVIDIA MIG User Guide, A30 profile and placement tables (notes/mig.md); MiB nominal (unverified)",
+    source: "NVIDIA MIG User Guide, A30 profile and placement tables; MiB nominal (unverified)",
     verified: false,
+    power: scaled_board(
+        165.0,
+        "TDP: NVIDIA A30 datasheet (165 W); idle: A100 measurement scaled by TDP",
+    ),
 };
 
 /// Usable MiB assumed for a profile named `<gb>gb` on a model whose sizes no NVML probe has
@@ -330,9 +390,12 @@ pub static H100_NVL_94GB: GpuModel = GpuModel {
         "7g.94gb",
         [nominal_mib(12), nominal_mib(24), nominal_mib(47), nominal_mib(94)]
     ),
-    source:
-        "NVIDIA MIG User Guide, H100 NVL profile names (notes/mig.md); placements as H100; MiB nominal (unverified)",
+    source: "NVIDIA MIG User Guide, H100 NVL profile names; placements as H100; MiB nominal (unverified)",
     verified: false,
+    power: scaled_board(
+        400.0,
+        "TDP: NVIDIA H100 NVL datasheet (350-400 W); idle: A100 measurement scaled by TDP",
+    ),
 };
 
 /// NVIDIA H200 141GB (SXM and NVL).
@@ -353,8 +416,9 @@ pub static H200_141GB: GpuModel = GpuModel {
         "7g.141gb",
         [nominal_mib(18), nominal_mib(35), nominal_mib(71), nominal_mib(141)]
     ),
-    source: "NVIDIA MIG User Guide, H200 profile names (notes/mig.md, partly unverified); placements inferred from H100; MiB nominal (unverified)",
+    source: "NVIDIA MIG User Guide, H200 profile names (partly unverified); placements inferred from H100; MiB nominal (unverified)",
     verified: false,
+    power: scaled_board(600.0, "TDP: NVIDIA H200 NVL datasheet (up to 600 W; the SXM board is configurable up to 700 W); idle: A100 measurement scaled by TDP"),
 };
 
 /// NVIDIA GH200 with 96GB HBM3 (Grace Hopper superchip).
@@ -376,8 +440,9 @@ pub static GH200_96GB: GpuModel = GpuModel {
         [nominal_mib(12), nominal_mib(24), nominal_mib(48), nominal_mib(96)]
     ),
     source:
-        "NVIDIA MIG User Guide, GH200 96GB profile names (notes/mig.md); placements as H100; MiB nominal (unverified)",
+        "NVIDIA MIG User Guide, GH200 96GB profile names; placements as H100; MiB nominal (unverified)",
     verified: false,
+    power: scaled_board(900.0, "TDP: NVIDIA GH200 product page (module up to 900 W, CPU and memory included); idle: A100 measurement scaled by TDP"),
 };
 
 /// NVIDIA GH200 with 144GB HBM3e.
@@ -399,8 +464,9 @@ pub static GH200_144GB: GpuModel = GpuModel {
         [nominal_mib(18), nominal_mib(36), nominal_mib(72), nominal_mib(144)]
     ),
     source:
-        "names only, by analogy with GH200 96GB (notes/mig.md): profile names, IDs, placements and MiB all unverified",
+        "names only, by analogy with GH200 96GB: profile names, IDs, placements and MiB all unverified",
     verified: false,
+    power: scaled_board(900.0, "TDP: NVIDIA GH200 product page (module up to 900 W, CPU and memory included); idle: A100 measurement scaled by TDP"),
 };
 
 /// NVIDIA B200 180GB.
@@ -421,8 +487,12 @@ pub static B200_180GB: GpuModel = GpuModel {
         "7g.180gb",
         [nominal_mib(23), nominal_mib(45), nominal_mib(90), nominal_mib(180)]
     ),
-    source: "profile names from notes/mig.md (names only); IDs and placements assumed as H100: unverified",
+    source: "profile names from the NVIDIA MIG User Guide (names only); IDs and placements assumed as H100: unverified",
     verified: false,
+    power: scaled_board(
+        1000.0,
+        "TDP: NVIDIA HGX B200 product page (1000 W per GPU); idle: A100 measurement scaled by TDP",
+    ),
 };
 
 /// Every model dynmig knows.

@@ -1,0 +1,311 @@
+//! [`apply_transition`]: the one place where a node's GPUs are moved to a target layout.
+//!
+//! Per GPU, in index order:
+//! 1. read it; if MIG is off, turn it on, but only when the backend allows mode changes
+//!    ([`GpuBackend::allows_mig_mode_change`]);
+//! 2. plan with [`plan_transition`]: only what must change changes, busy instances stay
+//!    where they are (a plan that would have to move one is refused);
+//! 3. destroy, then create at the planned placements;
+//! 4. read the GPU back and check that it holds the target.
+//!
+//! A GPU that fails after some operations succeeded (halfway) is put back to the layout it
+//! had, by the same planning; if that fails too, the error says exactly what the GPU holds
+//! ([`describe`]). GPUs already done stay done; later GPUs are not touched.
+
+use crate::{BackendError, GpuBackend, GpuState};
+use dynmig_core::geometry::{plan_transition, GpuModel, NodeLayout, ProfileCounts, TransitionError};
+
+/// Why [`apply_transition`] stopped. The `Display` text is meant for a drain reason and a
+/// log line: it names the GPU, the operation and the backend's error.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The target does not fit the node (other GPU count or model).
+    #[error("target {target} does not fit the node: {why}")]
+    Target {
+        /// The target layout.
+        target: String,
+        /// What differs.
+        why: String,
+    },
+    /// The node's GPUs could not be listed.
+    #[error("cannot read the node's GPUs: {source}")]
+    ReadAll {
+        /// The backend's error.
+        #[source]
+        source: BackendError,
+    },
+    /// A GPU could not be read.
+    #[error("GPU {gpu}: cannot read it: {source}")]
+    Read {
+        /// GPU index.
+        gpu: u32,
+        /// The backend's error.
+        #[source]
+        source: BackendError,
+    },
+    /// MIG is off and the backend may not turn it on.
+    #[error("GPU {gpu}: MIG is off and mode changes are not allowed (set allow_mig_mode_change = true in the node group, or enable MIG at boot with `nvidia-smi -i {gpu} -mig 1`)")]
+    MigOff {
+        /// GPU index.
+        gpu: u32,
+    },
+    /// Turning MIG on failed.
+    #[error("GPU {gpu}: enabling MIG: {source}")]
+    EnableMig {
+        /// GPU index.
+        gpu: u32,
+        /// The backend's error.
+        #[source]
+        source: BackendError,
+    },
+    /// No plan reaches the target from what the GPU holds (e.g. a busy instance is in the way).
+    #[error("GPU {gpu}: cannot reach {want}: {source}")]
+    Plan {
+        /// GPU index.
+        gpu: u32,
+        /// The GPU's target layout.
+        want: String,
+        /// Why.
+        #[source]
+        source: TransitionError,
+    },
+    /// A destroy or create failed.
+    #[error("GPU {gpu}: {op} {what}: {source}")]
+    Operation {
+        /// GPU index.
+        gpu: u32,
+        /// `"destroy"` or `"create"`.
+        op: &'static str,
+        /// The instance, e.g. `3g.40gb@4`.
+        what: String,
+        /// The backend's error.
+        #[source]
+        source: BackendError,
+    },
+    /// The plan named an instance the GPU does not hold (the GPU changed under the agent).
+    #[error("GPU {gpu}: planned destroy of {what} which does not exist")]
+    Vanished {
+        /// GPU index.
+        gpu: u32,
+        /// The instance.
+        what: String,
+    },
+    /// After the operations the GPU holds something else.
+    #[error("GPU {gpu}: after apply the layout is {now}, not {want}")]
+    Verify {
+        /// GPU index.
+        gpu: u32,
+        /// What it holds.
+        now: String,
+        /// The target.
+        want: String,
+    },
+    /// A GPU failed halfway and was put back as it was.
+    #[error("GPU {gpu} rolled back to {original} ({undo_ops} operations) after: {cause}")]
+    RolledBack {
+        /// GPU index.
+        gpu: u32,
+        /// The layout it holds again.
+        original: String,
+        /// Operations the rollback took.
+        undo_ops: usize,
+        /// The failure.
+        cause: Box<ApplyError>,
+    },
+    /// A GPU failed halfway and could not be put back.
+    #[error("GPU {gpu} left as {left}: rollback to {original} failed ({rollback}) after: {cause}")]
+    RollbackFailed {
+        /// GPU index.
+        gpu: u32,
+        /// What it holds now ([`describe`]), or `unknown (...)`.
+        left: String,
+        /// The layout it had.
+        original: String,
+        /// Why the rollback failed.
+        rollback: Box<ApplyError>,
+        /// The failure.
+        cause: Box<ApplyError>,
+    },
+    /// A GPU failed halfway and cannot even be read.
+    #[error("GPU {gpu} in unknown state (cannot read it: {read}) after: {cause}")]
+    Unknown {
+        /// GPU index.
+        gpu: u32,
+        /// The read error.
+        read: BackendError,
+        /// The failure.
+        cause: Box<ApplyError>,
+    },
+}
+
+/// Moves every GPU of `backend` to its layout in `target` (GPU `i` to `target.gpus[i]`), as
+/// the module documentation says, and returns the number of operations done (MIG mode
+/// changes, destroys and creates; 0 when the node already holds the target).
+///
+/// # Errors
+/// [`ApplyError`]: the target does not fit the node (its GPU count differs from the
+/// backend's, or a GPU is not a `model`), a GPU cannot be read, MIG is off and may not be
+/// turned on, a plan cannot keep a busy instance, an operation failed (the GPU is then rolled
+/// back: [`ApplyError::RolledBack`], or [`ApplyError::RollbackFailed`] saying what it holds),
+/// or the result differs from the target.
+pub fn apply_transition(
+    backend: &mut dyn GpuBackend,
+    model: &'static GpuModel,
+    target: &NodeLayout,
+) -> Result<usize, ApplyError> {
+    let count = backend.gpus().map_err(|source| ApplyError::ReadAll { source })?.len();
+    if count != target.gpus.len() {
+        return Err(ApplyError::Target {
+            target: target.to_string(),
+            why: format!("it has {} GPU layouts, the node {count} GPUs", target.gpus.len()),
+        });
+    }
+    let mut ops = 0;
+    for (index, want) in target.gpus.iter().enumerate() {
+        let index = index as u32;
+        let mut gpu = read(backend, index)?;
+        if gpu.model.name != model.name {
+            return Err(ApplyError::Target {
+                target: target.to_string(),
+                why: format!("GPU {index} is an {}, the target is for {}", gpu.model.name, model.name),
+            });
+        }
+        if !gpu.mig_enabled {
+            if !backend.allows_mig_mode_change() {
+                return Err(ApplyError::MigOff { gpu: index });
+            }
+            backend
+                .set_mig_mode(index, true)
+                .map_err(|source| ApplyError::EnableMig { gpu: index, source })?;
+            ops += 1;
+            gpu = read(backend, index)?;
+        }
+        let original = gpu.layout();
+        let mut done = 0;
+        if let Err(e) = change_gpu(backend, model, &gpu, want, &mut done) {
+            if done == 0 {
+                return Err(e);
+            }
+            return Err(roll_back(backend, model, index, &original, e));
+        }
+        ops += done;
+    }
+    Ok(ops)
+}
+
+fn read(backend: &dyn GpuBackend, gpu: u32) -> Result<GpuState, ApplyError> {
+    backend.gpu(gpu).map_err(|source| ApplyError::Read { gpu, source })
+}
+
+/// Puts GPU `index` back to `original` after `cause` failed it halfway.
+fn roll_back(
+    backend: &mut dyn GpuBackend,
+    model: &'static GpuModel,
+    index: u32,
+    original: &ProfileCounts,
+    cause: ApplyError,
+) -> ApplyError {
+    let cause = Box::new(cause);
+    let now = match backend.gpu(index) {
+        Ok(now) => now,
+        Err(read) => {
+            return ApplyError::Unknown {
+                gpu: index,
+                read,
+                cause,
+            }
+        }
+    };
+    let mut undo = 0;
+    match change_gpu(backend, model, &now, original, &mut undo) {
+        Ok(()) => ApplyError::RolledBack {
+            gpu: index,
+            original: original.to_string(),
+            undo_ops: undo,
+            cause,
+        },
+        Err(r) => ApplyError::RollbackFailed {
+            gpu: index,
+            left: backend
+                .gpu(index)
+                .map_or_else(|x| format!("unknown ({x})"), |g| describe(&g)),
+            original: original.to_string(),
+            rollback: Box::new(r),
+            cause,
+        },
+    }
+}
+
+/// Moves `gpu` (as read just before) to `want` with [`plan_transition`] and verifies the
+/// result; `done` counts the operations that succeeded, also on failure.
+fn change_gpu(
+    backend: &mut dyn GpuBackend,
+    model: &'static GpuModel,
+    gpu: &GpuState,
+    want: &ProfileCounts,
+    done: &mut usize,
+) -> Result<(), ApplyError> {
+    let index = gpu.index;
+    let current: Vec<_> = gpu.instances.iter().map(|i| (i.placed, i.busy)).collect();
+    let plan = plan_transition(model, &current, want).map_err(|source| ApplyError::Plan {
+        gpu: index,
+        want: want.to_string(),
+        source,
+    })?;
+    for d in &plan.destroy {
+        let inst = gpu
+            .instances
+            .iter()
+            .find(|i| i.placed == *d)
+            .ok_or_else(|| ApplyError::Vanished {
+                gpu: index,
+                what: d.to_string(),
+            })?;
+        backend
+            .destroy_instance(index, inst.gi_id)
+            .map_err(|source| ApplyError::Operation {
+                gpu: index,
+                op: "destroy",
+                what: d.to_string(),
+                source,
+            })?;
+        *done += 1;
+    }
+    for c in &plan.create {
+        backend
+            .create_instance(index, *c)
+            .map_err(|source| ApplyError::Operation {
+                gpu: index,
+                op: "create",
+                what: c.to_string(),
+                source,
+            })?;
+        *done += 1;
+    }
+    let now = read(backend, index)?.layout();
+    if &now != want {
+        return Err(ApplyError::Verify {
+            gpu: index,
+            now: now.to_string(),
+            want: want.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A GPU's instances for a drain reason: `3g.40gb@0(busy) 1g.10gb@4`, `no instances`, or
+/// `MIG off`.
+pub fn describe(g: &GpuState) -> String {
+    if !g.mig_enabled {
+        return "MIG off".into();
+    }
+    if g.instances.is_empty() {
+        return "no instances".into();
+    }
+    let v: Vec<String> = g
+        .instances
+        .iter()
+        .map(|i| format!("{}{}", i.placed, if i.busy { "(busy)" } else { "" }))
+        .collect();
+    v.join(" ")
+}

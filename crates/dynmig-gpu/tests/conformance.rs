@@ -1,0 +1,490 @@
+//! One conformance suite for every GPU backend: what the node agent relies on.
+//!
+//! - The read-only part runs against the simulated backend and, where NVML loads (a machine
+//!   with an NVIDIA driver), against NVML; without NVML it says why it skipped.
+//! - The mutating part runs against the simulated backend always, and against NVML only with
+//!   `DYNMIG_NVML_ALLOW_CHANGES=1` on a machine whose GPUs may be changed: it then creates and
+//!   destroys instances on the first GPU that has MIG on and no busy instance, and puts its
+//!   layout back.
+//! - [`apply_transition`]: busy instances kept, a GPU that fails halfway rolled back (with
+//!   injected faults), MIG turned on only where allowed.
+//! - What the Prolog and Epilog use: find by device files, claim, release.
+
+use dynmig_core::geometry::{
+    check_instances, GpuModel, NodeLayout, Placed, ProfileCounts, A100_40GB, A100_80GB, A30_24GB,
+};
+use dynmig_gpu::{
+    apply_transition, open_backend, ApplyError, Backend, BackendError, BackendSettings, Fault, FaultKind, FaultOp,
+    FaultPlan, GpuBackend, NvmlBackend, SimulatedBackend, WHOLE_GPU,
+};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// Environment variable that lets the mutating suite run on real GPUs.
+const ALLOW_CHANGES: &str = "DYNMIG_NVML_ALLOW_CHANGES";
+
+// ---------------------------------------------------------------------------------------
+// The suite
+
+/// What every backend must answer, without changing anything.
+fn read_only_suite(b: &dyn GpuBackend) {
+    let gpus = b.gpus().expect("gpus()");
+    assert!(!gpus.is_empty(), "a node has at least one GPU");
+    let mut files_seen = BTreeSet::new();
+    for (i, g) in gpus.iter().enumerate() {
+        assert_eq!(g.index as usize, i, "GPUs come in index order");
+        assert_eq!(b.gpu(g.index).expect("gpu(i)"), *g, "gpu(i) agrees with gpus()");
+        if !g.mig_enabled {
+            assert!(g.instances.is_empty(), "GPU {i}: MIG off but instances listed");
+        }
+        let placed = g.placed();
+        check_instances(g.model, &placed).unwrap_or_else(|e| panic!("GPU {i}: invalid instances: {e}"));
+        assert!(
+            placed.windows(2).all(|w| w[0].start < w[1].start),
+            "GPU {i}: instances not sorted by start slice"
+        );
+        for inst in &g.instances {
+            assert!(
+                !inst.device_files.is_empty(),
+                "GPU {i} GI {}: no device files",
+                inst.gi_id
+            );
+            assert!(
+                files_seen.insert(inst.device_files.clone()),
+                "GPU {i} GI {}: device files {:?} not unique",
+                inst.gi_id,
+                inst.device_files
+            );
+        }
+        if let Some(w) = b.power_watts(g.index).expect("power_watts") {
+            assert!(w > 0.0 && w < 2000.0, "GPU {i}: {w} W");
+        }
+    }
+    let n = gpus.len() as u32;
+    assert!(
+        matches!(b.gpu(n), Err(BackendError::InvalidArgument { .. })),
+        "gpu({n}) must be refused"
+    );
+    assert!(matches!(b.power_watts(n), Err(BackendError::InvalidArgument { .. })));
+}
+
+/// Instance changes on GPU `gpu` (MIG on, nothing busy); leaves the GPU's layout as found.
+fn mutating_suite(b: &mut dyn GpuBackend, gpu: u32) {
+    let before = b.gpu(gpu).unwrap();
+    let model: &GpuModel = before.model;
+    assert!(before.mig_enabled && before.instances.iter().all(|i| !i.busy));
+    let original = before.layout();
+    let full = model.full_profile();
+    let one = model
+        .schedulable_profiles()
+        .into_iter()
+        .find(|p| p.compute_slices == 1 && p.memory_slices == 1)
+        .unwrap();
+
+    // To the empty layout and back up, by plan_transition, verifying every step.
+    for target in [
+        ProfileCounts::empty(),
+        ProfileCounts::parse(model, &format!("1x{}", full.name)).unwrap(),
+        ProfileCounts::parse(model, &format!("2x{}", one.name)).unwrap(),
+        original.clone(),
+    ] {
+        move_to(b, gpu, &target);
+    }
+
+    // Refusals on an empty GPU: bad start, unknown profile, overlap, unknown id.
+    move_to(b, gpu, &ProfileCounts::empty());
+    let bad_start = (0..model.memory_slices)
+        .find(|s| !full.placement_starts.contains(s))
+        .unwrap();
+    assert!(matches!(
+        b.create_instance(gpu, at(full, bad_start)),
+        Err(BackendError::InvalidArgument { .. })
+    ));
+    // A profile of another model (a different table) is refused, not re-parsed by name.
+    let foreign = other_model(model).full_profile();
+    assert!(matches!(
+        b.create_instance(gpu, at(foreign, 0)),
+        Err(BackendError::InvalidArgument { .. })
+    ));
+    let first = b.create_instance(gpu, at(full, 0)).unwrap();
+    assert_eq!(first.placed.profile.name, full.name);
+    assert!(b.gpu(gpu).unwrap().instance(first.gi_id).is_some());
+    assert!(matches!(
+        b.create_instance(gpu, at(one, 0)),
+        Err(BackendError::InsufficientResources { .. })
+    ));
+    assert!(matches!(
+        b.destroy_instance(gpu, first.gi_id + 100),
+        Err(BackendError::NotFound { .. })
+    ));
+    assert!(
+        matches!(b.set_mig_mode(gpu, true), Ok(())),
+        "setting the mode a GPU has is a no-op"
+    );
+    b.destroy_instance(gpu, first.gi_id).unwrap();
+    assert!(b.gpu(gpu).unwrap().instances.is_empty());
+
+    move_to(b, gpu, &original);
+    assert_eq!(b.gpu(gpu).unwrap().layout(), original, "layout put back");
+}
+
+fn at(profile: &'static dynmig_core::geometry::ProfileSpec, start: u8) -> Placed {
+    Placed { profile, start }
+}
+
+/// A model whose profile table differs from `m`'s (no shared full profile).
+fn other_model(m: &GpuModel) -> &'static GpuModel {
+    if m.name == A30_24GB.name {
+        &A100_40GB
+    } else {
+        &A30_24GB
+    }
+}
+
+/// Moves GPU `gpu` to `target` with [`apply_transition`], the other GPUs staying as they are.
+fn move_to(b: &mut dyn GpuBackend, gpu: u32, target: &ProfileCounts) {
+    let gpus = b.gpus().unwrap();
+    let model = gpus[0].model;
+    let mut layout = NodeLayout {
+        gpus: gpus.iter().map(|g| g.layout()).collect(),
+    };
+    layout.gpus[gpu as usize] = target.clone();
+    apply_transition(b, model, &layout).unwrap();
+    assert_eq!(b.gpu(gpu).unwrap().layout(), *target);
+    for g in b.gpu(gpu).unwrap().instances {
+        assert!(
+            g.placed.profile.placement_starts.contains(&g.placed.start),
+            "created where allowed"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Simulated backend
+
+fn sim(dir: &tempfile::TempDir, model: &'static GpuModel, gpus: u32) -> SimulatedBackend {
+    SimulatedBackend::open(&dir.path().join("gpus.json"), &dir.path().join("dev"), model, gpus).unwrap()
+}
+
+#[test]
+fn simulated_backend_conforms() {
+    for (model, layout) in [
+        (&A100_80GB, "1x3g.40gb+1x2g.20gb+2x1g.10gb"),
+        (&A30_24GB, "1x2g.12gb+2x1g.6gb"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = sim(&dir, model, 2);
+        read_only_suite(&b);
+        move_to(&mut b, 1, &ProfileCounts::parse(model, layout).unwrap());
+        read_only_suite(&b);
+        mutating_suite(&mut b, 0);
+        mutating_suite(&mut b, 1);
+        read_only_suite(&b);
+    }
+}
+
+#[test]
+fn simulated_busy_instances_refuse_destroy_and_draw_power() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 1);
+    let idle = b.power_watts(0).unwrap().unwrap();
+    let three = A100_80GB.profile("3g.40gb").unwrap();
+    let inst = b.create_instance(0, at(three, 4)).unwrap();
+    b.claim(0, inst.gi_id, 42).unwrap();
+    assert!(matches!(
+        b.destroy_instance(0, inst.gi_id),
+        Err(BackendError::InUse { .. })
+    ));
+    let busy = b.power_watts(0).unwrap().unwrap();
+    // The core's power law, fitted to the A100 measurements (46 W idle, 170 W with a busy
+    // 3g): the fit gives 46 + about 123 W.
+    assert_eq!(idle, 46.0);
+    assert!((busy - 170.0).abs() < 3.0, "{busy}");
+    read_only_suite(&b);
+}
+
+// ---------------------------------------------------------------------------------------
+// NVML
+
+#[test]
+fn nvml_backend_conforms_where_nvml_loads() {
+    let mut b = match NvmlBackend::open(false) {
+        Ok(b) => b,
+        Err(e) => {
+            assert!(
+                matches!(e, BackendError::Unavailable { .. }),
+                "without NVML the error must say it is unavailable, not {e:?}"
+            );
+            eprintln!("skipping the NVML conformance suite: {e}");
+            return;
+        }
+    };
+    read_only_suite(&b);
+    let report = b.probe().expect("probe");
+    assert_eq!(report.gpus.len(), b.gpus().unwrap().len());
+    if std::env::var(ALLOW_CHANGES).as_deref() != Ok("1") {
+        eprintln!("NVML: read-only part only; set {ALLOW_CHANGES}=1 on a machine whose GPUs may be changed");
+        return;
+    }
+    let gpus = b.gpus().unwrap();
+    let Some(g) = gpus
+        .iter()
+        .find(|g| g.mig_enabled && g.instances.iter().all(|i| !i.busy))
+    else {
+        eprintln!("NVML: no GPU with MIG on and nothing running: mutating part skipped");
+        return;
+    };
+    mutating_suite(&mut b, g.index);
+}
+
+#[test]
+fn nvml_refuses_mode_changes_the_config_does_not_allow() {
+    // Config side: the key exists, defaults to false, and reaches the node group.
+    let text =
+        dynmig_core::config::EXAMPLE_TOML.replace("allow_mig_mode_change = false", "allow_mig_mode_change = true");
+    let c = dynmig_core::config::parse_config(&text).unwrap();
+    assert!(c.node_groups[0].allow_mig_mode_change);
+    assert!(
+        !dynmig_core::config::parse_config(dynmig_core::config::EXAMPLE_TOML)
+            .unwrap()
+            .node_groups[0]
+            .allow_mig_mode_change
+    );
+    let bad = dynmig_core::config::EXAMPLE_TOML.replace("allow_mig_mode_change = false", "allow_mig_mode_change = 1");
+    assert!(dynmig_core::config::parse_config(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("allow_mig_mode_change"));
+    // Backend side, where NVML loads: a GPU whose mode differs is refused with NotAllowed.
+    if let Ok(mut b) = NvmlBackend::open(false) {
+        for g in b.gpus().unwrap() {
+            let r = b.set_mig_mode(g.index, !g.mig_enabled);
+            assert!(matches!(r, Err(BackendError::NotAllowed { .. })), "{r:?}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// apply_transition
+
+fn faults(creates: &[u32]) -> FaultPlan {
+    FaultPlan {
+        faults: creates
+            .iter()
+            .map(|&after| Fault {
+                op: FaultOp::Create,
+                after,
+                error: FaultKind::Unknown,
+            })
+            .collect(),
+        crash_after: None,
+    }
+}
+
+fn target(text: &str) -> NodeLayout {
+    NodeLayout::parse(&A100_80GB, 1, text).unwrap()
+}
+
+#[test]
+fn apply_transition_keeps_a_busy_instance_and_changes_only_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 1);
+    apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+1x2g.20gb+1x1g.10gb")).unwrap();
+    let four = b
+        .gpu(0)
+        .unwrap()
+        .instances
+        .into_iter()
+        .find(|i| i.placed.profile.name == "4g.40gb")
+        .unwrap();
+    b.claim(0, four.gi_id, 7).unwrap();
+    let ops = apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap();
+    assert_eq!(ops, 3, "destroy the 2g, create two 1g");
+    let after = b.gpu(0).unwrap();
+    let kept = after.instance(four.gi_id).expect("the busy 4g is still there");
+    assert!(kept.busy && kept.uuid == four.uuid && kept.placed == four.placed);
+    // A target without the busy instance is refused before anything changes.
+    let e = apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    assert!(matches!(e, ApplyError::Plan { gpu: 0, .. }), "{e}");
+    assert!(e.to_string().contains("busy instance 4g.40gb@0"), "{e}");
+    assert_eq!(b.gpu(0).unwrap(), after, "nothing changed");
+    // Already there: no operation.
+    assert_eq!(
+        apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap(),
+        0
+    );
+}
+
+#[test]
+fn apply_transition_rolls_back_a_gpu_that_failed_halfway() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 1);
+    apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
+    // 7g -> 2x3g: destroy 7g, create 3g@0, create 3g@4 (fails).
+    b.set_faults(&faults(&[2])).unwrap();
+    let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb")).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ApplyError::RolledBack {
+                gpu: 0,
+                undo_ops: 2,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("GPU 0 rolled back to 1x7g.80gb (2 operations) after: GPU 0: create 3g.40gb@4"),
+        "{e}"
+    );
+    assert_eq!(b.gpu(0).unwrap().layout().to_string(), "1x7g.80gb");
+}
+
+#[test]
+fn apply_transition_says_what_a_gpu_holds_when_rollback_fails_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 1);
+    apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
+    // The forward create of 3g@4 fails, then the rollback's create of 7g@0 fails too.
+    b.set_faults(&faults(&[2, 3])).unwrap();
+    let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("GPU 0 left as no instances: rollback to 1x7g.80gb failed"),
+        "{e}"
+    );
+    assert!(b.gpu(0).unwrap().instances.is_empty());
+    // A failure before anything changed needs no rollback.
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 1);
+    b.set_faults(&faults(&[1])).unwrap();
+    let e = apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    assert!(matches!(e, ApplyError::Operation { op: "create", .. }), "{e:?}");
+    assert!(e.to_string().starts_with("GPU 0: create 7g.80gb@0"), "{e}");
+}
+
+#[test]
+fn mig_is_turned_on_only_where_mode_changes_are_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 1);
+    b.set_mig_mode(0, false).unwrap();
+    let mut strict = sim(&dir, &A100_80GB, 1).allow_mig_mode_change(false);
+    let e = apply_transition(&mut strict, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    assert!(matches!(e, ApplyError::MigOff { gpu: 0 }), "{e:?}");
+    assert!(e.to_string().contains("allow_mig_mode_change"), "{e}");
+    assert!(matches!(
+        strict.set_mig_mode(0, true),
+        Err(BackendError::NotAllowed { .. })
+    ));
+    assert!(!b.gpu(0).unwrap().mig_enabled, "nothing changed");
+    assert_eq!(
+        apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap(),
+        2,
+        "MIG on + create"
+    );
+    assert!(b.gpu(0).unwrap().mig_enabled);
+}
+
+#[test]
+fn a_target_for_another_node_shape_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 2);
+    let e = apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    assert!(matches!(e, ApplyError::Target { .. }), "{e:?}");
+    assert!(e.to_string().contains("1 GPU layouts, the node 2 GPUs"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Prolog / Epilog support
+
+#[test]
+fn find_by_device_files_then_claim_and_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 2);
+    apply_transition(
+        &mut b,
+        &A100_80GB,
+        &NodeLayout::parse(&A100_80GB, 2, "2x3g.40gb,1x7g.80gb").unwrap(),
+    )
+    .unwrap();
+    let g0 = b.gpu(0).unwrap();
+    let second = &g0.instances[1];
+    let (gpu, found) = b
+        .find_instance(&second.device_files)
+        .unwrap()
+        .expect("found by its files");
+    assert_eq!((gpu, found.gi_id), (0, second.gi_id));
+    assert!(b.find_instance(&[dir.path().join("nope")]).unwrap().is_none());
+    assert!(b.find_instance(&[]).unwrap().is_none());
+    b.claim(0, second.gi_id, 11).unwrap();
+    b.claim(0, second.gi_id, 11).unwrap();
+    assert_eq!(b.jobs_on(0, second.gi_id).unwrap(), vec![11], "claiming twice is once");
+    assert!(b.find_instance(&second.device_files).unwrap().unwrap().1.busy);
+    assert!(matches!(b.claim(0, 99, 11), Err(BackendError::NotFound { .. })));
+    assert!(matches!(
+        b.claim(5, second.gi_id, 11),
+        Err(BackendError::InvalidArgument { .. })
+    ));
+    b.release_job(11).unwrap();
+    b.release_job(11).unwrap();
+    assert!(!b.gpu(0).unwrap().instance(second.gi_id).unwrap().busy);
+}
+
+#[test]
+fn a_whole_gpu_with_mig_off_is_found_claimed_and_kept_from_mode_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 2);
+    b.set_mig_mode(1, false).unwrap();
+    let file = b.gpu_device_file(1);
+    let (gpu, whole) = b.find_instance(std::slice::from_ref(&file)).unwrap().expect("the whole GPU");
+    assert_eq!((gpu, whole.gi_id, whole.placed.profile.name), (1, WHOLE_GPU, "7g.80gb"));
+    assert!(!whole.busy);
+    assert!(
+        matches!(b.claim(0, WHOLE_GPU, 3), Err(BackendError::NotFound { .. })),
+        "GPU 0 has MIG on"
+    );
+    b.claim(1, WHOLE_GPU, 3).unwrap();
+    assert!(b.find_instance(&[file]).unwrap().unwrap().1.busy);
+    assert!(matches!(b.set_mig_mode(1, true), Err(BackendError::InUse { .. })));
+    assert!(
+        b.power_watts(1).unwrap().unwrap() > 200.0,
+        "a busy whole GPU draws power"
+    );
+    b.release_job(3).unwrap();
+    b.set_mig_mode(1, true).unwrap();
+}
+
+#[test]
+fn open_backend_builds_the_simulated_kind_from_explicit_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = BackendSettings {
+        model: &A100_80GB,
+        gpus: 2,
+        allow_mig_mode_change: false,
+        sim_state_file: dir.path().join("sim.json"),
+        sim_device_dir: dir.path().join("dev"),
+    };
+    let mut b = open_backend(Backend::Simulated, &settings).unwrap();
+    assert_eq!(b.gpus().unwrap().len(), 2);
+    assert!(!b.allows_mig_mode_change());
+    assert!(matches!(b.set_mig_mode(0, false), Err(BackendError::NotAllowed { .. })));
+    let e = open_backend(Backend::Simulated, &BackendSettings { gpus: 3, ..settings }).unwrap_err();
+    assert!(e.to_string().contains("holds 2 GPUs of A100-80GB, not 3"), "{e}");
+    match open_backend(
+        Backend::Nvml,
+        &BackendSettings {
+            model: &A100_80GB,
+            gpus: 1,
+            allow_mig_mode_change: false,
+            sim_state_file: PathBuf::new(),
+            sim_device_dir: PathBuf::new(),
+        },
+    ) {
+        Err(BackendError::Unavailable { what }) => eprintln!("NVML not here, as expected on this machine: {what}"),
+        Err(e) => eprintln!("NVML loaded but refused: {e}"),
+        Ok(_) => eprintln!("NVML opened"),
+    }
+}
