@@ -3,7 +3,7 @@
 
 use super::JobRecord;
 use anyhow::{Context, Result};
-use dynmig_core::config::EstimatorConfig;
+use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::estimate::history::{HistorySnapshot, PastJob};
 use rusqlite::{params, Connection};
 use std::path::Path;

@@ -10,6 +10,7 @@
 //! - [`demand`]: pending instances per profile.
 //! - [`migparted`]: NVIDIA mig-parted v1 YAML configs, imported and exported.
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
+//! - [`types`]: small enums the config, the estimator and the submit decision share.
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
 //! and the simulator all call this crate.
@@ -25,3 +26,4 @@ pub mod migparted;
 pub mod policy;
 pub mod size;
 pub mod submit;
+pub mod types;

@@ -17,8 +17,8 @@
 
 use crate::model::Job;
 use anyhow::{anyhow, bail, Result};
-use dynmig_core::config::EstimatorConfig;
-use dynmig_core::estimate::{next_larger_profile, ErrorModel, EstimateSource};
+use dynmig_core::estimate::{next_larger_profile, ErrorModel, EstimatorConfig};
+use dynmig_core::types::EstimateSource;
 use dynmig_core::geometry::{GpuModel, ProfileSpec};
 use dynmig_core::size::MIB;
 use rand::{Rng, SeedableRng};

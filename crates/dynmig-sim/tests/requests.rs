@@ -4,7 +4,7 @@
 
 mod common;
 use common::linear_power;
-use dynmig_core::estimate::EstimateSource;
+use dynmig_core::types::EstimateSource;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
 use dynmig_core::size::GIB;
 use dynmig_sim::cluster::Cluster;
