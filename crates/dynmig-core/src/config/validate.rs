@@ -43,12 +43,15 @@ pub(super) fn key_help(key: &str) -> Option<String> {
     let path = "a quoted absolute path, e.g. \"/var/lib/dynmig\"";
     let command = "a quoted absolute path or command name, e.g. \"/usr/bin/scontrol\"";
     let size = |e: &str| format!("a size string, e.g. \"{e}\"");
-    let float = |lo: &str, hi: &str| format!("a number from {lo} to {hi} written with a point, e.g. {lo}.0");
+    let float = |lo: &str, hi: &str| format!("a number from {lo} to {hi}");
     let int = |lo: i64, hi: i64| format!("an integer from {lo} to {hi}");
     let addr = "a quoted \"host:port\" with port 1 to 65535, e.g. \"ctl1:6830\"";
     Some(match key {
         "version" => "version = 1".into(),
-        "paths" => "a [paths] table".into(),
+        "paths" | "estimator" | "history" | "jobs" | "controller" | "policy" => {
+            format!("a table header written [{key}]")
+        }
+        "node_group" => "a table header written [[node_group]]".into(),
         "paths.state_dir"
         | "paths.slurm_conf_dir"
         | "paths.gres_conf"
