@@ -69,7 +69,8 @@ allow_mig_mode_change = false
 "#;
 
 /// A second group, appended by some cases.
-const GROUP2: &str = "\n[[node_group]]\nname = \"b\"\nnodes = \"m1\"\ngpu_model = \"A30-24GB\"\ngpus = 1\nbackend = \"nvml\"\n";
+const GROUP2: &str =
+    "\n[[node_group]]\nname = \"b\"\nnodes = \"m1\"\ngpu_model = \"A30-24GB\"\ngpus = 1\nbackend = \"nvml\"\n";
 
 /// What a case expects.
 enum Expect {
@@ -111,7 +112,13 @@ fn err(from: &'static str, to: impl Into<String>, key: &'static str, has: &[&'st
     }
 }
 
-fn err_at(from: &'static str, to: impl Into<String>, key: &'static str, at: &'static str, has: &[&'static str]) -> Case {
+fn err_at(
+    from: &'static str,
+    to: impl Into<String>,
+    key: &'static str,
+    at: &'static str,
+    has: &[&'static str],
+) -> Case {
     Case {
         from,
         to: to.into(),
@@ -296,7 +303,12 @@ fn every_case_of_the_table_is_accepted_or_refused_as_listed() {
         let text = if c.from.is_empty() {
             format!("{BASE}{}", c.to)
         } else {
-            assert_eq!(BASE.matches(c.from).count(), 1, "case {i}: '{}' must occur once", c.from);
+            assert_eq!(
+                BASE.matches(c.from).count(),
+                1,
+                "case {i}: '{}' must occur once",
+                c.from
+            );
             BASE.replace(c.from, &c.to)
         };
         let got = parse_config(&text);
@@ -307,18 +319,30 @@ fn every_case_of_the_table_is_accepted_or_refused_as_listed() {
             (Expect::Error { key, at, has }, Err(e)) => {
                 let e: ConfigError = e;
                 let shown = e.to_string();
-                let needle = if at.is_empty() { c.to.lines().next().unwrap_or("") } else { at };
+                let needle = if at.is_empty() {
+                    c.to.lines().next().unwrap_or("")
+                } else {
+                    at
+                };
                 let line = line_of(&text, needle);
                 let missing: Vec<_> = has.iter().filter(|h| !shown.contains(**h)).collect();
                 if e.key == *key && e.line == line && missing.is_empty() && shown.len() < 2000 {
                     continue;
                 }
-                format!("got key {} line {} (want {key}, {line}), missing {missing:?}: {shown}", e.key, e.line)
+                format!(
+                    "got key {} line {} (want {key}, {line}), missing {missing:?}: {shown}",
+                    e.key, e.line
+                )
             }
         };
         failures.push(format!("case {i} ({}): {why}", c.to.lines().next().unwrap_or("")));
     }
-    assert!(failures.is_empty(), "{} failing:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failing:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -329,6 +353,25 @@ fn a_layout_error_on_an_a30_gives_examples_valid_on_an_a30() {
     let examples: Vec<&str> = e.split('"').skip(1).step_by(2).collect();
     assert!(examples.len() >= 2, "{e}");
     for x in examples {
-        assert!(ProfileCounts::parse(a30, x).is_ok(), "example {x} of '{e}' is not an A30 layout");
+        assert!(
+            ProfileCounts::parse(a30, x).is_ok(),
+            "example {x} of '{e}' is not an A30 layout"
+        );
     }
+}
+
+#[test]
+fn the_duplicate_node_check_is_not_quadratic() {
+    // 100000 nodes in one group and a second group checked against them: a quadratic check
+    // took 7.8 s per parse here (and the config is parsed in every Prolog and Epilog).
+    let text =
+        BASE.replace("nodes = \"n[1-2]\"", "nodes = \"n[1-60000]\"") + &GROUP2.replace("\"m1\"", "\"m[1-40000]\"");
+    let t0 = std::time::Instant::now();
+    let c = parse_config(&text).unwrap();
+    assert_eq!(c.node_groups[0].nodes.len() + c.node_groups[1].nodes.len(), 100_000);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{:?}", t0.elapsed());
+    // The total over all groups is bounded like one hostlist.
+    let over = text.replace("m[1-40000]", "m[1-40001]");
+    let e = parse_config(&over).unwrap_err().to_string();
+    assert!(e.contains("more than 100000 nodes in all groups together"), "{e}");
 }

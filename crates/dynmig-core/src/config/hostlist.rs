@@ -155,4 +155,20 @@ mod tests {
             assert!(expand_hostlist(bad).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn node_names_are_bounded_whatever_the_padding_or_prefix() {
+        let long = "n".repeat(MAX_NAME + 1);
+        let e = expand_hostlist(&long).unwrap_err();
+        assert!(
+            e.contains("at most 253") && e.contains("nnn...") && e.len() < 300,
+            "{e}"
+        );
+        assert_eq!(expand_hostlist(&"n".repeat(MAX_NAME)).unwrap().len(), 1);
+        let padded = format!("n[{}1-99999]", "0".repeat(300));
+        let e = expand_hostlist(&padded).unwrap_err();
+        assert!(e.contains("longer than 253 bytes"), "{e}");
+        let e = expand_hostlist(&format!("{}[1-2]", "p".repeat(300))).unwrap_err();
+        assert!(e.contains("longer than 253 bytes"), "{e}");
+    }
 }
