@@ -387,7 +387,7 @@ fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
         let e = "e.g. \"ctl1:6830\" or \"10.0.0.1:6830\"";
         let why = match s.rsplit_once(':') {
             None => Some(format!("'{}' is not host:port (no ':port'); {e}", cut(s, ECHO))),
-            Some((host, _)) if host.is_empty() => Some(format!("'{}' has no host before ':'; {e}", cut(s, ECHO))),
+            Some(("", _)) => Some(format!("'{}' has no host before ':'; {e}", cut(s, ECHO))),
             Some((_, port)) => match port.parse::<u16>() {
                 Ok(p) if p > 0 => None,
                 _ => Some(format!(
