@@ -16,6 +16,7 @@ use crate::context::Ctx;
 use crate::hooks::{gres_conf_files, job_gpu_indices};
 use anyhow::{anyhow, Context, Result};
 use dynmig_core::size::{format_size, MIB};
+use dynmig_core::submit::SubmitPolicy;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -59,7 +60,7 @@ fn my_instance(ctx: &Ctx, node: &str, job: u64) -> Result<(String, u64)> {
         .output();
     if let Ok(out) = out {
         let facts = crate::oom::parse_job(&String::from_utf8_lossy(&out.stdout));
-        let models = ctx.config.submit_policy().models;
+        let models = SubmitPolicy::from_config(&ctx.config).models;
         if let Some((p, b)) = facts
             .profile
             .and_then(|p| dynmig_core::estimate::profile_bytes(&models, &p).map(|b| (p, b)))

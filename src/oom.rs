@@ -24,6 +24,7 @@ use crate::history::{self, auth, spool, transport, JobRecord};
 use anyhow::{bail, Context, Result};
 use dynmig_core::estimate::{next_larger_profile, profile_bytes};
 use dynmig_core::size::parse_size;
+use dynmig_core::submit::SubmitPolicy;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::process::Command;
@@ -167,7 +168,7 @@ pub fn after_job(ctx: &Ctx, node: &str, job: u32) {
 fn record_and_restart(ctx: &Ctx, node: &str, job: u32) -> Result<()> {
     let facts = parse_job(&scontrol(ctx, &["show", "job", &job.to_string()])?);
     let peak = read_peak(&peak_path(ctx, node, job.into()));
-    let models: Vec<_> = ctx.config.submit_policy().models;
+    let models: Vec<_> = SubmitPolicy::from_config(&ctx.config).models;
     let profile = facts
         .profile
         .clone()

@@ -3,8 +3,8 @@
 
 use super::JobRecord;
 use anyhow::{Context, Result};
-use dynmig_core::config::EstimatorConfig;
 use dynmig_core::estimate::history::{HistorySnapshot, PastJob};
+use dynmig_core::estimate::EstimatorConfig;
 use rusqlite::{params, Connection};
 use std::path::Path;
 

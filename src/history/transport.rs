@@ -8,7 +8,7 @@
 use super::store::Store;
 use super::{auth, spool, JobRecord};
 use anyhow::{anyhow, bail, Context, Result};
-use dynmig_core::config::EstimatorConfig;
+use dynmig_core::estimate::EstimatorConfig;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};

@@ -12,23 +12,26 @@ pub struct Demand {
 }
 
 impl Demand {
-    /// Adds `count` pending instances of `profile`.
+    /// Adds `count` pending instances of `profile` (saturating at `u32::MAX`).
     pub fn add_pending(&mut self, profile: &str, count: u32) {
         if count > 0 {
-            *self.pending.entry(profile.to_string()).or_insert(0) += count;
+            let c = self.pending.entry(profile.to_string()).or_insert(0);
+            *c = c.saturating_add(count);
         }
     }
 
-    /// Adds `count` instances of `profile` that a repartition under way will bring.
+    /// Adds `count` instances of `profile` that a repartition under way will bring
+    /// (saturating at `u32::MAX`).
     pub fn add_incoming(&mut self, profile: &str, count: u32) {
         if count > 0 {
-            *self.incoming.entry(profile.to_string()).or_insert(0) += count;
+            let c = self.incoming.entry(profile.to_string()).or_insert(0);
+            *c = c.saturating_add(count);
         }
     }
 
-    /// Total pending instances.
+    /// Total pending instances (saturating at `u32::MAX`).
     pub fn total_pending(&self) -> u32 {
-        self.pending.values().sum()
+        self.pending.values().fold(0u32, |a, &n| a.saturating_add(n))
     }
 }
 
@@ -73,5 +76,18 @@ mod tests {
         let mut together = d.clone();
         together.add_stranded(&widest, [&two_free]);
         assert_eq!(together.pending["7g.80gb"], 2, "a node with both free serves the job");
+    }
+
+    #[test]
+    fn demand_counters_saturate_instead_of_overflowing() {
+        let mut d = Demand::default();
+        d.add_pending("1g.10gb", u32::MAX);
+        d.add_pending("1g.10gb", 5);
+        d.add_pending("2g.20gb", u32::MAX);
+        d.add_incoming("1g.10gb", u32::MAX);
+        d.add_incoming("1g.10gb", 1);
+        assert_eq!(d.pending["1g.10gb"], u32::MAX);
+        assert_eq!(d.incoming["1g.10gb"], u32::MAX);
+        assert_eq!(d.total_pending(), u32::MAX);
     }
 }

@@ -14,6 +14,7 @@
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
 //! - [`protocol`]: the typed codecs of everything that crosses a process boundary.
 //! - [`energy`]: the GPU power model (a power law fitted to A100 measurements).
+//! - [`types`]: small enums the config, the estimator and the submit decision share.
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
 //! and the simulator all call this crate.
@@ -32,3 +33,4 @@ pub mod protocol;
 pub mod size;
 pub mod snapshot;
 pub mod submit;
+pub mod types;

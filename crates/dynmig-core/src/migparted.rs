@@ -30,6 +30,7 @@
 //! settings.
 
 use crate::geometry::{place, GpuModel, ProfileCounts};
+use crate::types::cut;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -135,11 +136,16 @@ pub fn device_filter_value(id: u16) -> String {
 
 fn parse_filter(v: &str) -> Result<u16, String> {
     let hex = v.trim().trim_start_matches("0x").trim_start_matches("0X");
-    let n = u32::from_str_radix(hex, 16)
-        .map_err(|_| format!("device-filter '{v}' is not a hex PCI ID such as \"0x20B210DE\""))?;
+    let n = u32::from_str_radix(hex, 16).map_err(|_| {
+        format!(
+            "device-filter '{}' is not a hex PCI ID such as \"0x20B210DE\"",
+            cut(v, 100)
+        )
+    })?;
     if n & 0xFFFF != NVIDIA_VENDOR_ID {
         return Err(format!(
-            "device-filter '{v}': the low 16 bits must be NVIDIA's vendor ID 10DE (\"0x20B210DE\")"
+            "device-filter '{}': the low 16 bits must be NVIDIA's vendor ID 10DE (\"0x20B210DE\")",
+            cut(v, 100)
         ));
     }
     Ok((n >> 16) as u16)
@@ -154,7 +160,7 @@ pub fn import(text: &str, model: &GpuModel, gpus: usize) -> Result<Imported, Mig
     if raw.version != "v1" {
         return Err(MigPartedError::Syntax(format!(
             "version '{}': only 'v1' exists",
-            raw.version
+            cut(&raw.version, 100)
         )));
     }
     let mut out = Imported::default();
@@ -163,7 +169,7 @@ pub fn import(text: &str, model: &GpuModel, gpus: usize) -> Result<Imported, Mig
         let mut any = false;
         for (i, e) in entries.iter().enumerate() {
             let err = |why: String| MigPartedError::Entry {
-                config: name.clone(),
+                config: cut(name, 100),
                 entry: i,
                 why,
             };
@@ -186,7 +192,10 @@ pub fn import(text: &str, model: &GpuModel, gpus: usize) -> Result<Imported, Mig
             let selected: Vec<usize> = match &e.devices {
                 RawDevices::Word(w) if w == "all" => (0..gpus).collect(),
                 RawDevices::Word(w) => {
-                    return Err(err(format!("devices: '{w}': use \"all\" or a list of GPU indices")))
+                    return Err(err(format!(
+                        "devices: '{}': use \"all\" or a list of GPU indices",
+                        cut(w, 100)
+                    )))
                 }
                 RawDevices::List(v) => v.iter().map(|&d| d as usize).collect(),
             };
@@ -233,17 +242,26 @@ fn entry_setting(model: &GpuModel, e: &RawEntry) -> Result<GpuConfig, String> {
     for (name, &n) in e.mig_devices.iter().flatten() {
         if name.contains("c.") {
             return Err(format!(
-                "'{name}' is a compute-instance profile; dynmig creates one compute instance per GPU instance, so list GPU-instance profiles only"
+                "'{}' is a compute-instance profile; dynmig creates one compute instance per GPU instance, so list GPU-instance profiles only",
+                cut(name, 100)
             ));
         }
         let p = model.profile(name).ok_or_else(|| {
             let allowed: Vec<&str> = model.profiles.iter().map(|p| p.name).collect();
             format!(
-                "{} has no MIG profile '{name}'; allowed: {}",
+                "{} has no MIG profile '{}'; allowed: {}",
                 model.name,
+                cut(name, 100),
                 allowed.join(", ")
             )
         })?;
+        // Bounded before anything is built: a count is at most what one GPU holds.
+        if n > u32::from(p.max_instances) {
+            return Err(format!(
+                "mig-devices '{}': {n} instances; one {} holds at most {}",
+                p.name, model.name, p.max_instances
+            ));
+        }
         counts.add(p, n);
     }
     if place(model, &counts).is_none() {
@@ -320,7 +338,7 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("compute-instance"));
-        let t = "version: v1\nmig-configs:\n  x:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"3g.40gb\": 3}\n";
+        let t = "version: v1\nmig-configs:\n  x:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"4g.40gb\": 1, \"3g.40gb\": 2}\n";
         assert!(import(t, &A100_80GB, 1)
             .unwrap_err()
             .to_string()

@@ -30,11 +30,13 @@
 //!    field they were asked in.
 //! 7. GPUs asked for in more than one field, or typed and untyped together: an error.
 
+use crate::config::Config;
 use crate::estimate::{describe_breakdown, estimate, EstimateContext};
 use crate::geometry::{GpuModel, ProfileSpec};
 use crate::gres::{GresEntry, GresError, GresPrefix, TresList};
 use crate::hints::{hints_from_spank_env, smallest_fitting, HintError, Hints, MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE};
 use crate::size::{format_size, MIB};
+use crate::types::{EstimateSource, MultiGpu, WholeGpu};
 use std::fmt;
 
 /// What the plugin read from `job_desc_msg_t`. Strings are borrowed for the call.
@@ -52,31 +54,7 @@ pub struct JobRequest<'a> {
     pub spank_env: Vec<&'a str>,
 }
 
-/// What to do with a job that asks for one GPU and gives no hint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WholeGpu {
-    /// `gpu:1` with no hint gets the first configured model's full profile (`7g.80gb`).
-    #[default]
-    FullProfile,
-    /// Use [`SubmitPolicy::default_mem_bytes`] as if it were `--mig-mem`.
-    Estimate,
-    /// Refuse the job and tell the user to give `--mig-mem` or `--mig-profile`.
-    Reject,
-}
-
-/// What to do with a job that asks for more than one GPU (per node, job, socket or task).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MultiGpu {
-    /// `gpu:N` becomes N instances of a full profile, in the same field.
-    #[default]
-    FullProfile,
-    /// Refuse the job.
-    Reject,
-}
-
-/// The submit-time settings (from [`crate::config::Config::submit_policy`]).
+/// The submit-time settings ([`SubmitPolicy::from_config`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubmitPolicy {
     /// GPU models of the configured node groups, without repeats, in config order.
@@ -89,33 +67,29 @@ pub struct SubmitPolicy {
     pub default_mem_bytes: u64,
 }
 
-/// Where [`Decision::memory_bytes`] came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EstimateSource {
-    /// The user's `--mig-mem`.
-    MigMemHint,
-    /// The user's `--mig-profile` (memory is the profile's).
-    MigProfileHint,
-    /// [`SubmitPolicy::default_mem_bytes`].
-    Default,
-    /// A whole GPU, from [`WholeGpu::FullProfile`] or [`MultiGpu::FullProfile`].
-    WholeGpu,
-    /// The model formula, from `--mig-model-params` and its companions.
-    Model,
-    /// The history of the same user and job name.
-    History,
-}
-
-impl fmt::Display for EstimateSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            EstimateSource::MigMemHint => "mig-mem",
-            EstimateSource::MigProfileHint => "mig-profile",
-            EstimateSource::Default => "default",
-            EstimateSource::WholeGpu => "whole-gpu",
-            EstimateSource::Model => "model",
-            EstimateSource::History => "history",
-        })
+impl SubmitPolicy {
+    /// The submit-time settings of `config`: the node groups' GPU models (without repeats, in
+    /// file order), `[jobs]` and `estimator.default_mem`.
+    ///
+    /// ```
+    /// use dynmig_core::config::Config;
+    /// use dynmig_core::submit::SubmitPolicy;
+    /// let p = SubmitPolicy::from_config(&Config::default_embedded());
+    /// assert_eq!(p.models[0].name, "A100-80GB");
+    /// ```
+    pub fn from_config(config: &Config) -> Self {
+        let mut models: Vec<&'static GpuModel> = Vec::new();
+        for g in &config.node_groups {
+            if !models.iter().any(|m| m.name == g.gpu_model.name) {
+                models.push(g.gpu_model);
+            }
+        }
+        SubmitPolicy {
+            models,
+            whole_gpu: config.jobs.whole_gpu,
+            multi_gpu: config.jobs.multi_gpu,
+            default_mem_bytes: config.estimator.default_mem_bytes,
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 
 use dynmig_core::config::{parse_config, AllowedLayouts, Backend, Config, ConfigError, PolicyConfig, EXAMPLE_TOML};
 use dynmig_core::size::GIB;
-use dynmig_core::submit::{MultiGpu, WholeGpu};
+use dynmig_core::submit::SubmitPolicy;
+use dynmig_core::types::{MultiGpu, WholeGpu};
 use std::path::Path;
 use std::time::Duration;
 
@@ -75,13 +76,13 @@ fn example_parses_with_its_values() {
     assert_eq!(g.node_conf, "CPUs=4 RealMemory=4000");
     assert_eq!(c.group_of("n2").map(|g| g.name.as_str()), Some("a100"));
     assert!(c.group_of("n3").is_none());
-    let p = c.submit_policy();
+    let p = SubmitPolicy::from_config(&c);
     assert_eq!(p.models.iter().map(|m| m.name).collect::<Vec<_>>(), ["A100-80GB"]);
     assert_eq!(p.default_mem_bytes, 8 * GIB);
 }
 
 #[test]
-fn the_example_file_on_disk_is_the_embedded_one() {
+fn the_shipped_slurm_dynmig_toml_is_byte_equal_to_the_embedded_default() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../slurm/dynmig.toml");
     assert_eq!(std::fs::read_to_string(path).unwrap(), EXAMPLE_TOML);
 }
@@ -145,7 +146,7 @@ backend = "nvml"
         panic!()
     };
     assert_eq!(list[1].to_string(), "3x2g.20gb+1x1g.10gb");
-    let names: Vec<_> = c.submit_policy().models.iter().map(|m| m.name).collect();
+    let names: Vec<_> = SubmitPolicy::from_config(&c).models.iter().map(|m| m.name).collect();
     assert_eq!(names, ["A100-80GB", "H100-80GB"]);
 }
 
@@ -192,12 +193,18 @@ fn bad_layouts_say_why() {
         e.contains("unknown MIG profile '7g.40gb' for A100-80GB; allowed:"),
         "{e}"
     );
-    let t = example_with("\"1x7g.80gb\" ", "\"3x3g.40gb\" ");
+    let t = example_with("\"1x7g.80gb\" ", "\"1x4g.40gb+2x3g.40gb\" ");
     let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
     assert!(e.contains("does not fit on one A100-80GB"), "{e}");
+    let t = example_with("\"1x7g.80gb\" ", "\"3x3g.40gb\" ");
+    let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
+    assert!(
+        e.contains("3 instances of 3g.40gb: one A100-80GB holds at most 2"),
+        "{e}"
+    );
     let t = example_with("\"1x7g.80gb\" ", "\"0x7g.80gb\" ");
     let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
-    assert!(e.contains("bad count"), "{e}");
+    assert!(e.contains("bad term '0x7g.80gb'"), "{e}");
     let t = example_with("allowed_layouts = \"all\"", "allowed_layouts = [\"7x1g.10gb\"]");
     let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
     assert!(e.contains("1x7g.80gb is not in allowed_layouts"), "{e}");
@@ -213,7 +220,7 @@ fn bad_durations_and_sizes() {
     assert!(e.contains("bad duration '5'") && e.contains("e.g. \"5s\""), "{e}");
     let t = example_with("drain_timeout = \"30m\"", "drain_timeout = \"0s\"");
     let e = bad(&t, "controller.drain_timeout", line_of(&t, "drain_timeout"));
-    assert!(e.contains("must be more than 0"), "{e}");
+    assert!(e.contains("allowed: more than 0 and at most 30 days"), "{e}");
     let t = example_with("interval = \"5s\"", "interval = 5");
     let e = bad(&t, "controller.interval", line_of(&t, "interval"));
     assert!(e.contains("expected a string"), "{e}");

@@ -3,14 +3,15 @@
 //!
 //! `cargo test -p dynmig-core --test estimate -- --nocapture` prints the error table.
 
-use dynmig_core::config::{Config, EstimatorConfig};
+use dynmig_core::config::Config;
 use dynmig_core::estimate::error_model::model_errors;
 use dynmig_core::estimate::history::{HistorySnapshot, PastJob};
 use dynmig_core::estimate::reference::REFERENCE;
-use dynmig_core::estimate::{next_larger_profile, ErrorModel, EstimateContext, EstimateSource, JobIdentity};
+use dynmig_core::estimate::{next_larger_profile, ErrorModel, EstimateContext, EstimatorConfig, JobIdentity};
 use dynmig_core::geometry::A100_80GB;
 use dynmig_core::size::{format_size, GIB};
-use dynmig_core::submit::{decide_with, JobRequest, MultiGpu, Outcome, SubmitPolicy, WholeGpu};
+use dynmig_core::submit::{decide_with, JobRequest, Outcome, SubmitPolicy};
+use dynmig_core::types::{EstimateSource, MultiGpu, WholeGpu};
 
 fn policy(whole_gpu: WholeGpu) -> SubmitPolicy {
     SubmitPolicy {

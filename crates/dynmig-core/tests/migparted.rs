@@ -42,10 +42,10 @@ fn each_model_gets_its_own_entry() {
         "1x3g.20gb+1x2g.10gb+2x1g.5gb"
     );
     assert_eq!(got.skipped, ["all-2g.20gb", "all-3g.40gb"]);
-    // custom-config has no filter: seven double-memory 1g do not fit an A100-40GB.
+    // custom-config has no filter: seven double-memory 1g are more than an A100-40GB holds.
     let e = import(FIXTURE, &A100_40GB, 4).unwrap_err().to_string();
     assert!(
-        e.contains("custom-config") && e.contains("7x1g.10gb does not fit on one A100-40GB"),
+        e.contains("custom-config") && e.contains("'1g.10gb': 7 instances; one A100-40GB holds at most 4"),
         "{e}"
     );
     // The A30 has only all-balanced (and the unfiltered configs).

@@ -2,9 +2,8 @@
 
 use dynmig_core::geometry::{A100_40GB, A100_80GB};
 use dynmig_core::size::GIB;
-use dynmig_core::submit::{
-    decide, Decision, EstimateSource, JobRequest, MultiGpu, Outcome, Rewrite, SubmitError, SubmitPolicy, WholeGpu,
-};
+use dynmig_core::submit::{decide, Decision, JobRequest, Outcome, Rewrite, SubmitError, SubmitPolicy};
+use dynmig_core::types::{EstimateSource, MultiGpu, WholeGpu};
 
 fn policy() -> SubmitPolicy {
     SubmitPolicy {

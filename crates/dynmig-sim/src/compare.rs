@@ -8,7 +8,7 @@ use crate::metrics::Metrics;
 use crate::requests::{RequestMode, ALL_REQUEST_MODES};
 use crate::workload::Workload;
 use anyhow::Result;
-use dynmig_core::estimate::EstimateSource;
+use dynmig_core::types::EstimateSource;
 use serde::{Deserialize, Serialize};
 
 /// Throughput gain over whole-GPU requests that arXiv 2508.18556 (Georgia Tech, "Managing

@@ -17,10 +17,10 @@
 
 use crate::model::Job;
 use anyhow::{anyhow, bail, Result};
-use dynmig_core::config::EstimatorConfig;
-use dynmig_core::estimate::{next_larger_profile, ErrorModel, EstimateSource};
+use dynmig_core::estimate::{next_larger_profile, ErrorModel, EstimatorConfig};
 use dynmig_core::geometry::{GpuModel, ProfileSpec};
 use dynmig_core::size::MIB;
+use dynmig_core::types::EstimateSource;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};

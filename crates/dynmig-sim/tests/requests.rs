@@ -4,9 +4,9 @@
 
 mod common;
 use common::linear_power;
-use dynmig_core::estimate::EstimateSource;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
 use dynmig_core::size::GIB;
+use dynmig_core::types::EstimateSource;
 use dynmig_sim::cluster::Cluster;
 use dynmig_sim::engine::{simulate, RunResult, SimConfig};
 use dynmig_sim::model::{Job, JobKind, ModelParams};

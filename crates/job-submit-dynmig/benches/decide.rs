@@ -50,7 +50,7 @@ fn request<'a>(case: &(&str, Option<&'a str>, Option<&'a str>, &'a [&'a str])) -
 }
 
 fn policy() -> SubmitPolicy {
-    Config::default_embedded().submit_policy()
+    SubmitPolicy::from_config(&Config::default_embedded())
 }
 
 fn criterion_decide(c: &mut Criterion) {

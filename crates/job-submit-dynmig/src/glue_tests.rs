@@ -4,7 +4,8 @@
 use std::ffi::{c_char, CString};
 
 use dynmig_core::config::Config;
-use dynmig_core::submit::{Decision, EstimateSource, Rewrite, SubmitPolicy};
+use dynmig_core::submit::{Decision, Rewrite, SubmitPolicy};
+use dynmig_core::types::EstimateSource;
 use slurm_sys::job_desc_msg_t;
 
 use super::*;
@@ -43,7 +44,7 @@ unsafe fn free_all(desc: &mut job_desc_msg_t) {
 }
 
 fn policy() -> SubmitPolicy {
-    Config::default_embedded().submit_policy()
+    SubmitPolicy::from_config(&Config::default_embedded())
 }
 
 fn decision() -> Decision {

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
-use dynmig_core::config::{parse_config, Config, EstimatorConfig};
-use dynmig_core::estimate::{EstimateContext, HistorySnapshot, JobIdentity};
+use dynmig_core::config::{parse_config, Config};
+use dynmig_core::estimate::{EstimateContext, EstimatorConfig, HistorySnapshot, JobIdentity};
 use dynmig_core::submit::{decide_with, JobRequest, Outcome, SubmitError, SubmitPolicy};
 
 /// Environment variable of slurmctld naming the configuration file.
@@ -61,11 +61,11 @@ pub fn load_from(env_path: Option<&str>, default_path: &Path) -> Result<(SubmitP
     if !required && !path.exists() {
         let config = Config::default_embedded();
         configure_estimator(&config);
-        return Ok((config.submit_policy(), Source::Embedded));
+        return Ok((SubmitPolicy::from_config(&config), Source::Embedded));
     }
     let config = read(&path)?;
     configure_estimator(&config);
-    Ok((config.submit_policy(), Source::File(path)))
+    Ok((SubmitPolicy::from_config(&config), Source::File(path)))
 }
 
 fn read(path: &Path) -> Result<Config, String> {
@@ -233,7 +233,7 @@ pub(crate) mod tests {
             tres_per_node: Some("gres:gpu:1"),
             ..Default::default()
         };
-        let Outcome::Rewrite(r) = decide(&req, 1000, Some("ft"), &config.submit_policy()).unwrap() else {
+        let Outcome::Rewrite(r) = decide(&req, 1000, Some("ft"), &SubmitPolicy::from_config(&config)).unwrap() else {
             panic!("expected a rewrite")
         };
         // 12 GiB x 1.1 -> 2g.20gb from the history.
@@ -241,7 +241,7 @@ pub(crate) mod tests {
             r.decision.to_string(),
             format!("dynmig: profile=2g.20gb count=1 mem=13.2GiB source=history")
         );
-        let Outcome::Rewrite(r) = decide(&req, 1001, Some("ft"), &config.submit_policy()).unwrap() else {
+        let Outcome::Rewrite(r) = decide(&req, 1001, Some("ft"), &SubmitPolicy::from_config(&config)).unwrap() else {
             panic!("expected a rewrite")
         };
         assert_eq!(r.decision.profile, "7g.80gb");
@@ -253,7 +253,7 @@ pub(crate) mod tests {
     #[test]
     fn install_and_clear() {
         let _g = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner);
-        install(Config::default_embedded().submit_policy());
+        install(SubmitPolicy::from_config(&Config::default_embedded()));
         assert_eq!(with_policy(|p| p.models.len()), Some(1));
         clear();
         assert!(with_policy(|_| ()).is_none());

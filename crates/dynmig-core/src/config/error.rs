@@ -50,13 +50,27 @@ impl ConfigError {
         let start = e.span().map_or(0, |s| s.start);
         let (line, column) = line_col(text, start);
         let key = key_at(text, start).unwrap_or_else(|| "(document)".into());
+        let what = e.message().trim().replace('\n', "; ");
+        let written = line_text(text, start).trim();
+        let message = if written.is_empty() {
+            what
+        } else {
+            format!("{what} in `{}`", crate::types::cut(written, 100))
+        };
         Self {
             key,
             line,
             column,
-            message: e.message().trim().to_string(),
+            message,
         }
     }
+}
+
+/// The text of the line holding byte `offset`.
+fn line_text(text: &str, offset: usize) -> &str {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    text[start..].lines().next().unwrap_or("")
 }
 
 /// 1-based line and column (in characters) of byte `offset`.

@@ -3,7 +3,8 @@
 //! tables, parsed layouts).
 //!
 //! Every key, its default and what it allows is documented in `docs/config.md`; the
-//! commented example `slurm/dynmig.toml` is also [`Config::default_embedded`].
+//! commented example (`default.toml` in this folder, shipped as `slurm/dynmig.toml`) is also
+//! [`Config::default_embedded`].
 //!
 //! ```
 //! let cfg = dynmig_core::config::parse_config(r#"
@@ -16,7 +17,6 @@
 //!     backend = "simulated"
 //! "#).unwrap();
 //! assert_eq!(cfg.group_of("n2").unwrap().name, "a100");
-//! assert_eq!(cfg.submit_policy().models[0].name, "A100-80GB");
 //! ```
 
 mod error;
@@ -27,16 +27,18 @@ mod validate;
 pub use error::ConfigError;
 pub use hostlist::{expand_hostlist, MAX_HOSTS};
 
+use crate::estimate::EstimatorConfig;
 use crate::geometry::{GpuModel, NodeLayout, ProfileCounts};
-use crate::submit::{MultiGpu, SubmitPolicy, WholeGpu};
+use crate::types::{MultiGpu, WholeGpu};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// The config version this dynmig reads (`version = 1`).
 pub const CONFIG_VERSION: u32 = 1;
 
-/// The example config shipped as `slurm/dynmig.toml`, which is also the embedded default.
-pub const EXAMPLE_TOML: &str = include_str!("../../../../slurm/dynmig.toml");
+/// The example config, which is also the embedded default. The repository ships the same
+/// text as `slurm/dynmig.toml` (a test keeps the two byte-equal).
+pub const EXAMPLE_TOML: &str = include_str!("default.toml");
 
 /// A checked dynmig.toml.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,54 +89,6 @@ pub struct Paths {
     pub squeue: PathBuf,
     /// sinfo. Default `/usr/bin/sinfo`.
     pub sinfo: PathBuf,
-}
-
-/// `[estimator]` (docs/estimator.md).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct EstimatorConfig {
-    /// `default_mem`: GPU memory assumed for a job without a hint, in bytes. Default 8 GiB.
-    pub default_mem_bytes: u64,
-    /// `cuda_context`: bytes the model formula adds for the CUDA context. Default 500 MiB.
-    pub cuda_context_bytes: u64,
-    /// `model_margin`: factor on the model formula's total (1 to 4). Default 1.15: PyTorch's
-    /// caching allocator reserves more than the tensors hold (blocks rounded up, freed blocks
-    /// kept), and NVML counts what is reserved; 1.15 brings the formula's median error on the
-    /// published table (docs/estimator.md) near 10%.
-    pub model_margin: f64,
-    /// `history_quantile`: quantile of past peaks (0.5 to 1). Default 0.95.
-    pub history_quantile: f64,
-    /// `history_margin`: factor on that quantile (1 to 4). Default 1.1.
-    pub history_margin: f64,
-    /// `history_min_samples`: past jobs needed before the history is used (1 to 1000).
-    /// Default 3.
-    pub history_min_samples: u32,
-    /// `history_window`: most recent jobs per (user, job name) that count (1 to 100000).
-    /// Default 50.
-    pub history_window: u32,
-    /// `max_oom_restarts`: times a job that ran out of memory is requeued on a larger profile
-    /// (0 to 10; 0 = never). Default 2.
-    pub max_oom_restarts: u32,
-    /// `oom_peak_fraction`: a job whose peak reached this fraction of its instance's memory
-    /// and that failed counts as out of memory (0.5 to 1). Default 0.98.
-    pub oom_peak_fraction: f64,
-}
-
-impl Eq for EstimatorConfig {}
-
-impl Default for EstimatorConfig {
-    fn default() -> Self {
-        Self {
-            default_mem_bytes: 8 << 30,
-            cuda_context_bytes: crate::estimate::model_formula::DEFAULT_CUDA_CONTEXT_BYTES,
-            model_margin: 1.15,
-            history_quantile: 0.95,
-            history_margin: 1.1,
-            history_min_samples: 3,
-            history_window: 50,
-            max_oom_restarts: 2,
-            oom_peak_fraction: 0.98,
-        }
-    }
 }
 
 /// `[history]`: how records travel from the nodes to the controller host (docs/history.md).
@@ -263,36 +217,25 @@ impl NodeGroup {
 /// The first [`ConfigError`]: unknown key, wrong type, missing key, or a value that is not
 /// allowed, naming the key, its line and column, and what is allowed.
 pub fn parse_config(text: &str) -> Result<Config, ConfigError> {
-    let raw: raw::RawConfig = toml::from_str(text).map_err(|e| ConfigError::from_toml(text, &e))?;
+    let raw: raw::RawConfig = toml::from_str(text).map_err(|e| {
+        let mut err = ConfigError::from_toml(text, &e);
+        if let Some(help) = validate::key_help(&err.key) {
+            err.message = format!("{}; allowed: {help}", err.message);
+        }
+        err
+    })?;
     validate::validate(text, raw)
 }
 
 impl Config {
-    /// The submit-time settings for job_submit/dynmig: the node groups' models (without
-    /// repeats, in file order), `[jobs]` and `estimator.default_mem`.
-    pub fn submit_policy(&self) -> SubmitPolicy {
-        let mut models: Vec<&'static GpuModel> = Vec::new();
-        for g in &self.node_groups {
-            if !models.iter().any(|m| m.name == g.gpu_model.name) {
-                models.push(g.gpu_model);
-            }
-        }
-        SubmitPolicy {
-            models,
-            whole_gpu: self.jobs.whole_gpu,
-            multi_gpu: self.jobs.multi_gpu,
-            default_mem_bytes: self.estimator.default_mem_bytes,
-        }
-    }
-
     /// The group that lists `node`.
     pub fn group_of(&self, node: &str) -> Option<&NodeGroup> {
         self.node_groups.iter().find(|g| g.nodes.iter().any(|n| n == node))
     }
 
-    /// The example config (`slurm/dynmig.toml`, [`EXAMPLE_TOML`]): nodes n1 and n2, two
+    /// The example config ([`EXAMPLE_TOML`]): nodes n1 and n2, two
     /// A100-80GB each, simulated backend, demand policy.
     pub fn default_embedded() -> Config {
-        parse_config(EXAMPLE_TOML).expect("slurm/dynmig.toml is valid (tested)")
+        parse_config(EXAMPLE_TOML).expect("the embedded example is valid (tested)")
     }
 }

@@ -1,7 +1,7 @@
 //! dynmig.toml as written: serde types with every key optional where a default exists and
 //! unknown keys refused. [`super::validate`] turns them into a [`super::Config`].
 
-use crate::submit::{MultiGpu, WholeGpu};
+use crate::types::{MultiGpu, WholeGpu};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -110,5 +110,5 @@ pub(super) struct RawNodeGroup {
     pub initial_layout: S<String>,
     pub allowed_layouts: S<toml::Value>,
     pub node_conf: S<String>,
-    pub allow_mig_mode_change: Option<bool>,
+    pub allow_mig_mode_change: S<bool>,
 }

@@ -2,12 +2,15 @@
 
 use super::raw::{PolicyKind, RawConfig, RawController, RawEstimator, RawHistory, RawNodeGroup, RawPaths, RawPolicy};
 use super::{
-    expand_hostlist, AllowedLayouts, Config, ConfigError, ControllerConfig, EstimatorConfig, HistoryConfig, JobsConfig,
+    expand_hostlist, AllowedLayouts, Backend, Config, ConfigError, ControllerConfig, HistoryConfig, JobsConfig,
     NodeGroup, Paths, PolicyConfig, CONFIG_VERSION,
 };
-use crate::geometry::{model_by_name, model_names, GpuModel, ProfileCounts};
+use crate::estimate::EstimatorConfig;
+use crate::geometry::{layout_examples, model_by_name, model_names, GpuModel, LayoutParseError, ProfileCounts};
 use crate::hints::smallest_fitting;
 use crate::size::{format_size, parse_size, MIB};
+use crate::types::cut;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,6 +18,79 @@ use toml::Spanned;
 
 /// Most GPUs per node dynmig accepts.
 const MAX_GPUS: i64 = 16;
+
+/// Longest duration any key accepts: 30 days. Longer values are typos (`"5000000000h"`), and
+/// staying far below `i64::MAX` nanoseconds keeps every later conversion exact.
+pub(super) const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// [`MAX_DURATION`] as written in messages.
+const MAX_DURATION_TEXT: &str = "30 days (\"30d\")";
+
+/// Longest path accepted, in bytes (Linux `PATH_MAX`).
+const MAX_PATH: usize = 4096;
+
+/// Most nodes in all groups together (the same bound as one hostlist expression).
+const MAX_NODES: usize = super::MAX_HOSTS;
+
+/// Longest user text echoed in a message, in characters.
+const ECHO: usize = 100;
+
+/// What a key allows, for errors found by the TOML reader itself (syntax, type, a number too
+/// large for any integer): the reader's message names neither the range nor an example.
+pub(super) fn key_help(key: &str) -> Option<String> {
+    let duration = |what: &str| format!("a duration string {what}, e.g. \"5s\", \"2m\" or \"1h 30m\"");
+    let positive = format!("more than 0 and at most {MAX_DURATION_TEXT}");
+    let path = "a quoted absolute path, e.g. \"/var/lib/dynmig\"";
+    let command = "a quoted absolute path or command name, e.g. \"/usr/bin/scontrol\"";
+    let size = |e: &str| format!("a size string, e.g. \"{e}\"");
+    let float = |lo: &str, hi: &str| format!("a number from {lo} to {hi}");
+    let int = |lo: i64, hi: i64| format!("an integer from {lo} to {hi}");
+    let addr = "a quoted \"host:port\" with port 1 to 65535, e.g. \"ctl1:6830\"";
+    Some(match key {
+        "version" => "version = 1".into(),
+        "paths" | "estimator" | "history" | "jobs" | "controller" | "policy" => {
+            format!("a table header written [{key}]")
+        }
+        "node_group" => "a table header written [[node_group]]".into(),
+        "paths.state_dir"
+        | "paths.slurm_conf_dir"
+        | "paths.gres_conf"
+        | "paths.device_dir"
+        | "paths.history_db"
+        | "paths.history_snapshot"
+        | "paths.history_spool" => path.into(),
+        "paths.slurmd" | "paths.scontrol" | "paths.squeue" | "paths.sinfo" => command.into(),
+        "estimator.default_mem" => size("8G"),
+        "estimator.cuda_context" => size("500M"),
+        "estimator.model_margin" | "estimator.history_margin" => float("1", "4"),
+        "estimator.history_quantile" | "estimator.oom_peak_fraction" => float("0.5", "1"),
+        "estimator.history_min_samples" => int(1, 1000),
+        "estimator.history_window" => int(1, 100_000),
+        "estimator.max_oom_restarts" => int(0, 10),
+        "history.server" | "history.listen" => addr.into(),
+        "history.snapshot_refresh" | "controller.interval" | "controller.drain_timeout" | "policy.forecast_window" => {
+            duration(&positive)
+        }
+        "controller.min_layout_lifetime" => duration(&format!("from 0 to {MAX_DURATION_TEXT}")),
+        "controller.max_concurrent_repartitions" => int(1, 10_000),
+        "jobs.whole_gpu" => "\"full-profile\", \"estimate\" or \"reject\"".into(),
+        "jobs.multi_gpu" => "\"full-profile\" or \"reject\"".into(),
+        "policy.kind" => "\"demand\", \"static\" or \"none\"".into(),
+        "policy.min_gain" => int(1, 1000),
+        "node_group.name" => "a quoted name of letters, digits, '-', '_' and '.', e.g. \"a100\"".into(),
+        "node_group.nodes" => "a quoted hostlist or a list of them, e.g. \"n[1-2]\" or [\"n1\", \"n2\"]".into(),
+        "node_group.gpu_model" => format!("a quoted GPU model: {}", model_names().join(", ")),
+        "node_group.gpus" => int(1, MAX_GPUS),
+        "node_group.backend" => "\"simulated\" or \"nvml\"".into(),
+        "node_group.initial_layout" => "a quoted layout, e.g. \"1x7g.80gb\" or \"3x2g.20gb+1x1g.10gb\"".into(),
+        "node_group.allowed_layouts" => {
+            "\"all\" or a list of quoted layouts, e.g. [\"1x7g.80gb\", \"7x1g.10gb\"]".into()
+        }
+        "node_group.node_conf" => "a quoted slurmd --conf text, e.g. \"CPUs=4 RealMemory=4000\"".into(),
+        "node_group.allow_mig_mode_change" => "true or false".into(),
+        _ => return None,
+    })
+}
 
 /// Builds errors pointing into the text being read.
 struct Ctx<'a> {
@@ -34,18 +110,30 @@ impl Ctx<'_> {
         positive: bool,
     ) -> Result<Duration, ConfigError> {
         let Some(v) = v else { return Ok(default) };
+        let range = if positive {
+            format!("more than 0 and at most {MAX_DURATION_TEXT}")
+        } else {
+            format!("0 to {MAX_DURATION_TEXT}")
+        };
         let d = humantime::parse_duration(v.get_ref().trim()).map_err(|e| {
             self.err(
                 v,
                 key,
                 format!(
-                    "bad duration '{}': {e}; use a number with ms, s, m or h, e.g. \"5s\" or \"2m\"",
-                    v.get_ref()
+                    "bad duration '{}': {e}; use a number with ms, s, m, h or d, e.g. \"5s\" or \"2m\" ({range})",
+                    cut(v.get_ref(), ECHO)
                 ),
             )
         })?;
-        if positive && d.is_zero() {
-            return Err(self.err(v, key, "must be more than 0, e.g. \"5s\""));
+        if (positive && d.is_zero()) || d > MAX_DURATION {
+            return Err(self.err(
+                v,
+                key,
+                format!(
+                    "'{}' is out of range; allowed: {range}, e.g. \"5s\"",
+                    cut(v.get_ref(), ECHO)
+                ),
+            ));
         }
         Ok(d)
     }
@@ -58,8 +146,12 @@ impl Ctx<'_> {
         key: &str,
     ) -> Result<ProfileCounts, ConfigError> {
         ProfileCounts::parse(model, text).map_err(|e| {
-            let example = model.full_profile().name;
-            let msg = format!("{e} (write layouts like \"1x{example}\" or \"3x2g.20gb+1x1g.10gb\")");
+            let msg = match e {
+                LayoutParseError::UnknownProfile { .. } => {
+                    format!("{e}; write layouts like {}", layout_examples(model))
+                }
+                _ => e.to_string(),
+            };
             ConfigError::at(self.text, span, key, msg)
         })
     }
@@ -84,7 +176,24 @@ impl Ctx<'_> {
         let s = v.get_ref();
         let bare = !s.contains('/');
         if s.is_empty() {
-            return Err(self.err(v, key, "empty path"));
+            return Err(self.err(v, key, "empty path; use an absolute path, e.g. \"/var/lib/dynmig\""));
+        }
+        if s.contains('\0') {
+            return Err(self.err(
+                v,
+                key,
+                format!(
+                    "'{}' contains a NUL character, which no path may hold",
+                    cut(&s.replace('\0', "\\0"), ECHO)
+                ),
+            ));
+        }
+        if s.len() > MAX_PATH {
+            return Err(self.err(
+                v,
+                key,
+                format!("a path of {} bytes; at most {MAX_PATH} allowed", s.len()),
+            ));
         }
         let usable = s.starts_with('/') || (command && bare);
         if !usable {
@@ -93,7 +202,7 @@ impl Ctx<'_> {
             } else {
                 "an absolute path"
             };
-            return Err(self.err(v, key, format!("'{s}' is relative; use {allowed}")));
+            return Err(self.err(v, key, format!("'{}' is relative; use {allowed}", cut(s, ECHO))));
         }
         Ok(PathBuf::from(s))
     }
@@ -275,15 +384,21 @@ fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
     let addr = |v: &Option<Spanned<String>>, key: &str| -> Result<Option<String>, ConfigError> {
         let Some(v) = v else { return Ok(None) };
         let s = v.get_ref().trim();
-        let ok = s
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-        if !ok {
-            return Err(cx.err(
-                v,
-                key,
-                format!("'{s}' is not host:port; e.g. \"ctl1:6830\" or \"10.0.0.1:6830\""),
-            ));
+        let e = "e.g. \"ctl1:6830\" or \"10.0.0.1:6830\"";
+        let why = match s.rsplit_once(':') {
+            None => Some(format!("'{}' is not host:port (no ':port'); {e}", cut(s, ECHO))),
+            Some(("", _)) => Some(format!("'{}' has no host before ':'; {e}", cut(s, ECHO))),
+            Some((_, port)) => match port.parse::<u16>() {
+                Ok(p) if p > 0 => None,
+                _ => Some(format!(
+                    "port '{}' in '{}' is not allowed; use a port from 1 to 65535, {e}",
+                    cut(port, ECHO),
+                    cut(s, ECHO)
+                )),
+            },
+        };
+        if let Some(why) = why {
+            return Err(cx.err(v, key, why));
         }
         Ok(Some(s.to_string()))
     };
@@ -362,6 +477,8 @@ fn node_groups(cx: &Ctx, raw: &[RawNodeGroup]) -> Result<Vec<NodeGroup>, ConfigE
         ));
     }
     let mut groups: Vec<NodeGroup> = Vec::new();
+    // Node name -> index of its group: the duplicate check stays O(n) in the node count.
+    let mut owner: HashMap<String, usize> = HashMap::new();
     for r in raw {
         let g = node_group(cx, r)?;
         if groups.iter().any(|o| o.name == g.name) {
@@ -371,14 +488,28 @@ fn node_groups(cx: &Ctx, raw: &[RawNodeGroup]) -> Result<Vec<NodeGroup>, ConfigE
                 format!("'{}' names two groups; names must be unique", g.name),
             ));
         }
+        if owner.len() + g.nodes.len() > MAX_NODES {
+            return Err(cx.err(
+                &r.nodes,
+                "node_group.nodes",
+                format!("more than {MAX_NODES} nodes in all groups together; allowed: at most {MAX_NODES}"),
+            ));
+        }
         for n in &g.nodes {
-            if let Some(o) = groups.iter().find(|o| o.nodes.contains(n)) {
+            if let Some(&o) = owner.get(n) {
                 return Err(cx.err(
                     &r.nodes,
                     "node_group.nodes",
-                    format!("node {n} is also in group '{}'; a node belongs to one group", o.name),
+                    format!(
+                        "node {} is also in group '{}'; a node belongs to one group",
+                        cut(n, ECHO),
+                        groups[o].name
+                    ),
                 ));
             }
+        }
+        for n in &g.nodes {
+            owner.insert(n.clone(), groups.len());
         }
         groups.push(g);
     }
@@ -391,7 +522,10 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
         return Err(cx.err(
             &r.name,
             "node_group.name",
-            format!("'{name}': use letters, digits, '-', '_' and '.'"),
+            format!(
+                "'{}': use letters, digits, '-', '_' and '.', e.g. \"a100\"",
+                cut(&name, ECHO)
+            ),
         ));
     }
     let model = model_by_name(r.gpu_model.get_ref()).ok_or_else(|| {
@@ -400,7 +534,7 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
             "node_group.gpu_model",
             format!(
                 "unknown GPU model '{}'; allowed: {}",
-                r.gpu_model.get_ref(),
+                cut(r.gpu_model.get_ref(), ECHO),
                 model_names().join(", ")
             ),
         )
@@ -426,7 +560,11 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
         Some(v) => {
             let c = cx.layout(model, v.span(), v.get_ref(), "node_group.initial_layout")?;
             if !allowed_layouts.allows(&c) {
-                return Err(cx.err(v, "node_group.initial_layout", format!("{c} is not in allowed_layouts")));
+                return Err(cx.err(
+                    v,
+                    "node_group.initial_layout",
+                    format!("{c} is not in allowed_layouts; add it there or pick one of them"),
+                ));
             }
             c
         }
@@ -439,11 +577,28 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
                 k == "gres" || k == "nodename"
             });
             if let Some(t) = bad {
-                return Err(cx.err(v, "node_group.node_conf", format!("'{t}': dynmig sets NodeName and Gres itself; give the other node settings, e.g. \"CPUs=4 RealMemory=4000\"")));
+                return Err(cx.err(
+                    v,
+                    "node_group.node_conf",
+                    format!(
+                        "'{}': dynmig sets NodeName and Gres itself; give the other node settings, e.g. \"CPUs=4 RealMemory=4000\"",
+                        cut(t, ECHO)
+                    ),
+                ));
             }
             v.get_ref().trim().to_string()
         }
     };
+    let allow_mig_mode_change = r.allow_mig_mode_change.as_ref().is_some_and(|v| *v.get_ref());
+    if let Some(v) = &r.allow_mig_mode_change {
+        if *v.get_ref() && r.backend == Backend::Simulated {
+            return Err(cx.err(
+                v,
+                "node_group.allow_mig_mode_change",
+                "true applies only to backend = \"nvml\"; the simulated backend has no MIG mode to guard: remove the key or set it to false",
+            ));
+        }
+    }
     Ok(NodeGroup {
         name,
         nodes: nodes(cx, &r.nodes)?,
@@ -453,7 +608,7 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
         initial_layout,
         allowed_layouts,
         node_conf,
-        allow_mig_mode_change: r.allow_mig_mode_change.unwrap_or(false),
+        allow_mig_mode_change,
     })
 }
 
@@ -472,10 +627,22 @@ fn nodes(cx: &Ctx, v: &Spanned<toml::Value>) -> Result<Vec<String>, ConfigError>
         other => return Err(cx.err(v, key, format!("{} is not a node list; {shape}", other.type_str()))),
     };
     let mut out: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     for e in exprs {
         for n in expand_hostlist(e).map_err(|m| cx.err(v, key, format!("{m}; {shape}")))? {
-            if out.contains(&n) {
-                return Err(cx.err(v, key, format!("node {n} is listed twice")));
+            if !seen.insert(n.clone()) {
+                return Err(cx.err(
+                    v,
+                    key,
+                    format!("node {} is listed twice; list each node once", cut(&n, ECHO)),
+                ));
+            }
+            if out.len() >= MAX_NODES {
+                return Err(cx.err(
+                    v,
+                    key,
+                    format!("more than {MAX_NODES} nodes; allowed: at most {MAX_NODES}"),
+                ));
             }
             out.push(n);
         }
@@ -488,7 +655,8 @@ fn nodes(cx: &Ctx, v: &Spanned<toml::Value>) -> Result<Vec<String>, ConfigError>
 
 fn allowed(cx: &Ctx, model: &'static GpuModel, v: &Spanned<toml::Value>) -> Result<AllowedLayouts, ConfigError> {
     let key = "node_group.allowed_layouts";
-    let shape = "use \"all\" or a list of layouts, e.g. [\"1x7g.80gb\", \"2x3g.40gb\"]";
+    let examples = layout_examples(model);
+    let shape = format!("use \"all\" or a list of layouts such as {examples}");
     match v.get_ref() {
         toml::Value::String(s) if s == "all" => Ok(AllowedLayouts::All),
         toml::Value::Array(a) if !a.is_empty() => {
@@ -501,6 +669,10 @@ fn allowed(cx: &Ctx, model: &'static GpuModel, v: &Spanned<toml::Value>) -> Resu
             }
             Ok(AllowedLayouts::Only(list))
         }
-        other => Err(cx.err(v, key, format!("{other} is not allowed; {shape}"))),
+        other => Err(cx.err(
+            v,
+            key,
+            format!("{} is not allowed; {shape}", cut(&other.to_string(), ECHO)),
+        )),
     }
 }

@@ -18,8 +18,8 @@
 
 use super::model_formula::breakdown;
 use super::reference::REFERENCE;
-use crate::config::EstimatorConfig;
-use crate::submit::EstimateSource;
+use super::EstimatorConfig;
+use crate::types::EstimateSource;
 
 /// Empirical relative errors per source.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -20,15 +20,62 @@ pub mod history;
 pub mod model_formula;
 pub mod reference;
 
-pub use crate::submit::EstimateSource;
 pub use error_model::{ErrorModel, ErrorSummary};
 pub use history::{HistoryEntry, HistorySnapshot};
 
-use crate::config::EstimatorConfig;
 use crate::geometry::{GpuModel, ProfileSpec};
 use crate::hints::{auto_selectable, Hints};
 use crate::size::{format_size, MIB};
+use crate::types::EstimateSource;
 use model_formula::{breakdown, Breakdown};
+
+/// The estimator's settings: dynmig.toml's `[estimator]` ([`crate::config::Config::estimator`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EstimatorConfig {
+    /// `default_mem`: GPU memory assumed for a job without a hint, in bytes. Default 8 GiB.
+    pub default_mem_bytes: u64,
+    /// `cuda_context`: bytes the model formula adds for the CUDA context. Default 500 MiB.
+    pub cuda_context_bytes: u64,
+    /// `model_margin`: factor on the model formula's total (1 to 4). Default 1.15: PyTorch's
+    /// caching allocator reserves more than the tensors hold (blocks rounded up, freed blocks
+    /// kept), and NVML counts what is reserved; 1.15 brings the formula's median error on the
+    /// published table (docs/estimator.md) near 10%.
+    pub model_margin: f64,
+    /// `history_quantile`: quantile of past peaks (0.5 to 1). Default 0.95.
+    pub history_quantile: f64,
+    /// `history_margin`: factor on that quantile (1 to 4). Default 1.1.
+    pub history_margin: f64,
+    /// `history_min_samples`: past jobs needed before the history is used (1 to 1000).
+    /// Default 3.
+    pub history_min_samples: u32,
+    /// `history_window`: most recent jobs per (user, job name) that count (1 to 100000).
+    /// Default 50.
+    pub history_window: u32,
+    /// `max_oom_restarts`: times a job that ran out of memory is requeued on a larger profile
+    /// (0 to 10; 0 = never). Default 2.
+    pub max_oom_restarts: u32,
+    /// `oom_peak_fraction`: a job whose peak reached this fraction of its instance's memory
+    /// and that failed counts as out of memory (0.5 to 1). Default 0.98.
+    pub oom_peak_fraction: f64,
+}
+
+impl Eq for EstimatorConfig {}
+
+impl Default for EstimatorConfig {
+    fn default() -> Self {
+        Self {
+            default_mem_bytes: 8 << 30,
+            cuda_context_bytes: model_formula::DEFAULT_CUDA_CONTEXT_BYTES,
+            model_margin: 1.15,
+            history_quantile: 0.95,
+            history_margin: 1.1,
+            history_min_samples: 3,
+            history_window: 50,
+            max_oom_restarts: 2,
+            oom_peak_fraction: 0.98,
+        }
+    }
+}
 
 /// A job's estimated GPU memory.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,6 +5,9 @@
 //!   dynmig.toml, what the controller puts in a drain reason and what Slurm sees as GRES.
 //! - [`Placed`] instances: a profile at a start memory slice. This is what the hardware (or
 //!   the simulated backend) holds. [`super::place`] turns counts into placements.
+//!
+//! The text form (reading and writing layouts) lives in `text.rs`, above the placement search
+//! that reading needs.
 
 use super::models::{GpuModel, ProfileSpec};
 use std::collections::BTreeMap;
@@ -40,43 +43,12 @@ impl fmt::Display for Placed {
 
 /// A multiset of profiles on one GPU, e.g. `3x2g.20gb+1x1g.10gb`.
 ///
-/// Text form: terms `N x profile` (the `Nx` may be left out for 1) joined by `+`; the empty
-/// layout is written `empty`. [`fmt::Display`] writes the largest profiles first and always
-/// writes the count, so that the text is canonical and can be compared.
+/// Text form ([`ProfileCounts::parse`], [`fmt::Display`]): terms `N x profile` (the `Nx` may
+/// be left out for 1) joined by `+`; a `+me` profile is written with its suffix
+/// (`1x1g.10gb+me+6x1g.10gb`); the empty layout is written `empty`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProfileCounts {
     counts: BTreeMap<&'static str, u32>,
-}
-
-/// A layout string that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LayoutParseError {
-    /// A term names a profile the GPU model does not have.
-    #[error("unknown MIG profile '{profile}' for {model}; allowed: {allowed}")]
-    UnknownProfile {
-        /// The name that was given.
-        profile: String,
-        /// The GPU model.
-        model: &'static str,
-        /// The model's profile names, comma separated.
-        allowed: String,
-    },
-    /// A term's count is not a positive integer.
-    #[error("bad count in '{term}': expected 'N x profile' such as '3x2g.20gb'")]
-    BadCount {
-        /// The term.
-        term: String,
-    },
-    /// The profiles cannot all fit on one GPU.
-    #[error("layout '{layout}' does not fit on one {model}: {why}")]
-    DoesNotFit {
-        /// The layout as written.
-        layout: String,
-        /// The GPU model.
-        model: &'static str,
-        /// Why not.
-        why: String,
-    },
 }
 
 impl ProfileCounts {
@@ -85,10 +57,12 @@ impl ProfileCounts {
         Self::default()
     }
 
-    /// Adds `n` instances of `profile`.
+    /// Adds `n` instances of `profile` (the count saturates at `u32::MAX`; such a layout
+    /// never fits, see [`super::place`]).
     pub fn add(&mut self, profile: &'static ProfileSpec, n: u32) {
         if n > 0 {
-            *self.counts.entry(profile.name).or_insert(0) += n;
+            let c = self.counts.entry(profile.name).or_insert(0);
+            *c = c.saturating_add(n);
         }
     }
 
@@ -102,9 +76,9 @@ impl ProfileCounts {
         self.counts.iter().map(|(k, v)| (*k, *v))
     }
 
-    /// Total number of instances.
+    /// Total number of instances (saturating at `u32::MAX`).
     pub fn total(&self) -> u32 {
-        self.counts.values().sum()
+        self.counts.values().fold(0u32, |a, &n| a.saturating_add(n))
     }
 
     /// Whether there are no instances.
@@ -121,49 +95,6 @@ impl ProfileCounts {
         c
     }
 
-    /// Reads `3x2g.20gb+1x1g.10gb` (or `2g.20gb+2g.20gb`, or `empty`) for `model`.
-    ///
-    /// Checks the profile names and that the multiset can be placed on one GPU.
-    ///
-    /// # Errors
-    /// [`LayoutParseError`] naming the bad term and what is allowed.
-    pub fn parse(model: &GpuModel, text: &str) -> Result<Self, LayoutParseError> {
-        let text = text.trim();
-        let mut c = Self::empty();
-        if text.eq_ignore_ascii_case("empty") || text.is_empty() {
-            return Ok(c);
-        }
-        for term in text.split('+') {
-            let term = term.trim();
-            let (n, name) = match term.split_once(['x', 'X', '*']) {
-                Some((n, name)) if !n.is_empty() && n.chars().all(|ch| ch.is_ascii_digit()) => {
-                    let n: u32 = n
-                        .parse()
-                        .map_err(|_| LayoutParseError::BadCount { term: term.into() })?;
-                    if n == 0 {
-                        return Err(LayoutParseError::BadCount { term: term.into() });
-                    }
-                    (n, name.trim())
-                }
-                _ => (1, term),
-            };
-            let profile = model.profile(name).ok_or_else(|| LayoutParseError::UnknownProfile {
-                profile: name.to_string(),
-                model: model.name,
-                allowed: model.profiles.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-            })?;
-            c.add(profile, n);
-        }
-        if super::place(model, &c).is_none() {
-            return Err(LayoutParseError::DoesNotFit {
-                layout: text.to_string(),
-                model: model.name,
-                why: "no placement of these instances on the GPU's memory slices exists".into(),
-            });
-        }
-        Ok(c)
-    }
-
     /// The profiles with their specs for `model`, largest first (memory, then compute).
     pub fn specs(&self, model: &GpuModel) -> Vec<(&'static ProfileSpec, u32)> {
         let mut v: Vec<_> = self
@@ -176,34 +107,11 @@ impl ProfileCounts {
     }
 }
 
-impl fmt::Display for ProfileCounts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.counts.is_empty() {
-            return f.write_str("empty");
-        }
-        // Largest first: sort by the size encoded in the name ("7g.80gb" > "3g.40gb").
-        let mut terms: Vec<_> = self.counts.iter().collect();
-        terms.sort_by_key(|(name, _)| std::cmp::Reverse(name_size_key(name)));
-        let parts: Vec<String> = terms.iter().map(|(name, n)| format!("{n}x{name}")).collect();
-        f.write_str(&parts.join("+"))
-    }
-}
-
-/// Sort key for a profile name `Ng.Mgb[+me]`: (compute, memory, name).
-fn name_size_key(name: &str) -> (u32, u32, &str) {
-    let g = name.split('g').next().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let m = name
-        .split('.')
-        .nth(1)
-        .and_then(|s| s.trim_end_matches("+me").trim_end_matches("gb").parse().ok())
-        .unwrap_or(0);
-    (g, m, name)
-}
-
 /// The layouts of a node's GPUs, GPU 0 first.
 ///
-/// Text form: each GPU's [`ProfileCounts`] joined by `,`, e.g. `3x2g.20gb+1x1g.10gb,1x7g.80gb`.
-/// This is the text the controller writes into the drain reason and the agent reads back.
+/// Text form ([`NodeLayout::parse`], [`fmt::Display`]): each GPU's [`ProfileCounts`] joined by
+/// `,`, e.g. `3x2g.20gb+1x1g.10gb,1x7g.80gb`. This is the text the controller writes into the
+/// drain reason and the agent reads back.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NodeLayout {
     /// One layout per GPU.
@@ -211,32 +119,13 @@ pub struct NodeLayout {
 }
 
 impl NodeLayout {
-    /// Reads `L0,L1,...` for a node of `gpu_count` GPUs of `model`.
-    ///
-    /// # Errors
-    /// A wrong number of GPU layouts, or any [`LayoutParseError`] of one GPU's layout.
-    pub fn parse(model: &GpuModel, gpu_count: usize, text: &str) -> Result<Self, LayoutParseError> {
-        let parts: Vec<&str> = text.split(',').collect();
-        if parts.len() != gpu_count {
-            return Err(LayoutParseError::DoesNotFit {
-                layout: text.to_string(),
-                model: model.name,
-                why: format!("{} GPU layouts given for a node of {gpu_count} GPUs", parts.len()),
-            });
-        }
-        let gpus = parts
-            .iter()
-            .map(|p| ProfileCounts::parse(model, p))
-            .collect::<Result<_, _>>()?;
-        Ok(Self { gpus })
-    }
-
     /// Instances of each profile over all GPUs of the node.
     pub fn totals(&self) -> BTreeMap<&'static str, u32> {
         let mut t = BTreeMap::new();
         for g in &self.gpus {
             for (name, n) in g.iter() {
-                *t.entry(name).or_insert(0) += n;
+                let c = t.entry(name).or_insert(0u32);
+                *c = c.saturating_add(n);
             }
         }
         t
@@ -250,12 +139,5 @@ impl NodeLayout {
             .map(|(name, n)| format!("gpu:{name}:{n}"))
             .collect::<Vec<_>>()
             .join(",")
-    }
-}
-
-impl fmt::Display for NodeLayout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.gpus.iter().map(|g| g.to_string()).collect();
-        f.write_str(&parts.join(","))
     }
 }

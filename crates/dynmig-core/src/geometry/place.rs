@@ -103,9 +103,18 @@ pub fn place(model: &GpuModel, counts: &ProfileCounts) -> Option<Vec<Placed>> {
 
 /// Finds placements for `counts` on a GPU of `model` that already holds `fixed` (which stay
 /// where they are), or `None`. Returns only the new instances.
+///
+/// A count above the profile's `max_instances`, or a profile `model` does not have, gives
+/// `None` before anything is allocated: the work is bounded by the model table, never by the
+/// counts asked for.
 pub fn place_around(model: &GpuModel, fixed: &[Placed], counts: &ProfileCounts) -> Option<Vec<Placed>> {
+    let specs = counts.specs(model);
+    let known: usize = specs.len();
+    if known != counts.iter().count() || specs.iter().any(|(p, n)| *n > u32::from(p.max_instances)) {
+        return None;
+    }
     let mut todo = Vec::new();
-    for (p, n) in counts.specs(model) {
+    for (p, n) in specs {
         for _ in 0..n {
             todo.push(p);
         }
