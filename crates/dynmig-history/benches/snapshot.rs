@@ -7,7 +7,10 @@ use dynmig_history::JobRecord;
 use std::time::Instant;
 
 fn main() {
-    let rows: u64 = std::env::var("ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let rows: u64 = std::env::var("ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Store::open(&dir.path().join("h.db")).expect("open");
     let now = dynmig_history::now();
@@ -40,7 +43,7 @@ fn record(job: u64, now: i64) -> JobRecord {
         peak_bytes: (job % 10) << 30,
         limit_bytes: 10 << 30,
         exit_status: 0,
-        oom: job % 50 == 0,
+        oom: job % 50 == 7,
         end_time: now,
     }
 }

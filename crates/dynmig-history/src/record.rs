@@ -189,7 +189,8 @@ impl JobRecord {
                 })
             }
         }
-        let record: JobRecord = serde_json::from_value(value).map_err(|e| RecordError::Malformed(cut(&e.to_string())))?;
+        let record: JobRecord =
+            serde_json::from_value(value).map_err(|e| RecordError::Malformed(cut(&e.to_string())))?;
         record.validate()?;
         Ok(record)
     }
@@ -269,7 +270,10 @@ pub(crate) mod tests {
         for bad in ["../../etc/cron.d/x", "", ".hidden", "a/b", "n\n1"] {
             let mut r = sample();
             r.node = bad.into();
-            assert!(matches!(r.validate(), Err(RecordError::Field { field: "node", .. })), "{bad:?}");
+            assert!(
+                matches!(r.validate(), Err(RecordError::Field { field: "node", .. })),
+                "{bad:?}"
+            );
             assert!(r.to_wire().is_err());
         }
     }
@@ -279,7 +283,10 @@ pub(crate) mod tests {
         let mut r = sample();
         r.job_name = "x".repeat(MAX_JOB_NAME_LEN + 1);
         let e = r.validate().unwrap_err().to_string();
-        assert!(e.contains("job_name") && e.contains("at most 4096") && e.contains("..."), "{e}");
+        assert!(
+            e.contains("job_name") && e.contains("at most 4096") && e.contains("..."),
+            "{e}"
+        );
         assert!(e.len() < 300, "message not cut: {} bytes", e.len());
     }
 

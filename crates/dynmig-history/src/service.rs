@@ -142,7 +142,10 @@ mod tests {
     fn show_lists_what_the_store_holds() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
-        Store::open(&db).unwrap().insert(&crate::record::tests::sample()).unwrap();
+        Store::open(&db)
+            .unwrap()
+            .insert(&crate::record::tests::sample())
+            .unwrap();
         let t = show(&db, Some("alice"), None, 10, false).unwrap();
         assert!(t.contains("alice") && t.contains("gpu-n1.cluster"), "{t}");
         assert_eq!(show(&db, Some("bob"), None, 10, false).unwrap().lines().count(), 1);

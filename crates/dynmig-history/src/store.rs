@@ -269,7 +269,12 @@ impl Store {
     ///
     /// # Errors
     /// SQLite or file errors.
-    pub fn write_snapshot(&self, cfg: &EstimatorConfig, path: &Path, reader_group: Option<u32>) -> Result<usize, Error> {
+    pub fn write_snapshot(
+        &self,
+        cfg: &EstimatorConfig,
+        path: &Path,
+        reader_group: Option<u32>,
+    ) -> Result<usize, Error> {
         let snap = self.snapshot(cfg)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;

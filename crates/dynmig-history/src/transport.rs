@@ -234,7 +234,11 @@ impl Server {
         let max = self.settings.limits.max_connections.max(1);
         std::thread::scope(|s| {
             s.spawn(|| {
-                let step = self.settings.cadence.interval.clamp(Duration::from_millis(10), Duration::from_secs(1));
+                let step = self
+                    .settings
+                    .cadence
+                    .interval
+                    .clamp(Duration::from_millis(10), Duration::from_secs(1));
                 let mut next = Instant::now() + step;
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(20));
@@ -336,7 +340,12 @@ fn read_line(stream: &TcpStream, deadline: Instant, max: usize) -> Result<String
                     break;
                 }
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
                 continue
             }
             Err(e) => return Err(e.to_string()),
@@ -418,7 +427,10 @@ pub fn flush(dir: &Path, server: &str, sealer: &dyn Sealer, deadline: Instant) -
     let total = records.len();
     for (i, (path, record)) in records.into_iter().enumerate() {
         if Instant::now() >= deadline {
-            eprintln!("dynmig: history flush: deadline passed; {} records stay spooled", total - i);
+            eprintln!(
+                "dynmig: history flush: deadline passed; {} records stay spooled",
+                total - i
+            );
             out.pending = total - i;
             break;
         }
