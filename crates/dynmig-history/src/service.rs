@@ -1,0 +1,155 @@
+//! The commands `dynmig history serve | show | flush`, taking plain settings: the binary reads
+//! its config and calls these.
+
+use crate::auth::Munge;
+use crate::record::{cut, JobRecord};
+use crate::store::{Retention, Store};
+use crate::transport::{self, Flushed, Server, ServerSettings};
+use crate::Error;
+use dynmig_core::config::EstimatorConfig;
+use dynmig_core::size::format_size;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Time the Epilog gives [`flush_spool`]: Slurm kills an Epilog that runs past
+/// `PrologEpilogTimeout` (slurm.conf(5)), and a node's spool may hold many records after an
+/// outage; what is left waits for the next Epilog or `dynmig history flush`.
+pub const EPILOG_FLUSH_BUDGET: Duration = Duration::from_secs(20);
+
+/// `dynmig history serve`: listens on `listen_addr` (`host:port`), checks credentials with
+/// munge on `munge_socket` (`None`: munge's default), stores records in the database
+/// `db_path` (created 0600) and keeps the snapshot `snapshot_path` (0600), keeping what
+/// `retention` allows. Runs until SIGTERM or SIGINT, then writes a pending snapshot and
+/// returns.
+///
+/// # Errors
+/// The database, the snapshot or the address cannot be opened, or the signal handlers cannot
+/// be installed.
+pub fn serve(
+    listen_addr: &str,
+    munge_socket: Option<PathBuf>,
+    db_path: &Path,
+    snapshot_path: &Path,
+    estimator: &EstimatorConfig,
+    retention: Retention,
+) -> Result<(), Error> {
+    let mut settings = ServerSettings::new(snapshot_path.to_path_buf(), *estimator);
+    settings.retention = retention;
+    let server = Server::new(Store::open(db_path)?, Box::new(Munge::new(munge_socket)), settings)?;
+    let listener = TcpListener::bind(listen_addr).map_err(|source| Error::Listen {
+        addr: cut(listen_addr),
+        source,
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|source| Error::Listen {
+            addr: format!("{listen_addr} (signal handler)"),
+            source,
+        })?;
+    }
+    eprintln!(
+        "dynmig history serve: listening on {listen_addr}, database {}",
+        db_path.display()
+    );
+    server.serve(&listener, &stop)
+}
+
+/// `dynmig history show`: the last `limit` records of `db_path` (of `user`, a name or uid,
+/// and `job_name` when given), as a table ([`render`]) or JSON ([`render_json`]).
+///
+/// # Errors
+/// There is no database, or it cannot be read.
+pub fn show(
+    db_path: &Path,
+    user: Option<&str>,
+    job_name: Option<&str>,
+    limit: usize,
+    json: bool,
+) -> Result<String, Error> {
+    let records = Store::open_read_only(db_path)?.list(user, job_name, limit)?;
+    Ok(if json { render_json(&records) } else { render(&records) })
+}
+
+/// `dynmig history flush`: delivers the spool `spool_dir` to `server` (`host:port`), sealing
+/// with munge on `munge_socket`, for at most `budget` (e.g. [`EPILOG_FLUSH_BUDGET`]).
+pub fn flush_spool(spool_dir: &Path, server: &str, munge_socket: Option<PathBuf>, budget: Duration) -> Flushed {
+    transport::flush(spool_dir, server, &Munge::new(munge_socket), Instant::now() + budget)
+}
+
+/// Text for a terminal: control characters (a job name may hold escape sequences) become `?`.
+fn printable(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+/// The records as a table, one line each, with a header; sizes in binary units.
+pub fn render(records: &[JobRecord]) -> String {
+    let mut out = format!(
+        "{:>8} {:>3} {:<6} {:<10} {:<16} {:<8} {:>9} {:<11} {:>9} {:>5} {:<3}\n",
+        "job", "rs", "node", "user", "name", "profile", "estimate", "source", "peak", "exit", "oom"
+    );
+    for r in records {
+        out += &format!(
+            "{:>8} {:>3} {:<6} {:<10} {:<16} {:<8} {:>9} {:<11} {:>9} {:>5} {:<3}\n",
+            r.job_id,
+            r.restart,
+            printable(&r.node),
+            printable(&r.user),
+            printable(&r.job_name),
+            printable(&r.profile),
+            format_size(r.estimate_bytes),
+            printable(&r.source),
+            format_size(r.peak_bytes),
+            r.exit_status,
+            if r.oom { "yes" } else { "no" }
+        );
+    }
+    out
+}
+
+/// The records as a pretty-printed JSON array (the record's fields, no version), with a final
+/// newline.
+pub fn render_json(records: &[JobRecord]) -> String {
+    // Serialising plain structs of strings and numbers cannot fail.
+    serde_json::to_string_pretty(records).unwrap_or_else(|_| "[]".into()) + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_neutralises_escape_sequences_in_job_names() {
+        let mut r = crate::record::tests::sample();
+        r.job_name = "x\u{1b}[2Jy".into();
+        let t = render(&[r]);
+        assert!(!t.contains('\u{1b}'), "{t:?}");
+        assert!(t.contains("x?[2Jy"), "{t}");
+        assert_eq!(t.lines().count(), 2);
+        assert!(t.contains("10.0GiB"), "{t}");
+    }
+
+    #[test]
+    fn render_json_round_trips() {
+        let r = crate::record::tests::sample();
+        let back: Vec<JobRecord> = serde_json::from_str(&render_json(std::slice::from_ref(&r))).unwrap();
+        assert_eq!(back, [r]);
+    }
+
+    #[test]
+    fn show_lists_what_the_store_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("h.db");
+        Store::open(&db)
+            .unwrap()
+            .insert(&crate::record::tests::sample())
+            .unwrap();
+        let t = show(&db, Some("alice"), None, 10, false).unwrap();
+        assert!(t.contains("alice") && t.contains("gpu-n1.cluster"), "{t}");
+        assert_eq!(show(&db, Some("bob"), None, 10, false).unwrap().lines().count(), 1);
+        let e = show(&dir.path().join("none.db"), None, None, 10, false).unwrap_err();
+        assert!(e.to_string().contains("no history database"), "{e}");
+    }
+}

@@ -1,0 +1,468 @@
+//! Delivery of history records from the nodes to the controller host over TCP.
+//!
+//! Protocol, one record per connection: the node sends one credential line (a munge
+//! credential whose payload is the record's wire form, [`JobRecord::to_wire`]) and a newline;
+//! the server answers one line: `OK stored`, `OK duplicate` (already stored: a retried
+//! delivery), or `ERR <why>` (refused: bad credential, not root, not a record, too long, too
+//! slow, server busy). The node removes a record from its spool on `OK` only.
+//!
+//! The server serves each connection on its own thread, at most
+//! [`ConnectionLimits::max_connections`] at once (beyond that a client gets `ERR busy` at
+//! once), each with a deadline for the whole connection and a cap on the line's length, so a
+//! slow or silent client holds one thread for at most the deadline and never blocks the
+//! others. The snapshot is rebuilt on a [`SnapshotCadence`], not after every record, and the
+//! [`Retention`] is applied at each rebuild.
+
+use crate::auth::{Sealer, Verifier};
+use crate::record::{cut, JobRecord};
+use crate::store::{Retention, Store};
+use crate::{now, spool, Error};
+use dynmig_core::config::EstimatorConfig;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Longest credential line accepted, bytes: the largest record
+/// ([`crate::record::MAX_RECORD_BYTES`]) in base64 plus munge's header.
+pub const MAX_LINE_BYTES: usize = 96 * 1024;
+
+/// Bounds on the connections the server serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections served at once; one more gets `ERR busy` and is closed. At least 1.
+    pub max_connections: usize,
+    /// Longest a client may take to send its whole line, from its connection's acceptance.
+    pub deadline: Duration,
+    /// Longest line, bytes (one line per connection, so also the cap per connection).
+    pub max_line_bytes: usize,
+}
+
+impl Default for ConnectionLimits {
+    /// 64 connections, 10 s, [`MAX_LINE_BYTES`].
+    fn default() -> Self {
+        Self {
+            max_connections: 64,
+            deadline: Duration::from_secs(10),
+            max_line_bytes: MAX_LINE_BYTES,
+        }
+    }
+}
+
+/// When the snapshot is rebuilt: while new records are pending, once `interval` has passed
+/// since the last rebuild (checked every second at most), or at once when `max_pending`
+/// records are pending; and before [`Server::serve`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotCadence {
+    /// Least time between two rebuilds (unless `max_pending` is reached).
+    pub interval: Duration,
+    /// New records that force a rebuild at once. At least 1.
+    pub max_pending: u64,
+}
+
+impl Default for SnapshotCadence {
+    /// 10 s or 1000 records.
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(10),
+            max_pending: 1000,
+        }
+    }
+}
+
+/// The server's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSettings {
+    /// The snapshot file job_submit/dynmig reads.
+    pub snapshot_path: PathBuf,
+    /// A group that may read the snapshot (mode 0640 instead of 0600): `SlurmUser`'s group
+    /// when the server runs as root and slurmctld does not.
+    pub snapshot_group: Option<u32>,
+    /// Estimator settings for the snapshot.
+    pub estimator: EstimatorConfig,
+    /// How much history is kept.
+    pub retention: Retention,
+    /// When the snapshot is rebuilt.
+    pub cadence: SnapshotCadence,
+    /// Bounds on connections.
+    pub limits: ConnectionLimits,
+}
+
+impl ServerSettings {
+    /// Settings with the defaults of [`Retention`], [`SnapshotCadence`] and
+    /// [`ConnectionLimits`], and no reader group.
+    pub fn new(snapshot_path: PathBuf, estimator: EstimatorConfig) -> Self {
+        Self {
+            snapshot_path,
+            snapshot_group: None,
+            estimator,
+            retention: Retention::default(),
+            cadence: SnapshotCadence::default(),
+            limits: ConnectionLimits::default(),
+        }
+    }
+}
+
+struct Inner {
+    store: Store,
+    pending: u64,
+    last_rebuild: Instant,
+}
+
+/// The history server: checks, stores, and summarises records.
+pub struct Server {
+    inner: Mutex<Inner>,
+    verifier: Box<dyn Verifier>,
+    settings: ServerSettings,
+    active: AtomicUsize,
+}
+
+impl Server {
+    /// A server on `store` that checks credentials with `verifier`; applies the retention and
+    /// writes the snapshot once at start.
+    ///
+    /// # Errors
+    /// The database or the snapshot cannot be written.
+    pub fn new(store: Store, verifier: Box<dyn Verifier>, settings: ServerSettings) -> Result<Self, Error> {
+        let server = Self {
+            inner: Mutex::new(Inner {
+                store,
+                pending: 0,
+                last_rebuild: Instant::now(),
+            }),
+            verifier,
+            settings,
+            active: AtomicUsize::new(0),
+        };
+        server.rebuild(&mut server.lock())?;
+        Ok(server)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves the SQLite connection usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn rebuild(&self, inner: &mut Inner) -> Result<usize, Error> {
+        inner.last_rebuild = Instant::now();
+        inner.store.prune(&self.settings.retention, now())?;
+        let n = inner.store.write_snapshot(
+            &self.settings.estimator,
+            &self.settings.snapshot_path,
+            self.settings.snapshot_group,
+        )?;
+        inner.pending = 0;
+        Ok(n)
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ServerSettings {
+        &self.settings
+    }
+
+    /// New records not yet in the snapshot.
+    pub fn pending(&self) -> u64 {
+        self.lock().pending
+    }
+
+    /// Handles one credential line (without its newline): check, decode, store. Returns the
+    /// answer line (without newline).
+    pub fn handle_line(&self, line: &str) -> String {
+        match self.accept(line) {
+            Ok(true) => "OK stored".into(),
+            Ok(false) => "OK duplicate".into(),
+            Err(e) => format!("ERR {e}").replace(['\n', '\r'], " "),
+        }
+    }
+
+    fn accept(&self, line: &str) -> Result<bool, Error> {
+        let payload = self.verifier.verify(line.trim())?;
+        let record = JobRecord::from_wire(&payload)?;
+        let mut inner = self.lock();
+        let new = inner.store.insert(&record)?;
+        if new {
+            inner.pending += 1;
+            if inner.pending >= self.settings.cadence.max_pending.max(1) {
+                if let Err(e) = self.rebuild(&mut inner) {
+                    // The record is stored; the next tick tries the snapshot again.
+                    eprintln!("dynmig history serve: snapshot: {e}");
+                }
+            }
+        }
+        Ok(new)
+    }
+
+    /// Rebuilds the snapshot if records are pending and the cadence's interval has passed;
+    /// returns whether it did.
+    ///
+    /// # Errors
+    /// The database or the snapshot cannot be written (the records stay pending).
+    pub fn tick(&self) -> Result<bool, Error> {
+        let mut inner = self.lock();
+        if inner.pending == 0 || inner.last_rebuild.elapsed() < self.settings.cadence.interval {
+            return Ok(false);
+        }
+        self.rebuild(&mut inner).map(|_| true)
+    }
+
+    /// Rebuilds the snapshot if records are pending; returns whether it did.
+    ///
+    /// # Errors
+    /// As [`Server::tick`].
+    pub fn write_pending(&self) -> Result<bool, Error> {
+        let mut inner = self.lock();
+        if inner.pending == 0 {
+            return Ok(false);
+        }
+        self.rebuild(&mut inner).map(|_| true)
+    }
+
+    /// Serves connections on `listener` until `stop` is set (checked every 20 ms), then waits
+    /// for the connections in progress (each ends within its deadline) and writes a pending
+    /// snapshot.
+    ///
+    /// # Errors
+    /// The listener cannot be made non-blocking, or the last snapshot cannot be written.
+    pub fn serve(&self, listener: &TcpListener, stop: &AtomicBool) -> Result<(), Error> {
+        let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        listener.set_nonblocking(true).map_err(|source| Error::Listen {
+            addr: addr.clone(),
+            source,
+        })?;
+        let max = self.settings.limits.max_connections.max(1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let step = self
+                    .settings
+                    .cadence
+                    .interval
+                    .clamp(Duration::from_millis(10), Duration::from_secs(1));
+                let mut next = Instant::now() + step;
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    if Instant::now() >= next {
+                        next = Instant::now() + step;
+                        if let Err(e) = self.tick() {
+                            eprintln!("dynmig history serve: snapshot: {e}");
+                        }
+                    }
+                }
+            });
+            while !stop.load(Ordering::Relaxed) {
+                let (stream, peer) = match listener.accept() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        if e.kind() != io::ErrorKind::WouldBlock {
+                            eprintln!("dynmig history serve: accept: {e}");
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    }
+                };
+                if self.active.fetch_add(1, Ordering::SeqCst) >= max {
+                    self.active.fetch_sub(1, Ordering::SeqCst);
+                    refuse_busy(stream, max);
+                    continue;
+                }
+                let guard = ActiveGuard(&self.active);
+                let spawned = std::thread::Builder::new()
+                    .name("history-conn".into())
+                    .spawn_scoped(s, move || {
+                        let _guard = guard;
+                        if let Err(e) = self.serve_connection(&stream) {
+                            eprintln!("dynmig history serve: {peer}: {e}");
+                        }
+                    });
+                if let Err(e) = spawned {
+                    // The closure, and with it the guard, is dropped: the slot is free again.
+                    eprintln!("dynmig history serve: cannot start a thread for {peer}: {e}");
+                }
+            }
+        });
+        self.write_pending().map(|_| ())
+    }
+
+    fn serve_connection(&self, stream: &TcpStream) -> io::Result<()> {
+        stream.set_nonblocking(false)?;
+        let limits = &self.settings.limits;
+        let answer = match read_line(stream, Instant::now() + limits.deadline, limits.max_line_bytes) {
+            Ok(line) => self.handle_line(&line),
+            Err(why) => format!("ERR {why}"),
+        };
+        if answer.starts_with("ERR") {
+            eprintln!(
+                "dynmig history serve: refused a record from {:?}: {}",
+                stream.peer_addr().ok(),
+                cut(&answer)
+            );
+        }
+        stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+        let mut w = stream;
+        w.write_all(format!("{answer}\n").as_bytes())
+    }
+}
+
+struct ActiveGuard<'a>(&'a AtomicUsize);
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn refuse_busy(stream: TcpStream, max: usize) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+    let mut w = &stream;
+    let _ = w.write_all(format!("ERR busy: {max} connections in progress; retry later\n").as_bytes());
+}
+
+/// Reads one line (up to `\n`, or to the end of the stream) before `deadline`, at most `max`
+/// bytes. The error is the text of an `ERR` answer.
+fn read_line(stream: &TcpStream, deadline: Instant, max: usize) -> Result<String, String> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut r = stream;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("no complete line before the connection's deadline".into());
+        }
+        stream.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        match r.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+                    buf.truncate(i);
+                    break;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+        if buf.len() > max {
+            return Err(format!("line longer than {max} bytes"));
+        }
+    }
+    if buf.len() > max {
+        return Err(format!("line longer than {max} bytes"));
+    }
+    String::from_utf8(buf)
+        .map(|s| s.trim_end_matches('\r').to_string())
+        .map_err(|_| "the line is not UTF-8; expected a munge credential".into())
+}
+
+/// Sends one credential line to `server` (`host:port`) and returns the answer line; gives up
+/// at `deadline` (connecting takes at most 5 s, the answer at most 10 s, both less when the
+/// deadline is nearer). Resolving the name is not bounded by the deadline.
+///
+/// # Errors
+/// [`Error::Send`]: the name does not resolve, the server cannot be reached, or it does not
+/// answer in time.
+pub fn send_line(server: &str, line: &str, deadline: Instant) -> Result<String, Error> {
+    let fail = |why: String| Error::Send {
+        server: cut(server),
+        why,
+    };
+    let left = || {
+        let d = deadline.saturating_duration_since(Instant::now());
+        if d.is_zero() {
+            Err(fail("deadline passed".into()))
+        } else {
+            Ok(d)
+        }
+    };
+    let addr = server
+        .to_socket_addrs()
+        .map_err(|e| fail(format!("cannot resolve: {e} (expected host:port)")))?
+        .next()
+        .ok_or_else(|| fail("resolves to no address".into()))?;
+    let s = TcpStream::connect_timeout(&addr, left()?.min(Duration::from_secs(5)))
+        .map_err(|e| fail(format!("cannot connect: {e}")))?;
+    s.set_write_timeout(Some(left()?.min(Duration::from_secs(10))))
+        .map_err(|e| fail(e.to_string()))?;
+    (&s).write_all(format!("{}\n", line.trim()).as_bytes())
+        .map_err(|e| fail(format!("cannot send: {e}")))?;
+    s.set_read_timeout(Some(left()?.min(Duration::from_secs(10))))
+        .map_err(|e| fail(e.to_string()))?;
+    let mut answer = String::new();
+    BufReader::new((&s).take(4096))
+        .read_line(&mut answer)
+        .map_err(|e| fail(format!("no answer: {e}")))?;
+    if answer.is_empty() {
+        return Err(fail("closed the connection without an answer".into()));
+    }
+    Ok(answer.trim().to_string())
+}
+
+/// What [`flush`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Flushed {
+    /// Records the server took (stored or already there), removed from the spool.
+    pub delivered: usize,
+    /// Records the server refused (left in the spool).
+    pub refused: usize,
+    /// Records not tried: the server could not be reached, no credential could be made, or
+    /// the deadline passed (left in the spool).
+    pub pending: usize,
+}
+
+/// Delivers the records of the spool `dir` to `server` (`host:port`), each sealed afresh by
+/// `sealer` (so that a retry is never a replayed credential); stops at the first record that
+/// cannot be delivered for want of a server or a credential, and at `deadline`, leaving the
+/// rest spooled.
+pub fn flush(dir: &Path, server: &str, sealer: &dyn Sealer, deadline: Instant) -> Flushed {
+    let mut out = Flushed::default();
+    let records = spool::list(dir);
+    let total = records.len();
+    for (i, (path, record)) in records.into_iter().enumerate() {
+        if Instant::now() >= deadline {
+            eprintln!(
+                "dynmig: history flush: deadline passed; {} records stay spooled",
+                total - i
+            );
+            out.pending = total - i;
+            break;
+        }
+        let wire = match record.to_wire() {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("dynmig: history record {} cannot be sent: {e}", path.display());
+                out.refused += 1;
+                continue;
+            }
+        };
+        let answer = sealer
+            .seal(&wire)
+            .map_err(Error::from)
+            .and_then(|cred| send_line(server, &cred, deadline));
+        match answer {
+            Ok(a) if a.starts_with("OK") => {
+                if let Err(e) = dynmig_host::fs::remove_if_present(&path) {
+                    eprintln!("dynmig: delivered {} but cannot remove it: {e}", path.display());
+                }
+                out.delivered += 1;
+            }
+            Ok(a) => {
+                eprintln!("dynmig: history server refused {}: {}", path.display(), cut(&a));
+                out.refused += 1;
+            }
+            Err(e) => {
+                eprintln!("dynmig: history record {} stays spooled: {e}", path.display());
+                out.pending = total - i;
+                break;
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,380 @@
+//! The history server and the spool flush on loopback, with a fake credential check (no
+//! munged needed): `FAKE:<hex>` is root's credential, `USER:<hex>` another uid's.
+
+use dynmig_core::config::EstimatorConfig;
+use dynmig_core::estimate::history::HistorySnapshot;
+use dynmig_history::auth::{AuthError, Sealer, Verifier};
+use dynmig_history::store::{Retention, Store};
+use dynmig_history::transport::{self, send_line, Server, ServerSettings};
+use dynmig_history::{spool, JobRecord};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Fake;
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect()
+}
+
+impl Sealer for Fake {
+    fn seal(&self, payload: &[u8]) -> Result<String, AuthError> {
+        Ok(format!("FAKE:{}", hex(payload)))
+    }
+}
+
+impl Verifier for Fake {
+    fn verify(&self, credential: &str) -> Result<Vec<u8>, AuthError> {
+        if let Some(h) = credential.strip_prefix("FAKE:") {
+            return unhex(h).ok_or_else(|| AuthError::Refused("Invalid credential format".into()));
+        }
+        if credential.starts_with("USER:") {
+            return Err(AuthError::NotRoot(1000));
+        }
+        Err(AuthError::Refused("Invalid credential format".into()))
+    }
+}
+
+fn record(job: u64) -> JobRecord {
+    JobRecord {
+        job_id: job,
+        restart: 0,
+        node: "n1".into(),
+        uid: 1000,
+        user: "alice".into(),
+        job_name: "train".into(),
+        profile: "1g.10gb".into(),
+        estimate_bytes: 8 << 30,
+        source: "mig-mem".into(),
+        peak_bytes: job << 30,
+        limit_bytes: 10 << 30,
+        exit_status: 0,
+        oom: false,
+        end_time: dynmig_history::now(),
+    }
+}
+
+fn cred(job: u64) -> String {
+    Fake.seal(&record(job).to_wire().unwrap()).unwrap()
+}
+
+struct Running {
+    addr: SocketAddr,
+    server: Arc<Server>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    dir: tempfile::TempDir,
+}
+
+impl Running {
+    fn start(tune: impl FnOnce(&mut ServerSettings)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = ServerSettings::new(dir.path().join("snap.tsv"), EstimatorConfig::default());
+        tune(&mut settings);
+        let store = Store::open(&dir.path().join("history.db")).unwrap();
+        let server = Arc::new(Server::new(store, Box::new(Fake), settings).unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (Arc::clone(&server), Arc::clone(&stop));
+        let thread = std::thread::spawn(move || s.serve(&listener, &st).unwrap());
+        Self {
+            addr,
+            server,
+            stop,
+            thread: Some(thread),
+            dir,
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+
+    fn send(&self, line: &str) -> String {
+        send_line(&self.addr.to_string(), line, Instant::now() + Duration::from_secs(5)).unwrap()
+    }
+
+    fn snapshot(&self) -> HistorySnapshot {
+        HistorySnapshot::parse(&std::fs::read_to_string(self.dir.path().join("snap.tsv")).unwrap()).unwrap()
+    }
+
+    fn count(&self) -> u64 {
+        Store::open_read_only(&self.dir.path().join("history.db"))
+            .unwrap()
+            .count()
+            .unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn answer_of(stream: &TcpStream) -> String {
+    let mut a = String::new();
+    BufReader::new(stream).read_line(&mut a).unwrap();
+    a.trim().to_string()
+}
+
+/// Writes one byte every 200 ms until `stop` is set or the server closes.
+fn dribble(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<TcpStream> {
+    let s = TcpStream::connect(addr).unwrap();
+    std::thread::spawn(move || {
+        let mut w = &s;
+        while !stop.load(Ordering::Relaxed) && w.write_all(b"F").is_ok() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        s
+    })
+}
+
+#[test]
+fn a_slow_client_does_not_block_a_second_client() {
+    let mut r = Running::start(|_| {});
+    let done = Arc::new(AtomicBool::new(false));
+    let slow = dribble(r.addr, Arc::clone(&done));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    assert_eq!(r.send(&cred(1)), "OK stored");
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(1500), "second client waited {took:?}");
+    done.store(true, Ordering::Relaxed);
+    slow.join().unwrap();
+    r.stop();
+    assert_eq!(r.count(), 1);
+}
+
+#[test]
+fn a_client_that_never_ends_its_line_is_cut_at_the_connection_deadline() {
+    let mut r = Running::start(|s| s.limits.deadline = Duration::from_millis(600));
+    let stream = TcpStream::connect(r.addr).unwrap();
+    let writer = stream.try_clone().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let d = Arc::clone(&done);
+    // Bytes keep coming every 100 ms while the answer is awaited: the deadline is for the
+    // whole connection, not for each read.
+    let dribbler = std::thread::spawn(move || {
+        let mut w = &writer;
+        while !d.load(Ordering::Relaxed) && w.write_all(b"F").is_ok() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let t = Instant::now();
+    let a = answer_of(&stream);
+    let took = t.elapsed();
+    done.store(true, Ordering::Relaxed);
+    dribbler.join().unwrap();
+    assert!(a.starts_with("ERR") && a.contains("deadline"), "{a}");
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    r.stop();
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused_at_once() {
+    let mut r = Running::start(|s| {
+        s.limits.max_connections = 1;
+        s.limits.deadline = Duration::from_secs(3);
+    });
+    let silent = TcpStream::connect(r.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let a = r.send(&cred(1));
+    assert!(a.starts_with("ERR busy"), "{a}");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    drop(silent);
+    // The slot is free again once the silent client is gone.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(r.send(&cred(2)), "OK stored");
+    r.stop();
+}
+
+#[test]
+fn the_server_refuses_bad_credentials_and_bad_records() {
+    let mut r = Running::start(|_| {});
+    let a = r.send("garbage");
+    assert!(a.starts_with("ERR credential refused"), "{a}");
+    let a = r.send(&format!("USER:{}", hex(&record(1).to_wire().unwrap())));
+    assert!(a.starts_with("ERR") && a.contains("not root"), "{a}");
+    // Valid credential, but the payload is not a versioned record.
+    let a = r.send(&Fake.seal(&serde_json::to_vec(&record(1)).unwrap()).unwrap());
+    assert!(a.starts_with("ERR") && a.contains("version"), "{a}");
+    let mut v: serde_json::Value = serde_json::from_slice(&record(1).to_wire().unwrap()).unwrap();
+    v["extra"] = 1.into();
+    let a = r.send(&Fake.seal(&serde_json::to_vec(&v).unwrap()).unwrap());
+    assert!(a.starts_with("ERR") && a.contains("extra"), "{a}");
+    assert_eq!(r.send(&cred(1)), "OK stored");
+    assert_eq!(r.send(&cred(1)), "OK duplicate");
+    r.stop();
+    assert_eq!(r.count(), 1);
+}
+
+#[test]
+fn an_overlong_line_is_refused() {
+    let mut r = Running::start(|s| s.limits.max_line_bytes = 1000);
+    let s = TcpStream::connect(r.addr).unwrap();
+    let _ = (&s).write_all(&[b'A'; 5000]);
+    let a = answer_of(&s);
+    assert!(a.starts_with("ERR line longer than 1000 bytes"), "{a}");
+    r.stop();
+}
+
+#[test]
+fn the_snapshot_waits_for_the_cadence_and_is_written_when_the_server_stops() {
+    let mut r = Running::start(|s| {
+        s.cadence.interval = Duration::from_secs(3600);
+        s.cadence.max_pending = 1000;
+    });
+    assert_eq!(r.send(&cred(1)), "OK stored");
+    assert_eq!(r.send(&cred(2)), "OK stored");
+    assert!(r.snapshot().is_empty(), "rebuilt before its time");
+    assert_eq!(r.server.pending(), 2);
+    r.stop();
+    assert_eq!(r.snapshot().lookup(1000, "train").unwrap().samples, 2);
+}
+
+#[test]
+fn the_snapshot_is_rebuilt_after_max_pending_records() {
+    let r = Running::start(|s| {
+        s.cadence.interval = Duration::from_secs(3600);
+        s.cadence.max_pending = 3;
+    });
+    r.send(&cred(1));
+    r.send(&cred(2));
+    assert!(r.snapshot().is_empty());
+    r.send(&cred(3));
+    assert_eq!(r.snapshot().lookup(1000, "train").unwrap().samples, 3);
+    assert_eq!(r.server.pending(), 0);
+}
+
+#[test]
+fn the_snapshot_is_rebuilt_on_the_next_tick() {
+    let r = Running::start(|s| s.cadence.interval = Duration::from_millis(100));
+    r.send(&cred(1));
+    let t = Instant::now();
+    while r.snapshot().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(3), "no rebuild on the tick");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_server_keeps_only_what_the_retention_allows() {
+    let mut r = Running::start(|s| {
+        s.retention = Retention {
+            max_records: 2,
+            max_age: Duration::from_secs(3600),
+        };
+        s.cadence.max_pending = 1;
+    });
+    for job in 1..=3 {
+        assert_eq!(r.send(&cred(job)), "OK stored");
+    }
+    // Too old: stored, then dropped at the rebuild.
+    let mut old = record(9);
+    old.end_time -= 7200;
+    assert_eq!(r.send(&Fake.seal(&old.to_wire().unwrap()).unwrap()), "OK stored");
+    r.stop();
+    let left: Vec<u64> = Store::open_read_only(&r.dir.path().join("history.db"))
+        .unwrap()
+        .list(None, None, 10)
+        .unwrap()
+        .iter()
+        .map(|x| x.job_id)
+        .collect();
+    assert_eq!(left, [2, 3]);
+}
+
+#[test]
+fn database_and_snapshot_of_a_running_server_are_private() {
+    let mut r = Running::start(|s| s.cadence.max_pending = 1);
+    r.send(&cred(1));
+    r.stop();
+    let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(r.dir.path().join("history.db")), 0o600);
+    assert_eq!(mode(r.dir.path().join("snap.tsv")), 0o600);
+}
+
+fn spool_of(n: u64) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for job in 1..=n {
+        spool::put(d.path(), &record(job)).unwrap();
+    }
+    d
+}
+
+fn spooled(d: &Path) -> usize {
+    spool::list(d).len()
+}
+
+#[test]
+fn flush_delivers_the_spool_and_empties_it() {
+    let mut r = Running::start(|_| {});
+    let d = spool_of(3);
+    let f = transport::flush(
+        d.path(),
+        &r.addr.to_string(),
+        &Fake,
+        Instant::now() + Duration::from_secs(10),
+    );
+    assert_eq!((f.delivered, f.refused, f.pending), (3, 0, 0));
+    assert_eq!(spooled(d.path()), 0);
+    r.stop();
+    assert_eq!(r.count(), 3);
+}
+
+#[test]
+fn flush_stops_at_its_deadline_and_leaves_the_rest_spooled() {
+    // A server that takes connections (the kernel's backlog) and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let d = spool_of(3);
+    let t = Instant::now();
+    let f = transport::flush(d.path(), &addr, &Fake, Instant::now() + Duration::from_millis(500));
+    assert!(t.elapsed() < Duration::from_secs(2), "flush ran {:?}", t.elapsed());
+    assert_eq!((f.delivered, f.pending), (0, 3));
+    assert_eq!(spooled(d.path()), 3);
+    // A deadline already passed tries nothing.
+    let f = transport::flush(d.path(), &addr, &Fake, Instant::now());
+    assert_eq!((f.delivered, f.pending), (0, 3));
+}
+
+#[test]
+fn flush_keeps_records_the_server_refuses() {
+    struct NotRoot;
+    impl Sealer for NotRoot {
+        fn seal(&self, payload: &[u8]) -> Result<String, AuthError> {
+            Ok(format!("USER:{}", hex(payload)))
+        }
+    }
+    let mut r = Running::start(|_| {});
+    let d = spool_of(2);
+    let f = transport::flush(
+        d.path(),
+        &r.addr.to_string(),
+        &NotRoot,
+        Instant::now() + Duration::from_secs(10),
+    );
+    assert_eq!((f.delivered, f.refused, f.pending), (0, 2, 0));
+    assert_eq!(spooled(d.path()), 2);
+    r.stop();
+}
