@@ -1,7 +1,7 @@
 //! Micro check, without criterion: time of one snapshot rebuild (prune + snapshot + write) at
 //! the default retention bound. `cargo bench -p dynmig-history` (ROWS=n to change the size).
 
-use dynmig_core::config::EstimatorConfig;
+use dynmig_core::estimate::EstimatorConfig;
 use dynmig_history::store::{Retention, Store};
 use dynmig_history::JobRecord;
 use std::time::Instant;

@@ -6,7 +6,7 @@ use crate::record::{cut, JobRecord};
 use crate::store::{Retention, Store};
 use crate::transport::{self, Flushed, Server, ServerSettings};
 use crate::Error;
-use dynmig_core::config::EstimatorConfig;
+use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::size::format_size;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

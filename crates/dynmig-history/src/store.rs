@@ -7,7 +7,7 @@
 
 use crate::record::JobRecord;
 use crate::Error;
-use dynmig_core::config::EstimatorConfig;
+use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::estimate::history::{HistorySnapshot, PastJob};
 use rusqlite::{params, Connection, OpenFlags};
 use std::fs::OpenOptions;

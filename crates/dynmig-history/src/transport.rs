@@ -17,7 +17,7 @@ use crate::auth::{Sealer, Verifier};
 use crate::record::{cut, JobRecord};
 use crate::store::{Retention, Store};
 use crate::{now, spool, Error};
-use dynmig_core::config::EstimatorConfig;
+use dynmig_core::estimate::EstimatorConfig;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The history server and the spool flush on loopback, with a fake credential check (no
 //! munged needed): `FAKE:<hex>` is root's credential, `USER:<hex>` another uid's.
 
-use dynmig_core::config::EstimatorConfig;
+use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::estimate::history::HistorySnapshot;
 use dynmig_history::auth::{AuthError, Sealer, Verifier};
 use dynmig_history::store::{Retention, Store};

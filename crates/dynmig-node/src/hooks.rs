@@ -282,7 +282,7 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         start_restart(config, exe, env, &profile, why, job.restarts, &models);
     }
     if let Some(server) = &config.history.server {
-        let f = dynmig_history::flush_spool(
+        let f = dynmig_history::service::flush_spool(
             &paths.history_spool,
             server,
             dynmig_history::auth::munge_socket(None),
