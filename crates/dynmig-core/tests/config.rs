@@ -278,3 +278,94 @@ fn node_groups_are_required_unique_and_disjoint() {
     let e = parse_config(&t).unwrap_err();
     assert!(e.message.contains("missing field `backend`"), "{e}");
 }
+
+#[test]
+fn durations_past_thirty_days_are_errors_not_wrapped_timeouts() {
+    for (from, to, key) in [
+        (
+            "drain_timeout = \"30m\"",
+            "drain_timeout = \"5000000000000000h\"",
+            "controller.drain_timeout",
+        ),
+        (
+            "interval = \"5s\"",
+            "interval = \"1000000000000000h\"",
+            "controller.interval",
+        ),
+        (
+            "min_layout_lifetime = \"120s\"",
+            "min_layout_lifetime = \"31d\"",
+            "controller.min_layout_lifetime",
+        ),
+    ] {
+        let t = example_with(from, to);
+        let e = bad(&t, key, line_of(&t, to));
+        assert!(e.contains("is out of range") && e.contains("30 days"), "{e}");
+    }
+    let t = example_with("drain_timeout = \"30m\"", "drain_timeout = \"30d\"");
+    let c = parse_config(&t).unwrap();
+    assert_eq!(c.controller.drain_timeout, Duration::from_secs(30 * 24 * 3600));
+}
+
+#[test]
+fn a_nul_in_a_path_is_an_error() {
+    let t = example_with("state_dir = \"/var/lib/dynmig\"", "state_dir = \"/var/lib\\u0000/x\"");
+    let e = bad(&t, "paths.state_dir", line_of(&t, "state_dir"));
+    assert!(e.contains("NUL"), "{e}");
+}
+
+#[test]
+fn mig_mode_changes_with_the_simulated_backend_are_an_error_not_ignored() {
+    let t = example_with("allow_mig_mode_change = false", "allow_mig_mode_change = true");
+    let e = bad(
+        &t,
+        "node_group.allow_mig_mode_change",
+        line_of(&t, "allow_mig_mode_change"),
+    );
+    assert!(e.contains("only to backend = \"nvml\""), "{e}");
+    let nvml = t.replace("backend = \"simulated\"", "backend = \"nvml\"");
+    assert!(parse_config(&nvml).unwrap().node_groups[0].allow_mig_mode_change);
+}
+
+#[test]
+fn port_zero_is_named_as_the_problem_not_the_shape() {
+    let t = example_with("# server = \"ctl1:6830\"", "server = \"ctl1:0\"");
+    let e = bad(&t, "history.server", line_of(&t, "server = \"ctl1:0\""));
+    assert!(
+        e.contains("port '0'") && e.contains("1 to 65535") && !e.contains("not host:port"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_number_too_large_for_toml_still_gets_the_allowed_range() {
+    let t = example_with("gpus = 2", "gpus = 99999999999999999999");
+    let e = bad(&t, "node_group.gpus", line_of(&t, "gpus ="));
+    assert!(e.contains("99999999999999999999") && e.contains("from 1 to 16"), "{e}");
+}
+
+#[test]
+fn a_huge_instance_count_in_initial_layout_is_a_config_error_not_an_abort() {
+    for layout in ["4294967295x1g.10gb", "4294967295x1g.10gb+1x1g.10gb"] {
+        let t = example_with("\"1x7g.80gb\" ", &format!("\"{layout}\" "));
+        let e = bad(&t, "node_group.initial_layout", line_of(&t, "initial_layout"));
+        assert!(
+            e.contains("4294967295 instances of 1g.10gb") && e.contains("at most 7"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn media_extension_layouts_are_accepted_in_the_config() {
+    let t = example_with(
+        "allowed_layouts = \"all\"",
+        "allowed_layouts = [\"1x7g.80gb\", \"1x1g.10gb+me+6x1g.10gb\"]",
+    );
+    let c = parse_config(&t).unwrap();
+    let AllowedLayouts::Only(list) = &c.node_groups[0].allowed_layouts else {
+        panic!("a list")
+    };
+    assert_eq!(list[1].count("1g.10gb+me"), 1);
+    assert_eq!(list[1].to_string(), "1x1g.10gb+me+6x1g.10gb");
+}

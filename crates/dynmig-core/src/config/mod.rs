@@ -25,7 +25,7 @@ mod raw;
 mod validate;
 
 pub use error::ConfigError;
-pub use hostlist::{expand_hostlist, MAX_HOSTS};
+pub use hostlist::{expand_hostlist, MAX_HOSTS, MAX_NAME};
 
 use crate::estimate::EstimatorConfig;
 use crate::geometry::{GpuModel, NodeLayout, ProfileCounts};

@@ -4,7 +4,7 @@
 //! - [`ProfileCounts`]: the multiset "3x2g.20gb+1x1g.10gb". This is what admins write in
 //!   dynmig.toml, what the controller puts in a drain reason and what Slurm sees as GRES.
 //! - [`Placed`] instances: a profile at a start memory slice. This is what the hardware (or
-//!   the simulated backend) holds. [`super::place`] turns counts into placements.
+//!   the simulated backend) holds. [`super::place()`] turns counts into placements.
 //!
 //! The text form (reading and writing layouts) lives in `text.rs`, above the placement search
 //! that reading needs.
@@ -58,7 +58,7 @@ impl ProfileCounts {
     }
 
     /// Adds `n` instances of `profile` (the count saturates at `u32::MAX`; such a layout
-    /// never fits, see [`super::place`]).
+    /// never fits, see [`super::place()`]).
     pub fn add(&mut self, profile: &'static ProfileSpec, n: u32) {
         if n > 0 {
             let c = self.counts.entry(profile.name).or_insert(0);
