@@ -270,7 +270,7 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         job_name: job.name.clone(),
         profile: profile.clone(),
         estimate_bytes: decision.as_ref().map_or(0, |d| d.mem_bytes),
-        source: decision.as_ref().map_or(String::new(), |d| d.source.as_str().to_string()),
+        source: decision.as_ref().map_or(String::new(), |d| d.source.to_string()),
         peak_bytes: peak.as_ref().map_or(0, |p| p.peak_bytes),
         limit_bytes: limit,
         exit_status: job.exit_status,

@@ -11,6 +11,7 @@
 //! Every codec is versioned (`dynmig/v1`), so that an administrator's own reason or comment
 //! is never taken for ours, and a later dynmig can tell an old record from a new one.
 
+pub mod decision;
 pub mod event;
 pub mod intent;
 pub mod journal;
