@@ -2,15 +2,15 @@
 //! until every job has ended, and reports what happened.
 //!
 //! Each pod becomes `sbatch --gres=gpu:N [--mig-mem=...] --wrap 'sleep <run>'` at its
-//! (compressed) arrival time ([`crate::trace::DemoMapping`]). The report lists each job's
+//! (compressed) arrival time ([`crate::dev::trace::DemoMapping`]). The report lists each job's
 //! profile (as job_submit/dynmig typed it), node and queue wait, each node's layouts over time
 //! (from the event log), the repartitions, and the time from the last job's end on a node to
 //! the node's return to service with its new layout.
 
-use crate::context::Ctx;
-use crate::events::{Event, EventLog};
-use crate::slurm::JobInfo;
-use crate::trace::{demo_jobs, parse_pods, DemoMapping};
+use crate::dev::trace::{demo_jobs, parse_pods, DemoMapping};
+use dynmig_core::config::Config;
+use dynmig_core::protocol::event::{Event, EventKind};
+use dynmig_slurm::{JobInfo, JobState, SlurmApi, SlurmCommands};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -62,7 +62,7 @@ const DONE_STATES: &[&str] = &[
 ///
 /// # Errors
 /// A submit fails, the jobs do not end within the timeout, or a job did not complete.
-pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
+pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
     let text = std::fs::read_to_string(&args.trace).with_context(|| format!("cannot read {}", args.trace.display()))?;
     let mut pods = parse_pods(&text)?;
     if let Some(n) = args.limit {
@@ -76,8 +76,7 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
     };
     let jobs = demo_jobs(&pods, &mapping);
     std::fs::create_dir_all(&args.workdir)?;
-    let slurm = ctx.slurm();
-    let events = ctx.events();
+    let slurm = SlurmCommands::from_config(config);
     let t0 = Instant::now();
     let start_epoch = now();
     eprintln!(
@@ -86,7 +85,7 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
         args.trace.display(),
         jobs.last().map_or(0.0, |j| j.submit_at.as_secs_f64())
     );
-    let mut ids: BTreeMap<u64, String> = BTreeMap::new();
+    let mut ids: BTreeMap<u32, String> = BTreeMap::new();
     for j in &jobs {
         if let Some(wait) = j.submit_at.checked_sub(t0.elapsed()) {
             std::thread::sleep(wait);
@@ -94,9 +93,8 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
         let mut a = j.sbatch_args();
         a.push(format!("--output={}/%j.out", args.workdir.display()));
         a.push(format!("--wrap=sleep {:.1}", j.run.as_secs_f64()));
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let id = slurm.sbatch(&a).with_context(|| format!("submitting {}", j.pod))?;
-        events.log(&Event::new("submit", "").job(id).detail(&j.pod));
+        let id = dynmig_slurm::commands::sbatch(std::ffi::OsStr::new("sbatch"), &a, slurm.limits)
+            .with_context(|| format!("submitting {}", j.pod))?;
         ids.insert(id, j.pod.clone());
     }
     eprintln!(
@@ -108,7 +106,7 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
     let finished = loop {
         let all = slurm.jobs()?;
         let ours: Vec<&JobInfo> = all.iter().filter(|j| ids.contains_key(&j.id)).collect();
-        let done = ours.iter().filter(|j| DONE_STATES.contains(&j.state.as_str())).count();
+        let done = ours.iter().filter(|j| matches!(&j.state, JobState::Other(s) if DONE_STATES.contains(&s.as_str()))).count();
         if done == ids.len() {
             break all;
         }
@@ -126,9 +124,10 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    let ev: Vec<Event> = EventLog::read(&ctx.config.paths.state_dir.join("events.jsonl"))
+    let log = dynmig_host::fs::read_text_bounded(&config.paths.state_dir.join("events.jsonl"), 256 << 20)?.unwrap_or_default();
+    let ev: Vec<Event> = Event::parse_lines(&log)
         .into_iter()
-        .filter(|e| e.time >= start_epoch - 1.0 || e.kind == "init")
+        .filter(|e| e.time >= start_epoch - 1.0 || e.kind == EventKind::Init)
         .collect();
     let ours: Vec<JobInfo> = finished.into_iter().filter(|j| ids.contains_key(&j.id)).collect();
     let report = report(&ours, &ids, &ev, start_epoch);
@@ -138,8 +137,8 @@ pub fn run(ctx: &Ctx, args: &DemoArgs) -> Result<()> {
     }
     let bad: Vec<String> = ours
         .iter()
-        .filter(|j| j.state != "COMPLETED")
-        .map(|j| format!("{} ({})", j.id, j.state))
+        .filter(|j| j.state != JobState::Other("COMPLETED".into()))
+        .map(|j| format!("{} ({:?})", j.id, j.state))
         .collect();
     if ours.len() != ids.len() {
         bail!(
@@ -182,7 +181,7 @@ fn profile_of(tres: &str) -> String {
 }
 
 /// The demo report (Markdown).
-pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], t0: f64) -> String {
+pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u32, String>, events: &[Event], t0: f64) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# dynmig demo report\n\n## Jobs\n");
     let _ = writeln!(
@@ -205,10 +204,10 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], 
             j.nodes,
             wait,
             (j.end_time - j.start_time).max(0),
-            j.state
+            format!("{:?}", j.state)
         );
     }
-    let completed = jobs.iter().filter(|j| j.state == "COMPLETED").count();
+    let completed = jobs.iter().filter(|j| j.state == JobState::Other("COMPLETED".into())).count();
     let _ = writeln!(
         s,
         "\nJobs: {} submitted, {completed} completed. Profiles: {per_profile:?}",
@@ -233,11 +232,11 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], 
         let mut last_job_end: Option<f64> = None;
         let mut drain_at: Option<f64> = None;
         for e in evs {
-            match e.kind.as_str() {
-                "init" => {
+            match e.kind {
+                EventKind::Init => {
                     let _ = writeln!(s, "  - start: {}", e.layout.as_deref().unwrap_or("?"));
                 }
-                "drain" => {
+                EventKind::Drain => {
                     drain_at = Some(e.time);
                     let _ = writeln!(
                         s,
@@ -247,8 +246,8 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], 
                         e.detail.as_deref().unwrap_or("")
                     );
                 }
-                "job_end" => last_job_end = Some(e.time),
-                "applied" => {
+                EventKind::JobEnd => last_job_end = Some(e.time),
+                EventKind::Applied => {
                     repartitions += 1;
                     // From the later of the drain and the last job's end to back in service.
                     let from = match (last_job_end, drain_at) {
@@ -265,7 +264,7 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u64, String>, events: &[Event], 
                         e.time - from
                     );
                 }
-                "repartition_failed" => {
+                EventKind::RepartitionFailed => {
                     let _ = writeln!(
                         s,
                         "  - {:>6.1} repartition FAILED: {}",
