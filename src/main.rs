@@ -1,14 +1,16 @@
 //! `dynmig`: the command line of dynmig — controller, node agent, Prolog/Epilog, and the
 //! administrator's tools.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use clap::{Parser, Subcommand};
-use dynmig::agent::{self, Agent, AgentSettings, DynamicNode};
-use dynmig::context::Ctx;
-use dynmig::{controller, demo, gres_conf, hooks, status, trace};
+use dynmig::cli::{self, load_config};
+use dynmig::dev::{demo, trace};
+use dynmig_controller::{managed_nodes, pass, policy_from_config, PassSettings};
 use dynmig_core::geometry::{all_layouts, maximal_layouts, model_by_name, model_names, ProfileCounts};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use dynmig_node::hooks::{node_backend, HookEnv};
+use dynmig_node::paths::{event_log, NodePaths};
+use dynmig_slurm::SlurmCommands;
+use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(
@@ -91,6 +93,9 @@ enum Cmd {
     },
     /// Requeue a job that ran out of memory on a larger profile (started by the Epilog).
     OomRestart {
+        /// The node the job ran on.
+        #[arg(long)]
+        node: String,
         /// Job id.
         #[arg(long)]
         job: u32,
@@ -106,12 +111,12 @@ enum Cmd {
     /// Real GPUs: the NVML probe, and the reconfiguration cost table.
     Gpu {
         #[command(subcommand)]
-        cmd: dynmig::gpu_cli::GpuCmd,
+        cmd: dynmig::cli::gpu::GpuCmd,
     },
     /// Import or export NVIDIA mig-parted v1 YAML configs.
     MigParted {
         #[command(subcommand)]
-        cmd: dynmig::gpu_cli::MigPartedCmd,
+        cmd: dynmig::cli::gpu::MigPartedCmd,
     },
     /// Simulate a cluster of MIG GPUs under every policy on the real trace (or a synthetic
     /// workload) and compare them (docs/simulate.md).
@@ -198,17 +203,15 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let explicit = cli.config.as_deref();
     match cli.cmd {
         Cmd::Config {
             cmd: ConfigCmd::Check { file },
         } => {
-            let ctx = Ctx::load(file.as_deref().or(cli.config.as_deref()))?;
-            let from = ctx
-                .source
-                .as_ref()
-                .map_or("embedded defaults".to_string(), |p| p.display().to_string());
+            let (config, source) = load_config(file.as_deref().or(explicit))?;
+            let from = source.map_or("embedded defaults".to_string(), |p| p.display().to_string());
             println!("{from}: ok");
-            print!("{}", status::config_summary(&ctx));
+            print!("{}", dynmig_controller::status::config_summary(&config));
             Ok(())
         }
         Cmd::Config {
@@ -216,10 +219,7 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             print!(
                 "{}",
-                status::config_summary(&Ctx {
-                    config: dynmig_core::config::Config::default_embedded(),
-                    source: None
-                })
+                dynmig_controller::status::config_summary(&dynmig_core::config::Config::default_embedded())
             );
             Ok(())
         }
@@ -238,87 +238,109 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::InitNode { node } => {
-            let ctx = Ctx::load(cli.config.as_deref())?;
-            println!("{}", init_node(&ctx, &node)?);
+            let (config, _) = load_config(explicit)?;
+            println!("{}", cli::node::init_node(&config, &node)?);
             Ok(())
         }
         Cmd::GresConf { node } => {
-            let ctx = Ctx::load(cli.config.as_deref())?;
-            let backend = ctx.backend(&node)?;
+            let (config, _) = load_config(explicit)?;
+            let backend = node_backend(&config, &node)?;
             let gpus = backend.gpus()?;
-            print!(
-                "{}",
-                gres_conf::render(&gres_conf::node_entries(&gpus, |g| backend.gpu_device_file(g)))
-            );
+            let entries = dynmig_gpu::gres_conf::node_entries(&gpus, |g| backend.gpu_device_file(g));
+            print!("{}", dynmig_gpu::gres_conf::render(&entries));
             Ok(())
         }
         Cmd::Plan => {
-            let ctx = Ctx::load(cli.config.as_deref())?;
-            let mut policy = ctx.policy();
-            let r = controller::pass(
-                &ctx.slurm(),
-                &ctx.managed_nodes(),
+            let (config, _) = load_config(explicit)?;
+            let mut policy = policy_from_config(&config);
+            let r = pass(
+                &SlurmCommands::from_config(&config),
+                &managed_nodes(&config),
                 policy.as_mut(),
-                &ctx.events(),
-                ctx.config.controller.drain_timeout,
-                true,
+                &dynmig_host::fs::LineLog::none(),
+                &PassSettings {
+                    drain_timeout: config.controller.drain_timeout,
+                    dry_run: true,
+                    now: dynmig_controller::now_secs(),
+                },
             )?;
             println!("pending demand: {:?}", r.demand.pending);
             if r.drained.is_empty() {
                 println!("no repartition");
             }
             for d in r.drained {
-                println!(
-                    "would drain {}: repartition to {} (serves {:?})",
-                    d.node, d.target, d.serves
-                );
+                println!("would drain {}: repartition to {} (serves {:?})", d.node, d.target, d.serves);
             }
             Ok(())
         }
         Cmd::Controller { once } => {
-            let ctx = Ctx::load(cli.config.as_deref())?;
-            let mut policy = ctx.policy();
-            let slurm = ctx.slurm();
-            let managed = ctx.managed_nodes();
-            let events = ctx.events();
+            let (config, _) = load_config(explicit)?;
+            let mut policy = policy_from_config(&config);
+            let slurm = SlurmCommands::from_config(&config);
+            let managed = managed_nodes(&config);
+            let events = event_log(&config);
             loop {
-                match controller::pass(
-                    &slurm,
-                    &managed,
-                    policy.as_mut(),
-                    &events,
-                    ctx.config.controller.drain_timeout,
-                    false,
-                ) {
+                let settings = PassSettings {
+                    drain_timeout: config.controller.drain_timeout,
+                    dry_run: false,
+                    now: dynmig_controller::now_secs(),
+                };
+                match pass(&slurm, &managed, policy.as_mut(), &events, &settings) {
                     Ok(r) => {
                         for d in &r.drained {
                             eprintln!("dynmig controller: draining {} to repartition to {}", d.node, d.target);
                         }
                     }
-                    Err(e) if once => return Err(e),
-                    Err(e) => eprintln!("dynmig controller: {e:#}"),
+                    Err(e) if once => return Err(e.into()),
+                    Err(e) => eprintln!("dynmig controller: {e}"),
                 }
                 if once {
                     return Ok(());
                 }
-                std::thread::sleep(ctx.config.controller.interval);
+                std::thread::sleep(config.controller.interval);
             }
         }
         Cmd::Agent { node, once } => {
-            let ctx = Ctx::load(cli.config.as_deref())?;
-            let mut a = make_agent(&ctx, &node)?;
+            let (config, _) = load_config(explicit)?;
+            let mut a = cli::node::make_agent(&config, &node)?;
             if once {
                 println!("{:?}", a.step()?);
                 return Ok(());
             }
-            agent::run_forever(&mut a)
+            dynmig_node::agent::run_forever(&mut a)
         }
-        Cmd::Prolog => hooks::prolog(&Ctx::load(cli.config.as_deref())?),
-        Cmd::Epilog => hooks::epilog(&Ctx::load(cli.config.as_deref())?),
+        Cmd::Prolog => {
+            let (config, _) = load_config(explicit)?;
+            dynmig_node::hooks::prolog(&config, &HookEnv::read(|k| std::env::var(k).ok())?)
+        }
+        Cmd::Epilog => {
+            let (config, _) = load_config(explicit)?;
+            let exe = std::env::current_exe().unwrap_or_else(|_| "dynmig".into());
+            dynmig_node::hooks::epilog(
+                &config,
+                &HookEnv::read(|k| std::env::var(k).ok())?,
+                &SlurmCommands::from_config(&config),
+                &exe,
+            )
+        }
         Cmd::History { cmd } => {
-            let ctx = Ctx::load(cli.config.as_deref())?;
+            let (config, _) = load_config(explicit)?;
+            let p = &config.paths;
             match cmd {
-                HistoryCmd::Serve { listen, socket } => dynmig::history::cli::serve(&ctx, listen.as_deref(), socket),
+                HistoryCmd::Serve { listen, socket } => {
+                    let listen = listen
+                        .or_else(|| config.history.listen.clone())
+                        .ok_or_else(|| anyhow!("no address: give --listen or set [history] listen"))?;
+                    let socket = socket.or_else(|| dynmig_history::auth::munge_socket(None));
+                    Ok(dynmig_history::service::serve(
+                        &listen,
+                        socket,
+                        &p.history_db,
+                        &p.history_snapshot,
+                        &config.estimator,
+                        dynmig_history::store::Retention::default(),
+                    )?)
+                }
                 HistoryCmd::Show {
                     user,
                     name,
@@ -327,34 +349,62 @@ fn run(cli: Cli) -> Result<()> {
                 } => {
                     print!(
                         "{}",
-                        dynmig::history::cli::show(&ctx, user.as_deref(), name.as_deref(), limit, json)?
+                        dynmig_history::service::show(&p.history_db, user.as_deref(), name.as_deref(), limit, json)?
                     );
                     Ok(())
                 }
                 HistoryCmd::Flush { node } => {
-                    let f = dynmig::history::cli::flush(&ctx, &node)?;
-                    println!(
-                        "delivered {}, refused {}, pending {}",
-                        f.delivered, f.refused, f.pending
+                    let server = config
+                        .history
+                        .server
+                        .clone()
+                        .ok_or_else(|| anyhow!("no [history] server in the config"))?;
+                    let f = dynmig_history::service::flush_spool(
+                        &NodePaths::of(&config, &node).history_spool,
+                        &server,
+                        dynmig_history::auth::munge_socket(None),
+                        dynmig_history::service::EPILOG_FLUSH_BUDGET,
                     );
+                    println!("delivered {}, refused {}, pending {}", f.delivered, f.refused, f.pending);
                     Ok(())
                 }
             }
         }
         Cmd::FakeJob { mem, seconds } => {
-            let bytes = dynmig_core::size::parse_size(&mem).map_err(|e| anyhow::anyhow!("--mem={mem}: {e}"))?;
-            let code = dynmig::fake_job::run(&Ctx::load(cli.config.as_deref())?, bytes, seconds)?;
+            let bytes = dynmig_core::size::parse_size(&mem).map_err(|e| anyhow!("--mem={mem}: {e}"))?;
+            let (config, _) = load_config(explicit)?;
+            let code = dynmig::dev::fake_job::run(&config, bytes, seconds)?;
             std::process::exit(code)
         }
-        Cmd::OomRestart { job, to, message } => {
-            dynmig::oom::restart(&Ctx::load(cli.config.as_deref())?, job, to.as_deref(), &message)
+        Cmd::OomRestart {
+            node,
+            job,
+            to,
+            message,
+        } => {
+            let (config, _) = load_config(explicit)?;
+            let req = dynmig_node::oom::RestartRequest {
+                job,
+                to,
+                message,
+                requeue_for: std::time::Duration::from_secs(60),
+            };
+            Ok(dynmig_node::oom::restart(&SlurmCommands::from_config(&config), &req, &node)?)
         }
         Cmd::Simulate(args) => dynmig_sim::cli::run(&args),
-        Cmd::Gpu { cmd } => dynmig::gpu_cli::gpu(cmd),
-        Cmd::MigParted { cmd } => dynmig::gpu_cli::mig_parted(cmd),
+        Cmd::Gpu { cmd } => dynmig::cli::gpu::gpu(cmd),
+        Cmd::MigParted { cmd } => dynmig::cli::gpu::mig_parted(cmd),
         Cmd::Status => {
-            let ctx = Ctx::load(cli.config.as_deref())?;
-            print!("{}", status::status(&ctx)?);
+            let (config, _) = load_config(explicit)?;
+            print!(
+                "{}",
+                dynmig_controller::status::status(
+                    &SlurmCommands::from_config(&config),
+                    &managed_nodes(&config),
+                    &config.paths.state_dir.join("events.jsonl"),
+                    dynmig_controller::now_secs(),
+                )?
+            );
             Ok(())
         }
         Cmd::Trace {
@@ -372,7 +422,7 @@ fn run(cli: Cli) -> Result<()> {
             let last = pods.iter().map(|p| p.creation_time).max().unwrap_or(0);
             let start = last - 30 * 86400;
             let day_start = start + day * 86400;
-            // Trace-local hours: seconds modulo a day, as ../shared/traces/README.md measures them.
+            // Trace-local hours: seconds modulo a day.
             let slice: Vec<_> = trace::gpu_pods_between(&pods, day_start, day_start + 86400)
                 .into_iter()
                 .filter(|p| (from_hour..to_hour).contains(&((p.creation_time % 86400) / 3600)))
@@ -381,86 +431,6 @@ fn run(cli: Cli) -> Result<()> {
             eprintln!("{} GPU pods", slice.len());
             Ok(())
         }
-        Cmd::Demo(args) => demo::run(&Ctx::load(cli.config.as_deref())?, &args),
+        Cmd::Demo(args) => demo::run(&load_config(explicit)?.0, &args),
     }
-}
-
-/// Gives a node's GPUs the group's initial layout if they hold no instance, writes gres.conf,
-/// and returns the Gres= string.
-fn init_node(ctx: &Ctx, node: &str) -> Result<String> {
-    let group = ctx.group(node)?;
-    let mut backend = ctx.backend(node)?;
-    let target = group.initial_node_layout();
-    for (i, want) in target.gpus.iter().enumerate() {
-        let gpu = backend.gpu(i as u32)?;
-        if gpu.instances.is_empty() {
-            let placed = dynmig_core::geometry::place(group.gpu_model, want)
-                .with_context(|| format!("initial layout {want} does not fit"))?;
-            for p in placed {
-                backend.create_instance(i as u32, p.profile.name, p.start)?;
-            }
-        }
-    }
-    let entries = gres_conf::node_entries(&backend.gpus()?, |g| backend.gpu_device_file(g));
-    let path = ctx.node_paths(node).gres_conf;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    gres_conf::write_atomically(&path, &gres_conf::render(&entries))?;
-    let layout = dynmig_core::geometry::NodeLayout {
-        gpus: backend.gpus()?.iter().map(|g| g.layout()).collect(),
-    };
-    ctx.events()
-        .log(&dynmig::events::Event::new("init", node).layout(&layout.to_string()));
-    Ok(gres_conf::node_gres_string(&entries))
-}
-
-/// `SlurmdPidFile` from a slurm.conf (`%n` = the node name), or Slurm's default.
-fn slurmd_pid_file(slurm_conf: &Path, node: &str) -> PathBuf {
-    std::fs::read_to_string(slurm_conf)
-        .ok()
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                let l = l.trim();
-                let (k, v) = l.split_once('=')?;
-                k.trim()
-                    .eq_ignore_ascii_case("SlurmdPidFile")
-                    .then(|| PathBuf::from(v.trim().replace("%n", node)))
-            })
-        })
-        .unwrap_or_else(|| PathBuf::from("/run/slurmd.pid"))
-}
-
-fn make_agent(ctx: &Ctx, node: &str) -> Result<Agent<'static>> {
-    let group = ctx.group(node)?;
-    let paths = ctx.node_paths(node);
-    std::fs::create_dir_all(&paths.state_dir)?;
-    let slurm_conf = paths.slurm_conf_dir.join("slurm.conf");
-    let mut extra_args = Vec::new();
-    if slurm_conf.exists() {
-        extra_args = vec!["-f".to_string(), slurm_conf.display().to_string()];
-    } else if group.backend == dynmig_core::config::Backend::Simulated && !Path::new("/etc/slurm/slurm.conf").exists() {
-        bail!("no slurm.conf at {}", slurm_conf.display());
-    }
-    let reregister = DynamicNode {
-        slurmd: ctx.config.paths.slurmd.clone(),
-        extra_args,
-        pid_file: slurmd_pid_file(&slurm_conf, node),
-        node_conf: group.node_conf.clone(),
-    };
-    Ok(Agent {
-        settings: AgentSettings {
-            node: node.to_string(),
-            model: group.gpu_model,
-            gpus: group.gpus as usize,
-            gres_conf: paths.gres_conf.clone(),
-            state_dir: paths.state_dir.clone(),
-            poll: Duration::from_secs(2),
-            register_timeout: Duration::from_secs(60),
-        },
-        backend: ctx.backend(node)?,
-        slurm: ctx.slurm(),
-        reregister: Box::new(reregister),
-        events: ctx.events(),
-    })
 }

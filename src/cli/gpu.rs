@@ -2,14 +2,13 @@
 //! reconfiguration cost table, and mig-parted config import/export.
 
 use dynmig_gpu::{probe, NvmlBackend};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use clap::Subcommand;
 use dynmig_core::geometry::{
-    destroy_all_and_recreate, model_by_name, model_names, place, plan_transition, GpuModel, ProfileCounts,
+    model_by_name, model_names, GpuModel, ProfileCounts,
 };
 use dynmig_core::migparted::{self, GpuConfig};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// `dynmig gpu ...`.

@@ -1,0 +1,6 @@
+//! Developer tools, apart from production code: the demo, trace slicing, the fake GPU
+//! workload. Nothing in the member crates imports them.
+
+pub mod demo;
+pub mod fake_job;
+pub mod trace;
