@@ -222,7 +222,7 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
     let id = c.sbatch(&["--hold", "--gres=gpu:1", "--mig-mem=18G", "--wrap=true"]);
     let job = c.job(id);
     assert_eq!(field(&job, "TresPerNode"), "gres:gpu:2g.20gb:1", "{job}");
-    assert!(job.contains("AdminComment=dynmig: profile=2g.20gb"), "{job}");
+    assert!(job.contains("AdminComment=dynmig/v1 profile=2g.20gb"), "{job}");
 
     let id = c.sbatch(&["--hold", "--gres=gpu:1", "--mig-profile=3g.40gb", "--wrap=true"]);
     assert_eq!(field(&c.job(id), "TresPerNode"), "gres:gpu:3g.40gb:1");
@@ -300,7 +300,7 @@ fn a_node_with_running_jobs_is_never_reconfigured() {
             "update",
             "nodename=n1",
             "state=drain",
-            "reason=dynmig: repartition to 2x3g.40gb,2x3g.40gb",
+            "reason=dynmig/v1 repartition to=2x3g.40gb,2x3g.40gb",
         ],
     );
     // The agent looks every 2 s; give it several looks.
@@ -310,7 +310,7 @@ fn a_node_with_running_jobs_is_never_reconfigured() {
     assert!(c.node("n1")["reason"]
         .as_str()
         .unwrap_or("")
-        .starts_with("dynmig: repartition to"));
+        .starts_with("dynmig/v1 repartition to="));
     let out = c.agent_once("n1");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("WaitingForJobs"),
@@ -344,7 +344,7 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
             "update",
             "nodename=n1",
             "state=drain",
-            "reason=dynmig: repartition to 1x7g.80gb,7x1g.10gb",
+            "reason=dynmig/v1 repartition to=1x7g.80gb,7x1g.10gb",
         ],
     );
     let journal = c.dir.join("dynmig/nodes/n1/agent-journal.json");
