@@ -10,6 +10,8 @@
 //! - [`demand`]: pending instances per profile.
 //! - [`migparted`]: NVIDIA mig-parted v1 YAML configs, imported and exported.
 //! - [`policy`]: the [`policy::Policy`] trait and the repartitioning policies.
+//! - [`protocol`]: texts handed between processes, e.g. the job's decision record.
+//! - [`modify`]: the job_submit decision for a job update (`scontrol update`).
 //!
 //! No I/O and no FFI live here: the Slurm plugins, the CLI, the controller, the node agent
 //! and the simulator all call this crate.
@@ -22,6 +24,8 @@ pub mod geometry;
 pub mod gres;
 pub mod hints;
 pub mod migparted;
+pub mod modify;
 pub mod policy;
+pub mod protocol;
 pub mod size;
 pub mod submit;

@@ -1,0 +1,260 @@
+//! The decision record: what job_submit/dynmig decided for a job, as one line of text.
+//!
+//! job_submit writes it into the job's `AdminComment` with [`DecisionRecord::encode`]; a
+//! reader (the Epilog, through `scontrol`/`squeue --json`) gets it back with
+//! [`DecisionRecord::parse`]. The text is
+//!
+//! ```text
+//! dynmig/v1 profile=2g.20gb count=1 mem=19327352832 source=mig-mem
+//! ```
+//!
+//! - `dynmig/v1`: the format and its version ([`VERSION`]);
+//! - `profile`: the MIG profile, which is the GRES type (1 to [`MAX_PROFILE_LEN`] ASCII
+//!   letters, digits, `.`, `+`, `-` or `_`);
+//! - `count`: instances per unit of the field the request was in (node, job, socket or
+//!   task), 1 to `u32::MAX`;
+//! - `mem`: the memory estimate in bytes, exact (no rounding);
+//! - `source`: where the estimate came from ([`EstimateSource`], written as its `Display`).
+//!
+//! The parser is strict: the fields in this order, separated by one space, numbers in
+//! plain decimal without sign or leading zero, nothing before or after. Anything else (an
+//! administrator's own comment, the old `dynmig: ... mem=18.0GiB` form, trailing text) is
+//! a [`DecisionError`], never half-read. So `parse(encode(r)) == r` and
+//! `encode(parse(t)) == t` for every accepted `t`.
+//!
+//! ```
+//! use dynmig_core::protocol::decision::DecisionRecord;
+//! use dynmig_core::submit::EstimateSource;
+//! let r = DecisionRecord::new("2g.20gb", 1, 19_327_352_832, EstimateSource::MigMemHint);
+//! let text = r.encode();
+//! assert_eq!(text, "dynmig/v1 profile=2g.20gb count=1 mem=19327352832 source=mig-mem");
+//! assert_eq!(DecisionRecord::parse(&text).unwrap(), r);
+//! assert!(DecisionRecord::parse("dynmig: profile=2g.20gb count=1 mem=18.0GiB source=mig-mem").is_err());
+//! ```
+
+use std::fmt;
+
+use crate::submit::{Decision, EstimateSource};
+
+/// The record format version this code writes and the only one it reads.
+pub const VERSION: u32 = 1;
+
+/// The longest profile name a record may hold, in bytes (the longest MIG profile name,
+/// `1g.12gb+me`, has 10).
+pub const MAX_PROFILE_LEN: usize = 32;
+
+/// The longest text [`DecisionRecord::parse`] looks at; a longer text is refused before it
+/// is split (a record is at most about 100 bytes).
+pub const MAX_RECORD_LEN: usize = 256;
+
+/// The format tag that starts every record, without the version digits.
+const TAG: &str = "dynmig/v";
+
+/// Every [`EstimateSource`], for [`source_from_str`] (keep in step with the enum).
+const SOURCES: [EstimateSource; 6] = [
+    EstimateSource::MigMemHint,
+    EstimateSource::MigProfileHint,
+    EstimateSource::Default,
+    EstimateSource::WholeGpu,
+    EstimateSource::Model,
+    EstimateSource::History,
+];
+
+/// What job_submit decided for one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRecord {
+    /// Record format version; [`VERSION`] for every record made or parsed here.
+    pub version: u32,
+    /// MIG profile name, which is the GRES type, e.g. `"2g.20gb"`.
+    pub profile: String,
+    /// Instances per unit of the request's field (node, job, socket or task); at least 1.
+    pub count: u32,
+    /// Estimated GPU memory the job needs, in bytes, exact.
+    pub mem_bytes: u64,
+    /// Where the estimate came from.
+    pub source: EstimateSource,
+}
+
+/// A text that is not exactly a decision record. Display says what was wrong and what is
+/// expected; the text is quoted cut to 100 characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecisionError {
+    /// The text does not start with `dynmig/v` (e.g. an administrator's own comment).
+    #[error(
+        "'{text}' is not a dynmig decision record (expected 'dynmig/v1 profile=... count=... mem=... source=...')"
+    )]
+    NotARecord {
+        /// The text, cut.
+        text: String,
+    },
+    /// A record of a version this code does not read.
+    #[error("dynmig decision record version '{found}' is not supported; this dynmig reads version {VERSION}")]
+    UnsupportedVersion {
+        /// The version as written, cut.
+        found: String,
+    },
+    /// Fields missing, out of order, repeated, unknown, or extra text.
+    #[error(
+        "dynmig decision record '{text}': {why}; expected 'dynmig/v1 profile=NAME count=N mem=BYTES source=SOURCE'"
+    )]
+    Malformed {
+        /// The text, cut.
+        text: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A field's value cannot be used.
+    #[error("dynmig decision record: {key}='{value}': {why}")]
+    BadValue {
+        /// The field name.
+        key: &'static str,
+        /// The value as written, cut.
+        value: String,
+        /// What is allowed.
+        why: String,
+    },
+}
+
+impl DecisionRecord {
+    /// A record of the current [`VERSION`].
+    pub fn new(profile: impl Into<String>, count: u32, mem_bytes: u64, source: EstimateSource) -> Self {
+        Self {
+            version: VERSION,
+            profile: profile.into(),
+            count,
+            mem_bytes,
+            source,
+        }
+    }
+
+    /// The record of a submit [`Decision`].
+    pub fn from_decision(d: &Decision) -> Self {
+        Self::new(d.profile, d.count, d.memory_bytes, d.source)
+    }
+
+    /// The record as one line: `dynmig/v1 profile=2g.20gb count=1 mem=19327352832
+    /// source=mig-mem` (see the [module docs](self)).
+    pub fn encode(&self) -> String {
+        format!(
+            "{TAG}{} profile={} count={} mem={} source={}",
+            self.version, self.profile, self.count, self.mem_bytes, self.source
+        )
+    }
+
+    /// Reads a text that is exactly one record, as [`encode`](Self::encode) writes it.
+    ///
+    /// # Errors
+    /// [`DecisionError`]: not a record, another version, a field missing, out of order,
+    /// unknown or repeated, a bad value (count 0, a number with a sign or leading zero, a
+    /// profile with other characters, an unknown source), or anything after the record.
+    pub fn parse(text: &str) -> Result<Self, DecisionError> {
+        let Some(rest) = text.strip_prefix(TAG) else {
+            return Err(DecisionError::NotARecord { text: cut(text) });
+        };
+        if text.len() > MAX_RECORD_LEN {
+            return Err(malformed(text, format!("longer than {MAX_RECORD_LEN} bytes")));
+        }
+        let mut words = rest.split(' ');
+        let version_text = words.next().unwrap_or("");
+        if version_text != VERSION.to_string() {
+            return Err(DecisionError::UnsupportedVersion {
+                found: cut(version_text),
+            });
+        }
+        let mut value_of = |key: &'static str| -> Result<&str, DecisionError> {
+            let Some(word) = words.next() else {
+                return Err(malformed(text, format!("'{key}=' is missing")));
+            };
+            match word.split_once('=') {
+                Some((k, v)) if k == key => Ok(v),
+                _ => Err(malformed(text, format!("expected '{key}=' but found '{}'", cut(word)))),
+            }
+        };
+        let profile = value_of("profile")?;
+        let count = value_of("count")?;
+        let mem = value_of("mem")?;
+        let source = value_of("source")?;
+        if words.next().is_some() {
+            return Err(malformed(text, "text after 'source='".into()));
+        }
+        if profile.is_empty()
+            || profile.len() > MAX_PROFILE_LEN
+            || !profile
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-._".contains(&b))
+        {
+            return Err(bad(
+                "profile",
+                profile,
+                format!("a MIG profile name is 1 to {MAX_PROFILE_LEN} ASCII letters, digits, '.', '+', '-' or '_'"),
+            ));
+        }
+        let count = decimal(count)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| {
+                bad(
+                    "count",
+                    count,
+                    format!("a whole number from 1 to {} without sign or leading zero", u32::MAX),
+                )
+            })?;
+        let mem_bytes = decimal(mem).ok_or_else(|| {
+            bad(
+                "mem",
+                mem,
+                format!(
+                    "a number of bytes from 0 to {} without sign, unit or leading zero",
+                    u64::MAX
+                ),
+            )
+        })?;
+        let source = source_from_str(source).ok_or_else(|| {
+            let allowed: Vec<String> = SOURCES.iter().map(ToString::to_string).collect();
+            bad("source", source, format!("allowed: {}", allowed.join(", ")))
+        })?;
+        Ok(Self {
+            version: VERSION,
+            profile: profile.to_string(),
+            count,
+            mem_bytes,
+            source,
+        })
+    }
+}
+
+impl fmt::Display for DecisionRecord {
+    /// As [`DecisionRecord::encode`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
+/// The [`EstimateSource`] whose `Display` is `text`.
+pub fn source_from_str(text: &str) -> Option<EstimateSource> {
+    SOURCES.into_iter().find(|s| s.to_string() == text)
+}
+
+/// Plain decimal: digits only, no sign, no leading zero (except `0` itself), fits u64.
+fn decimal(text: &str) -> Option<u64> {
+    let canonical =
+        !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) && (text == "0" || !text.starts_with('0'));
+    canonical.then(|| text.parse().ok()).flatten()
+}
+
+fn malformed(text: &str, why: String) -> DecisionError {
+    DecisionError::Malformed { text: cut(text), why }
+}
+
+fn bad(key: &'static str, value: &str, why: String) -> DecisionError {
+    DecisionError::BadValue {
+        key,
+        value: cut(value),
+        why,
+    }
+}
+
+fn cut(text: &str) -> String {
+    crate::hints::shorten(text, 100)
+}
