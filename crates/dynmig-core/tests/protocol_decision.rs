@@ -123,7 +123,7 @@ fn bad_values_are_refused_with_what_is_allowed() {
         ("source=guess", "source"),
     ];
     for (field, key) in cases {
-        let mut parts = vec!["profile=2g.20gb", "count=1", "mem=1", "source=mig-mem"];
+        let mut parts = ["profile=2g.20gb", "count=1", "mem=1", "source=mig-mem"];
         let k = field.split('=').next().unwrap();
         let i = parts.iter().position(|p| p.starts_with(&format!("{k}="))).unwrap();
         parts[i] = field;
