@@ -2,17 +2,35 @@
 //! which must match slurmctld's release, are built from the same headers by
 //! crates/slurm-sys). The dynmig binary itself needs no Slurm headers: without them it
 //! reports "no Slurm headers".
+//!
+//! `SLURM_INCLUDE_DIR`, when set, must hold `slurm/slurm_version.h` (else the build fails
+//! naming it; it never falls back to /usr/include). Unset, /usr/include is looked at and a
+//! `cargo:warning` says so when the header is found there.
 use std::path::PathBuf;
 
 fn main() {
-    let dir = std::env::var_os("SLURM_INCLUDE_DIR")
+    println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
+    let explicit = std::env::var_os("SLURM_INCLUDE_DIR").filter(|d| !d.is_empty());
+    let dir = explicit
+        .clone()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/include"));
     let header = dir.join("slurm/slurm_version.h");
-    println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
     println!("cargo:rerun-if-changed={}", header.display());
-    let version = std::fs::read_to_string(&header)
-        .ok()
+    let text = match std::fs::read_to_string(&header) {
+        Ok(t) => {
+            if explicit.is_none() {
+                println!("cargo:warning=SLURM_INCLUDE_DIR is not set: the Slurm version shown by --version comes from /usr/include");
+            }
+            Some(t)
+        }
+        Err(e) if explicit.is_some() => panic!(
+            "cannot read {}: {e}; SLURM_INCLUDE_DIR is set, so slurm/slurm_version.h must be in it",
+            header.display()
+        ),
+        Err(_) => None,
+    };
+    let version = text
         .and_then(|t| {
             t.lines().find_map(|l| {
                 let hex = l

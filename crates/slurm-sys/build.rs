@@ -1,25 +1,31 @@
-//! Generates bindings from `include/slurm_wrapper.h` against the installed Slurm headers.
+//! Generates bindings from this crate's `wrapper.h` against the installed Slurm headers.
+//! Reads no file outside this crate's folder except the Slurm headers.
 //!
 //! Environment:
-//! - `SLURM_INCLUDE_DIR`: the directory holding `slurm/slurm.h` (default `/usr/include`).
+//! - `SLURM_INCLUDE_DIR`: the directory holding `slurm/slurm.h`. When set, every Slurm
+//!   header used (`slurm.h`, `slurm_errno.h`, `slurm_version.h` and each `slurm/*.h` they
+//!   include) must be in it, else the build fails naming the missing file; it never falls
+//!   back to `/usr/include`. When unset, `/usr/include` is used and a `cargo:warning` says so.
 //! - `SLURM_LIB_DIR`: where `libslurm.so` is, used only with the `link` feature.
+//!
+//! Every header read is a `cargo:rerun-if-changed` (bindgen's `CargoCallbacks` adds the
+//! ones clang opens), so an in-place header upgrade rebuilds with the new version.
 //!
 //! Emits the cfgs `slurm_2302_plus` and `slurm_2311_plus` for this crate and
 //! `cargo:version_number=0xAABBCC` (read by dependents as `DEP_SLURM_VERSION_NUMBER`).
 use std::env;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn main() {
-    let include = env::var("SLURM_INCLUDE_DIR").unwrap_or_else(|_| "/usr/include".into());
-    let include = PathBuf::from(include);
-    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let wrapper = manifest.join("../../include/slurm_wrapper.h");
-    let version_h = include.join("slurm/slurm_version.h");
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
     println!("cargo:rerun-if-env-changed=SLURM_LIB_DIR");
+    let include = include_dir();
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let wrapper = manifest.join("wrapper.h");
     println!("cargo:rerun-if-changed={}", wrapper.display());
-    println!("cargo:rerun-if-changed={}", version_h.display());
+    require_headers(&include, &["slurm.h", "slurm_errno.h", "slurm_version.h"]);
+    let version_h = include.join("slurm/slurm_version.h");
 
     let text = fs::read_to_string(&version_h).unwrap_or_else(|e| {
         panic!(
@@ -55,9 +61,16 @@ fn main() {
         .allowlist_type("slurm_err_t")
         .constified_enum_module("slurm_err_t")
         .parse_callbacks(Box::new(IntTypes))
+        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
         .layout_tests(true)
         .generate()
-        .expect("bindgen failed on include/slurm_wrapper.h");
+        .unwrap_or_else(|e| {
+            panic!(
+                "bindgen failed on {} with {}: {e}",
+                wrapper.display(),
+                include.display()
+            )
+        });
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("bindings.rs");
     bindings.write_to_file(out).expect("cannot write bindings.rs");
 }
@@ -86,4 +99,44 @@ fn parse_version(text: &str) -> Option<u32> {
         let value = words.next()?;
         u32::from_str_radix(value.trim_start_matches("0x"), 16).ok()
     })
+}
+
+/// `SLURM_INCLUDE_DIR`, or `/usr/include` with a warning.
+fn include_dir() -> PathBuf {
+    match env::var_os("SLURM_INCLUDE_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => {
+            println!("cargo:warning=SLURM_INCLUDE_DIR is not set: using the Slurm headers in /usr/include");
+            PathBuf::from("/usr/include")
+        }
+    }
+}
+
+/// Checks that `slurm/<name>` for each name and, recursively, every `slurm/*.h` they
+/// include are in `include`; fails the build naming a missing one.
+fn require_headers(include: &Path, names: &[&str]) {
+    let mut todo: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut seen: Vec<String> = Vec::new();
+    while let Some(name) = todo.pop() {
+        if seen.contains(&name) {
+            continue;
+        }
+        let path = include.join("slurm").join(&name);
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "cannot read {}: {e}; every Slurm header must be in SLURM_INCLUDE_DIR/slurm \
+                 (install libslurm-dev, or point SLURM_INCLUDE_DIR at a complete include directory)",
+                path.display()
+            )
+        });
+        for line in text.lines() {
+            if let Some(rest) = line.trim_start().strip_prefix("#include") {
+                if let Some(inc) = rest.trim().strip_prefix("<slurm/").and_then(|r| r.split('>').next()) {
+                    todo.push(inc.to_string());
+                }
+            }
+        }
+        seen.push(name);
+    }
 }

@@ -3,8 +3,12 @@
 //! `tres_per_node` (from `--gres` and `--gpus-per-node`), `tres_per_job` (`--gpus`),
 //! `tres_per_socket` and `tres_per_task` are comma-separated lists of entries. A GRES entry is
 //! `gres:NAME[:TYPE][:COUNT]` on Slurm 22.05 and 23.02, and `gres/NAME[:TYPE][:COUNT]` from
-//! 23.11 (notes/slurm.md); `NAME[:TYPE]=COUNT` is read too. A missing count means 1, as in
-//! Slurm. Other entries (`cpu=2` in `tres_per_task` from 23.11, licenses, anything unknown)
+//! 23.11 (Slurm's sbatch(1) and gres.conf(5) documents; the 23.11 release notes for the
+//! `gres/` form); `NAME[:TYPE]=COUNT` is read too. A missing count means 1, as in Slurm.
+//! A GPU count is read as C's `strtoull` reads it (Slurm parses counts with it): leading
+//! white space, a `+` and leading zeros are accepted, so `gres:gpu:+1` is one untyped GPU
+//! and is rewritten like `gres:gpu:1`. A negative count, a unit suffix and a count above
+//! `u32::MAX` are errors naming the entry. Entries of count 0 are never rewritten. Other entries (`cpu=2` in `tres_per_task` from 23.11, licenses, anything unknown)
 //! are kept byte for byte.
 //!
 //! [`TresList::render`] writes every non-GPU entry back byte for byte. GPU entries are
@@ -100,10 +104,10 @@ pub struct TresList {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot read GPU request '{entry}': {why}")]
 pub struct GresError {
-    /// The entry.
+    /// The entry, cut to [`crate::hints::MAX_QUOTED`] characters.
     pub entry: String,
-    /// What is wrong.
-    pub why: &'static str,
+    /// What is wrong and what is allowed.
+    pub why: String,
 }
 
 impl TresList {
@@ -120,7 +124,7 @@ impl TresList {
                 Ok(_) => TresEntry::Other(raw.to_string()),
                 Err(why) if entry_name_is_gpu(raw) => {
                     return Err(GresError {
-                        entry: raw.to_string(),
+                        entry: crate::hints::shorten(raw, crate::hints::MAX_QUOTED),
                         why,
                     })
                 }
@@ -138,13 +142,14 @@ impl TresList {
         })
     }
 
-    /// Sets the type and count of every GPU entry (there is normally one); the count is
-    /// always written. Returns whether there was a GPU entry.
+    /// Sets the type and count of every GPU entry with a count above 0 (there is normally
+    /// one); the count is always written. Entries of count 0 (`gpu:0`, which asks for no
+    /// GPU) are left as they are. Returns whether an entry was set.
     pub fn set_gpu(&mut self, gres_type: Option<&str>, count: u64) -> bool {
         let mut found = false;
         for e in &mut self.entries {
             if let TresEntry::Gres(g) = e {
-                if g.is_gpu() {
+                if g.is_gpu() && g.count > 0 {
                     g.gres_type = gres_type.map(str::to_string);
                     g.count = count;
                     g.count_written = true;
@@ -155,11 +160,12 @@ impl TresList {
         found
     }
 
-    /// Removes the GPU entries; returns them.
+    /// Removes the GPU entries with a count above 0 (count-0 entries stay as they are);
+    /// returns them.
     pub fn remove_gpu(&mut self) -> Vec<GresEntry> {
         let mut removed = Vec::new();
         self.entries.retain(|e| match e {
-            TresEntry::Gres(g) if g.is_gpu() => {
+            TresEntry::Gres(g) if g.is_gpu() && g.count > 0 => {
                 removed.push(g.clone());
                 false
             }
@@ -229,7 +235,7 @@ fn strip_prefix(raw: &str) -> (GresPrefix, &str) {
 }
 
 /// `Ok(None)`: not a GRES entry. `Err`: a GRES entry that cannot be read.
-fn parse_entry(raw: &str) -> Result<Option<GresEntry>, &'static str> {
+fn parse_entry(raw: &str) -> Result<Option<GresEntry>, String> {
     let (prefix, body) = strip_prefix(raw.trim());
     // Without a prefix only `gpu...` counts as GRES: `cpu=2` and licenses stay as they are.
     if prefix == GresPrefix::None && !entry_name_is_gpu(body) {
@@ -242,19 +248,20 @@ fn parse_entry(raw: &str) -> Result<Option<GresEntry>, &'static str> {
     let mut fields: Vec<&str> = fields_part.split(':').collect();
     let name = fields.remove(0);
     if name.is_empty() || fields.iter().any(|f| f.is_empty()) {
-        return Err("empty field");
+        return Err("empty field".into());
     }
     let (count_text, count_with_equals) = match eq_count {
         Some(c) => (Some(c), true),
-        // A last field of digits only is the count; `1g.10gb` is a type.
-        None if fields.last().is_some_and(|f| f.bytes().all(|b| b.is_ascii_digit())) => (fields.pop(), false),
+        // A last field that Slurm reads as a number is the count (`1`, `+1`, ` 1`, `01`,
+        // `-1`, `1k`); `1g.10gb` is a type.
+        None if fields.last().is_some_and(|f| looks_numeric(f)) => (fields.pop(), false),
         None => (None, false),
     };
     if fields.len() > 1 {
-        return Err("expected NAME[:TYPE][:COUNT]");
+        return Err("expected NAME[:TYPE][:COUNT]".into());
     }
     let count = match count_text {
-        Some(c) => c.parse::<u64>().map_err(|_| "the count is not a whole number")?,
+        Some(c) => parse_count(c)?,
         None => 1,
     };
     Ok(Some(GresEntry {
@@ -265,6 +272,57 @@ fn parse_entry(raw: &str) -> Result<Option<GresEntry>, &'static str> {
         count_with_equals,
         count_written: count_text.is_some(),
     }))
+}
+
+/// What C's `strtoull` skips before a number: leading white space, then one sign.
+fn strtoull_body(text: &str) -> (Option<char>, &str) {
+    let t = text.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    match t.chars().next() {
+        Some(sign @ ('+' | '-')) => (Some(sign), &t[1..]),
+        _ => (None, t),
+    }
+}
+
+/// Whether Slurm would read `field` as a count rather than a type: after optional white
+/// space and sign, `strtoull` finds digits, followed by nothing or by one unit letter
+/// (`k`, `m`, `g`, `t`, `p`, any case). `1g.10gb` goes on after its unit letter: a type.
+fn looks_numeric(field: &str) -> bool {
+    let body = strtoull_body(field).1;
+    let rest = body.trim_start_matches(|c: char| c.is_ascii_digit());
+    rest.len() < body.len() && (rest.is_empty() || (rest.len() == 1 && "kKmMgGtTpP".contains(rest)))
+}
+
+/// Reads a GPU count the way Slurm's `strtoull` accepts it (white space, `+`, leading
+/// zeros), so that `gpu:+1` is read as 1 and rewritten like `gpu:1`. A sign `-`, a unit
+/// suffix (`1k`) or trailing text is refused, and so is a count above `u32::MAX`, which
+/// Slurm would not schedule either; nothing is clamped.
+fn parse_count(text: &str) -> Result<u64, String> {
+    let (sign, digits) = strtoull_body(text);
+    if sign == Some('-') {
+        return Err("a GPU count cannot be negative; write a whole number, e.g. gpu:1".into());
+    }
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("the count is not a whole number; write it in plain digits, e.g. gpu:2".into());
+    }
+    let significant = digits.trim_start_matches('0');
+    let too_many = || {
+        format!(
+            "the count is more than {}, the most GPUs a request may ask for",
+            u32::MAX
+        )
+    };
+    if significant.len() > 10 {
+        return Err(too_many());
+    }
+    let n: u64 = if significant.is_empty() {
+        0
+    } else {
+        significant.parse().map_err(|_| too_many())?
+    };
+    if n > u64::from(u32::MAX) {
+        return Err(too_many());
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

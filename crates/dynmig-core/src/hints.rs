@@ -5,8 +5,9 @@
 //! The SPANK plugin registers both options and checks each value with [`parse_hint`] on the
 //! login node, so a typo fails at `sbatch` time. Slurm then hands the values to slurmctld in
 //! `job_desc->spank_job_env` as `_SLURM_SPANK_OPTION_dynmig_mig_mem=18G` and
-//! `_SLURM_SPANK_OPTION_dynmig_mig_profile=2g.20gb` (notes/slurm.md); the job_submit plugin
-//! reads them back with [`hints_from_spank_env`].
+//! `_SLURM_SPANK_OPTION_dynmig_mig_profile=2g.20gb` (Slurm's spank(8) manual page: options
+//! of allocator plugins reach the job's SPANK environment); the job_submit plugin reads
+//! them back with [`hints_from_spank_env`].
 //!
 //! - `--mig-mem` is the GPU memory the job needs, a size as [`crate::size::parse_size`] reads
 //!   it (binary units; a bare number is MiB).
@@ -18,13 +19,32 @@
 //!   infer (default train); `--mig-batch` 1 to 65536 (default 1); `--mig-seq` 1 to 1Mi tokens
 //!   (default 2048). The last four need `--mig-model-params`; int8/int4 are for inference.
 //!
-//! Every [`HintError`] displays as the complete message for the user, starting `dynmig: `.
+//! Every [`HintError`] displays as the complete message for the user, starting `dynmig: `;
+//! the user's value is quoted cut to [`MAX_QUOTED`] characters.
 
 use crate::estimate::model_formula::{
     parse_params, Dtype, ModelSpec, Phase, DEFAULT_BATCH, DEFAULT_SEQ, MAX_BATCH, MAX_SEQ,
 };
 use crate::geometry::{GpuModel, ProfileSpec, MODELS};
 use crate::size::{format_size, parse_size, SizeError, MIB};
+
+/// The most characters of a user's value that a message quotes; longer values are cut and
+/// end in `...`.
+pub const MAX_QUOTED: usize = 100;
+
+/// `text` cut to at most `max` characters (at a character boundary), with `...` appended
+/// when something was cut; for quoting user strings in messages.
+///
+/// ```
+/// assert_eq!(dynmig_core::hints::shorten("abcdef", 3), "abc...");
+/// assert_eq!(dynmig_core::hints::shorten("abc", 3), "abc");
+/// ```
+pub fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_string(),
+    }
+}
 
 /// Prefix of the SPANK option variables of the plugin named `dynmig` in `spank_job_env`.
 pub const SPANK_ENV_PREFIX: &str = "_SLURM_SPANK_OPTION_dynmig_";
@@ -204,13 +224,13 @@ pub fn parse_hint(option: &str, value: &str) -> Result<Hint, HintError> {
         MIG_MEM => parse_size(value)
             .map(Hint::MigMem)
             .map_err(|source| HintError::BadSize {
-                value: value.to_string(),
-                source,
+                value: shorten(value, MAX_QUOTED),
+                source: shorten_size_error(source),
             }),
         MIG_PROFILE => find_profile(value.trim())
             .map(|p| Hint::MigProfile(p.name.to_string()))
             .ok_or_else(|| HintError::UnknownProfile {
-                value: value.to_string(),
+                value: shorten(value, MAX_QUOTED),
                 allowed: all_profile_names().join(", "),
             }),
         MIG_MODEL_PARAMS => parse_params(value)
@@ -230,16 +250,33 @@ pub fn parse_hint(option: &str, value: &str) -> Result<Hint, HintError> {
         MIG_BATCH => count(MIG_BATCH, value, MAX_BATCH).map(Hint::Batch),
         MIG_SEQ => count(MIG_SEQ, value, MAX_SEQ).map(Hint::Seq),
         _ => Err(HintError::UnknownOption {
-            option: option.to_string(),
+            option: shorten(option, MAX_QUOTED),
         }),
     }
 }
 
 fn bad_model(option: &'static str, value: &str, reason: String) -> HintError {
+    // Some reasons quote the (trimmed) value: cut it there too.
+    let mut reason = reason;
+    for v in [value, value.trim()] {
+        if v.chars().count() > MAX_QUOTED {
+            reason = reason.replace(v, &shorten(v, MAX_QUOTED));
+        }
+    }
     HintError::BadModelValue {
         option,
-        value: value.to_string(),
+        value: shorten(value, MAX_QUOTED),
         reason,
+    }
+}
+
+/// A [`SizeError`] whose quoted part of the user's text is cut to [`MAX_QUOTED`].
+fn shorten_size_error(e: SizeError) -> SizeError {
+    match e {
+        SizeError::BadNumber(t) => SizeError::BadNumber(shorten(&t, MAX_QUOTED)),
+        SizeError::UnknownUnit(t) => SizeError::UnknownUnit(shorten(&t, MAX_QUOTED)),
+        SizeError::TooLarge(t) => SizeError::TooLarge(shorten(&t, MAX_QUOTED)),
+        other => other,
     }
 }
 

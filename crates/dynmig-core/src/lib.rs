@@ -28,6 +28,7 @@ pub mod geometry;
 pub mod gres;
 pub mod hints;
 pub mod migparted;
+pub mod modify;
 pub mod policy;
 pub mod protocol;
 pub mod size;

@@ -107,7 +107,10 @@ pub struct Decision {
 }
 
 impl fmt::Display for Decision {
-    /// `dynmig: profile=2g.20gb count=1 mem=18.0GiB source=mig-mem`
+    /// `dynmig: profile=2g.20gb count=1 mem=18.0GiB source=mig-mem`, for logs. The job's
+    /// AdminComment is written only as a
+    /// [`DecisionRecord`](crate::protocol::decision::DecisionRecord) (exact bytes, strict
+    /// parser), never in this form.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,

@@ -1,7 +1,7 @@
 //! Cost of one submit decision, as job_submit/dynmig pays it inside slurmctld.
 //!
 //! Criterion prints the median of `decide()` per input; then, for the same inputs and for
-//! the whole plugin step on a `job_desc_msg_t` (`glue::handle`: read fields, decide, write
+//! the whole plugin step on a `job_desc_msg_t` (`glue::submit`: read fields, decide, write
 //! xmalloc'd strings, free them), a plain loop times 100,000 single calls and prints the
 //! median and p99 in nanoseconds. Run: `cargo bench -p job-submit-dynmig`.
 use std::ffi::{c_char, CString};
@@ -11,10 +11,18 @@ use std::time::Instant;
 use criterion::{criterion_group, Criterion};
 use dynmig_core::config::Config;
 use dynmig_core::submit::{decide, JobRequest, SubmitPolicy};
+use job_submit_dynmig::state::{self, Ready};
 use job_submit_dynmig::{glue, xalloc};
 
 /// (label, tres_per_node, tres_per_job, spank env)
-const CASES: &[(&str, Option<&str>, Option<&str>, &[&str])] = &[
+type Case = (
+    &'static str,
+    Option<&'static str>,
+    Option<&'static str>,
+    &'static [&'static str],
+);
+
+const CASES: &[Case] = &[
     (
         "gres:gpu:1 --mig-mem=18G",
         Some("gres:gpu:1"),
@@ -39,7 +47,7 @@ const CASES: &[(&str, Option<&str>, Option<&str>, &[&str])] = &[
     ),
 ];
 
-fn request<'a>(case: &(&str, Option<&'a str>, Option<&'a str>, &'a [&'a str])) -> JobRequest<'a> {
+fn request(case: &Case) -> JobRequest<'static> {
     JobRequest {
         tres_per_node: case.1,
         tres_per_job: case.2,
@@ -83,7 +91,7 @@ fn sample<F: FnMut()>(mut f: F) -> (u64, u64) {
 }
 
 /// One plugin step on a job description, as slurmctld would hand it over.
-fn handle_once(case: &(&str, Option<&str>, Option<&str>, &[&str]), env: &mut [*mut c_char], policy: &SubmitPolicy) {
+fn handle_once(case: &Case, env: &mut [*mut c_char], ready: &Ready) {
     // SAFETY: a zeroed job_desc with xmalloc'd strings, freed below.
     unsafe {
         let mut d: slurm_sys::job_desc_msg_t = std::mem::zeroed();
@@ -91,7 +99,7 @@ fn handle_once(case: &(&str, Option<&str>, Option<&str>, &[&str]), env: &mut [*m
         d.tres_per_job = case.2.map_or(std::ptr::null_mut(), |s| xalloc::xstrdup(s));
         d.spank_job_env = env.as_mut_ptr();
         d.spank_job_env_size = env.len() as u32;
-        black_box(glue::handle(&mut d, policy).is_ok());
+        black_box(glue::submit(&mut d, ready).is_ok());
         for f in [&mut d.tres_per_node, &mut d.tres_per_job, &mut d.admin_comment] {
             xalloc::xfree(f);
         }
@@ -100,6 +108,7 @@ fn handle_once(case: &(&str, Option<&str>, Option<&str>, &[&str]), env: &mut [*m
 
 fn p99_report() {
     let policy = policy();
+    let ready = state::load(None, std::path::Path::new("/nonexistent/dynmig.toml")).expect("built-in defaults");
     println!(
         "\n{:<34} {:>12} {:>10} {:>16} {:>10}",
         "input", "decide p50", "p99", "job_desc p50", "p99"
@@ -111,7 +120,7 @@ fn p99_report() {
         });
         let owned: Vec<CString> = case.3.iter().map(|s| CString::new(*s).unwrap()).collect();
         let mut env: Vec<*mut c_char> = owned.iter().map(|c| c.as_ptr() as *mut c_char).collect();
-        let (h50, h99) = sample(|| handle_once(case, &mut env, &policy));
+        let (h50, h99) = sample(|| handle_once(case, &mut env, &ready));
         println!(
             "{:<34} {:>9} ns {:>7} ns {:>13} ns {:>7} ns",
             case.0, p50, p99, h50, h99

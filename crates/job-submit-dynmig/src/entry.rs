@@ -5,6 +5,9 @@
 
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, UnwindSafe};
+use std::path::Path;
+
+use dynmig_core::hints::{shorten, SPANK_ENV_PREFIX};
 
 use slurm_sys::{job_desc_msg_t, slurm_err_t, SLURM_ERROR, SLURM_SUCCESS};
 
@@ -41,14 +44,18 @@ pub fn guarded(what: &str, body: impl FnOnce() -> c_int + UnwindSafe) -> c_int {
     })
 }
 
-/// Loads the configuration and installs the policy.
+/// Reads the configuration, installs the state and starts the history snapshot thread.
+/// Never fails: a configuration that cannot be read or parsed is logged and installed as
+/// [`state::State::Broken`] (jobs pass through, hinted jobs are told why), so that a
+/// broken dynmig.toml never stops slurmctld.
 #[no_mangle]
 pub extern "C" fn init() -> c_int {
     guarded("init", || {
-        let env = std::env::var(state::CONFIG_ENV).ok();
-        match state::load(env.as_deref()) {
-            Ok((policy, source)) => {
-                match source {
+        state::stop_refresher();
+        let env = std::env::var_os(state::CONFIG_ENV);
+        match state::load(env.as_deref(), Path::new(state::DEFAULT_CONFIG_PATH)) {
+            Ok(ready) => {
+                match &ready.source {
                     state::Source::File(p) => log::info(&format!("dynmig: job_submit loaded {}", p.display())),
                     state::Source::Embedded => log::info(&format!(
                         "dynmig: warning: {} not found and {} not set; using built-in defaults",
@@ -56,23 +63,24 @@ pub extern "C" fn init() -> c_int {
                         state::CONFIG_ENV
                     )),
                 }
-                state::install(policy);
-                SLURM_SUCCESS
+                state::install(state::State::Ready(ready));
+                if let Err(e) = state::start_refresher() {
+                    log::error(&format!("{e}; history estimates use the snapshot read at init"));
+                }
             }
-            Err(msg) => {
-                // A broken dynmig.toml must not stop slurmctld: log it, and pass jobs through
-                // unchanged (rejecting only those that carry dynmig hints) until it is fixed.
+            Err(reason) => {
                 log::error(&format!(
-                    "{msg}; job_submit/dynmig passes jobs through unchanged until the config is fixed (dynmig config check)"
+                    "{reason}; job_submit/dynmig passes jobs through unchanged and refuses only jobs \
+                     with --mig-* options until the config is fixed (check it with: dynmig config check)"
                 ));
-                state::set_broken(msg);
-                SLURM_SUCCESS
+                state::install(state::State::Broken { reason });
             }
         }
+        SLURM_SUCCESS
     })
 }
 
-/// Drops the policy.
+/// Stops the snapshot thread and drops the state.
 #[no_mangle]
 pub extern "C" fn fini() -> c_int {
     guarded("fini", || {
@@ -81,48 +89,72 @@ pub extern "C" fn fini() -> c_int {
     })
 }
 
-/// Decides on one job description; shared by `job_submit` and `job_modify`.
+/// Which call slurmctld made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Submit,
+    Update,
+}
+
+/// Decode -> core -> encode -> log, for `job_submit` and `job_modify`.
 ///
 /// # Safety
-/// `desc` is a valid job description from slurmctld; `err_msg` is NULL or valid.
-unsafe fn run(desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mut c_char) -> c_int {
+/// `desc` is NULL or a valid job description from slurmctld; `err_msg` is NULL or valid.
+unsafe fn run(call: Call, desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mut c_char) -> c_int {
     let Some(desc) = desc.as_mut() else {
         return SLURM_SUCCESS;
     };
-    let result = state::with_policy(|policy| glue::handle(desc, policy));
-    let name = xalloc::borrow(desc.name).unwrap_or("(null)").to_string();
-    match result {
-        // No policy: the config is broken (or init has not run). Jobs without dynmig hints
-        // go through untouched; a job that asks dynmig for something is told why it cannot.
-        None => {
-            let hinted = glue::spank_env(desc)
-                .iter()
-                .any(|e| e.starts_with("_SLURM_SPANK_OPTION_dynmig_"));
-            if !hinted {
+    let what = match call {
+        Call::Submit => format!("job {}", shorten(xalloc::borrow(desc.name).unwrap_or("(no name)"), 100)),
+        Call::Update => format!("update of job {}", desc.job_id),
+    };
+    let ready = match state::current().as_deref() {
+        Some(state::State::Ready(ready)) => ready.clone(),
+        other => {
+            // No usable config. Jobs without dynmig hints go through untouched; a job that
+            // asks dynmig for something is told why it cannot be served.
+            let hinted = glue::spank_env(desc).iter().any(|e| e.starts_with(SPANK_ENV_PREFIX));
+            if call == Call::Update || !hinted {
                 return SLURM_SUCCESS;
             }
-            let why = state::broken_reason().unwrap_or_else(|| "the plugin is not initialised".into());
+            let why = match other {
+                Some(state::State::Broken { reason }) => reason.clone(),
+                _ => "the plugin is not initialised".into(),
+            };
             glue::set_err_msg(
                 err_msg,
                 &format!(
                     "dynmig: --mig-* options cannot be used now: {why}; submit without them or ask an administrator"
                 ),
             );
-            REJECT
+            return REJECT;
         }
-        Some(Ok(Handled::Rewritten(note))) => {
-            let note = note.strip_prefix("dynmig: ").unwrap_or(&note);
-            log::info(&format!("dynmig: job {name} uid {uid}: {note}"));
+    };
+    let result = match call {
+        Call::Submit => glue::submit(desc, &ready),
+        Call::Update => glue::update(desc, &ready),
+    };
+    match result {
+        Ok(Handled::Rewritten {
+            record,
+            in_admin_comment,
+        }) => {
+            let note = match (call, in_admin_comment) {
+                (Call::Update, _) => " (update: AdminComment left as it is)",
+                (Call::Submit, true) => "",
+                (Call::Submit, false) => " (AdminComment already set: left as it is)",
+            };
+            log::info(&format!("dynmig: {what} uid {uid}: {}{note}", record.encode()));
             SLURM_SUCCESS
         }
-        Some(Ok(Handled::Unchanged(reason))) => {
-            log::debug(&format!("dynmig: job {name} uid {uid}: unchanged: {reason}"));
+        Ok(Handled::Unchanged(reason)) => {
+            log::debug(&format!("dynmig: {what} uid {uid}: unchanged: {reason}"));
             SLURM_SUCCESS
         }
-        Some(Ok(Handled::NoGpu)) => SLURM_SUCCESS,
-        Some(Err(e)) => {
+        Ok(Handled::NoGpu) => SLURM_SUCCESS,
+        Err(e) => {
             let msg = e.to_string();
-            log::info(&format!("dynmig: job {name} uid {uid}: rejected: {msg}"));
+            log::info(&format!("dynmig: {what} uid {uid}: rejected: {msg}"));
             glue::set_err_msg(err_msg, &msg);
             REJECT
         }
@@ -139,12 +171,13 @@ pub unsafe extern "C" fn job_submit(
     submit_uid: u32,
     err_msg: *mut *mut c_char,
 ) -> c_int {
-    guarded("job_submit", || run(job_desc, submit_uid, err_msg))
+    guarded("job_submit", || run(Call::Submit, job_desc, submit_uid, err_msg))
 }
 
 /// Slurm 22.05: `int job_modify(job_desc_msg_t *, job_record_t *, uint32_t submit_uid)`.
-/// Only a modify that sets a GPU request is looked at; an error has no `err_msg` to go to
-/// in this release, so it is only logged.
+/// Only an update that sets a GPU request is looked at; a refusal has no `err_msg` to go
+/// to in this release, so the user sees Slurm's text for [`REJECT`] and the reason is
+/// logged.
 ///
 /// # Safety
 /// Called by slurmctld with valid pointers; `job_ptr` is opaque and unused.
@@ -170,7 +203,7 @@ pub unsafe extern "C" fn job_modify(
     guarded("job_modify", || modify(job_desc, submit_uid, err_msg))
 }
 
-/// A modify that touches no GPU request field is left alone.
+/// An update that touches no GPU request field is left alone.
 unsafe fn modify(desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mut c_char) -> c_int {
     let Some(d) = desc.as_ref() else {
         return SLURM_SUCCESS;
@@ -179,7 +212,7 @@ unsafe fn modify(desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mut c_char)
         .iter()
         .any(|p| !p.is_null());
     if touches_gpu {
-        run(desc, uid, err_msg)
+        run(Call::Update, desc, uid, err_msg)
     } else {
         SLURM_SUCCESS
     }
@@ -193,48 +226,6 @@ mod tests {
     fn a_panic_becomes_slurm_error() {
         assert_eq!(guarded("test", || panic!("boom")), SLURM_ERROR);
         assert_eq!(guarded("test", || 7), 7);
-    }
-
-    #[test]
-    fn a_broken_config_does_not_stop_slurmctld_and_only_hinted_jobs_are_refused() {
-        let _g = crate::state::tests::GLOBAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let bad = std::env::temp_dir().join(format!("dynmig-broken-{}.toml", std::process::id()));
-        std::fs::write(&bad, "version = 1\nbogus_key = 3\n").unwrap();
-        std::env::set_var(state::CONFIG_ENV, &bad);
-        assert_eq!(init(), SLURM_SUCCESS, "a bad config must not make slurmctld fail");
-        assert!(
-            state::broken_reason().is_some_and(|r| r.contains("bogus_key")),
-            "{:?}",
-            state::broken_reason()
-        );
-        let env = [std::ffi::CString::new("_SLURM_SPANK_OPTION_dynmig_mig_mem=18G").unwrap()];
-        let mut ptrs: Vec<*mut c_char> = env.iter().map(|c| c.as_ptr() as *mut c_char).collect();
-        // SAFETY: job_desc_msg_t is plain C data; all-zero = every pointer NULL.
-        let mut d: job_desc_msg_t = unsafe { std::mem::zeroed() };
-        let mut err: *mut c_char = std::ptr::null_mut();
-        unsafe {
-            d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
-            assert_eq!(
-                job_submit(&mut d, 0, &mut err),
-                SLURM_SUCCESS,
-                "no hint: passed through"
-            );
-            assert!(err.is_null());
-            assert_eq!(xalloc::borrow(d.tres_per_node), Some("gres:gpu:1"), "left unchanged");
-            d.spank_job_env = ptrs.as_mut_ptr();
-            d.spank_job_env_size = 1;
-            assert_eq!(job_submit(&mut d, 0, &mut err), REJECT, "a hinted job is told why");
-            let msg = xalloc::borrow(err).unwrap_or("").to_string();
-            assert!(msg.contains("cannot be used now") && msg.contains("bogus_key"), "{msg}");
-            d.spank_job_env = std::ptr::null_mut();
-            xalloc::xfree(&mut err);
-            xalloc::xfree(&mut d.tres_per_node);
-        }
-        std::env::remove_var(state::CONFIG_ENV);
-        std::fs::remove_file(&bad).unwrap();
-        assert_eq!(fini(), SLURM_SUCCESS);
     }
 
     #[test]

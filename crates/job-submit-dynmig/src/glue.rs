@@ -1,33 +1,109 @@
-//! `job_desc_msg_t` <-> [`JobRequest`]: reads the GPU request and the SPANK hints out of
-//! the job description, and writes a [`Rewrite`] back into it.
+//! `job_desc_msg_t` <-> core types: reads the GPU request and the SPANK hints out of the job
+//! description, calls the core ([`dynmig_core::submit`] for a submit,
+//! [`dynmig_core::modify`] for an update), and writes the outcome back.
 //!
 //! Every string written into `job_desc` or `*err_msg` is allocated with Slurm's allocator
-//! ([`crate::xalloc`]); every string replaced is freed with it.
+//! ([`crate::xalloc`]); every string replaced is freed with it. The job's `admin_comment`
+//! is written only at submit, only when it is empty, and only as a
+//! [`DecisionRecord::encode`] text; an update never touches it.
 
+use std::borrow::Cow;
 use std::ffi::c_char;
 
-use dynmig_core::submit::{JobRequest, Outcome, Rewrite, SubmitError, SubmitPolicy};
+use dynmig_core::hints::{shorten, MAX_QUOTED};
+use dynmig_core::modify::{decide_update, UpdateError};
+use dynmig_core::protocol::decision::DecisionRecord;
+use dynmig_core::submit::{JobRequest, Outcome, Rewrite, SubmitError};
 use slurm_sys::job_desc_msg_t;
 
+use crate::state::{self, Ready};
 use crate::xalloc;
 
-/// Separator used when the decision is appended to an existing `admin_comment` or a
-/// message to an `err_msg` set by an earlier plugin.
+/// Separator used when a message is appended to an `err_msg` set by an earlier plugin.
 pub const SEP: &str = "; ";
 
-/// What [`handle`] did to a job description.
+/// What [`submit`] or [`update`] did to a job description.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Handled {
     /// The job asks for no GPU.
     NoGpu,
-    /// The GPU request was left as it is, for the given reason.
+    /// The GPU request was left as it is, for the given reason (for the log).
     Unchanged(String),
-    /// The GPU request was rewritten; the decision text (also put in `admin_comment`).
-    Rewritten(String),
+    /// The GPU request was rewritten as `record` says.
+    Rewritten {
+        /// The decision.
+        record: DecisionRecord,
+        /// Whether the record was written into `admin_comment` (only at submit, and only
+        /// when the comment was empty).
+        in_admin_comment: bool,
+    },
+}
+
+/// Why a job (or an update) is refused. Display is the complete message for the user,
+/// starting `dynmig: `.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Refused by the submit decision.
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    /// Refused by the update decision.
+    #[error(transparent)]
+    Update(#[from] UpdateError),
+    /// A TRES field holds bytes that are not UTF-8 and the job asks for a GPU.
+    #[error(
+        "dynmig: {option}: the request '{shown}' holds bytes that are not UTF-8 text; write \
+         GPU requests in ASCII, e.g. {option}=gpu:1"
+    )]
+    NotUtf8 {
+        /// The option behind the field, e.g. `--gres`.
+        option: &'static str,
+        /// The field, invalid bytes shown as U+FFFD, cut to 100 characters.
+        shown: String,
+    },
+}
+
+/// The TRES fields and SPANK environment of a job description, borrowed for one call.
+/// A field that is not UTF-8 is read lossily and remembered, so that it is never treated
+/// as absent.
+#[derive(Debug)]
+pub struct Fields<'a> {
+    tres: [Option<Cow<'a, str>>; 4],
+    not_utf8: Option<&'static str>,
+    spank_env: Vec<&'a str>,
+}
+
+/// The options behind `tres_per_node`, `tres_per_job`, `tres_per_socket`, `tres_per_task`.
+const OPTIONS: [&str; 4] = ["--gres", "--gpus", "--gpus-per-socket", "--gpus-per-task"];
+
+impl Fields<'_> {
+    /// The request the core reads.
+    pub fn request(&self) -> JobRequest<'_> {
+        JobRequest {
+            tres_per_node: self.tres[0].as_deref(),
+            tres_per_job: self.tres[1].as_deref(),
+            tres_per_socket: self.tres[2].as_deref(),
+            tres_per_task: self.tres[3].as_deref(),
+            spank_env: self.spank_env.clone(),
+        }
+    }
+
+    /// A refusal if a field is not UTF-8 and `outcome` involves a GPU.
+    fn check_utf8(&self, outcome: &Outcome) -> Result<(), Refusal> {
+        match (self.not_utf8, outcome) {
+            (Some(option), o) if *o != Outcome::NoGpu => {
+                let i = OPTIONS.iter().position(|o| *o == option).unwrap_or(0);
+                Err(Refusal::NotUtf8 {
+                    option,
+                    shown: shorten(self.tres[i].as_deref().unwrap_or(""), MAX_QUOTED),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Borrows the `spank_job_env` entries (`NAME=VALUE`) of `desc`; skips NULL and non-UTF-8
-/// entries.
+/// entries (dynmig's own entries are ASCII).
 ///
 /// # Safety
 /// `desc.spank_job_env` is NULL or holds `spank_job_env_size` valid C string pointers.
@@ -42,28 +118,40 @@ pub unsafe fn spank_env(desc: &job_desc_msg_t) -> Vec<&str> {
         .collect()
 }
 
-/// The [`JobRequest`] that `desc` makes.
+/// Reads the fields of `desc`.
 ///
 /// # Safety
 /// The string fields of `desc` are NULL or valid C strings; see also [`spank_env`].
-pub unsafe fn request(desc: &job_desc_msg_t) -> JobRequest<'_> {
-    JobRequest {
-        tres_per_node: xalloc::borrow(desc.tres_per_node),
-        tres_per_job: xalloc::borrow(desc.tres_per_job),
-        tres_per_socket: xalloc::borrow(desc.tres_per_socket),
-        tres_per_task: xalloc::borrow(desc.tres_per_task),
+pub unsafe fn fields(desc: &job_desc_msg_t) -> Fields<'_> {
+    let raw = [
+        desc.tres_per_node,
+        desc.tres_per_job,
+        desc.tres_per_socket,
+        desc.tres_per_task,
+    ];
+    let mut not_utf8 = None;
+    let tres = std::array::from_fn(|i| {
+        let text = xalloc::borrow_lossy(raw[i]);
+        if matches!(text, Some(Cow::Owned(_))) && not_utf8.is_none() {
+            not_utf8 = Some(OPTIONS[i]);
+        }
+        text
+    });
+    Fields {
+        tres,
+        not_utf8,
         spank_env: spank_env(desc),
     }
 }
 
-/// Writes `rewrite` into `desc`: each `Some` field replaces the old string (`Some("")`
-/// frees it and leaves NULL, as when `--gpus=1` moves to `tres_per_node`), and the
-/// decision text is appended to `admin_comment`. Returns the decision text.
+/// Writes the TRES fields of `rewrite` into `desc`: each `Some` field replaces the old
+/// string (`Some("")` frees it and leaves NULL, as when `--gpus=1` moves to
+/// `tres_per_node`).
 ///
 /// # Safety
-/// The string fields of `desc` are NULL or allocated by Slurm's xmalloc; needs Slurm's
-/// allocator at run time.
-pub unsafe fn apply(desc: &mut job_desc_msg_t, rewrite: &Rewrite) -> String {
+/// The string fields of `desc` are NULL or allocated by Slurm's xmalloc, and nothing
+/// borrowed from them is alive; needs Slurm's allocator at run time.
+pub unsafe fn apply_tres(desc: &mut job_desc_msg_t, rewrite: &Rewrite) {
     let fields = [
         (&mut desc.tres_per_node, &rewrite.tres_per_node),
         (&mut desc.tres_per_job, &rewrite.tres_per_job),
@@ -77,24 +165,67 @@ pub unsafe fn apply(desc: &mut job_desc_msg_t, rewrite: &Rewrite) -> String {
             None => {}
         }
     }
-    let note = rewrite.decision.to_string();
-    xalloc::append(&mut desc.admin_comment, SEP, &note);
-    note
 }
 
-/// Decides on `desc` under `policy` and applies the outcome.
+/// Decides on a submitted job under `ready` and applies the outcome: the TRES fields are
+/// rewritten, and the [`DecisionRecord`] is written into `admin_comment` if that is empty
+/// (an operator's `--admin-comment` is left as it is).
 ///
 /// # Errors
-/// The [`SubmitError`] of [`decide`]; `desc` is then unchanged.
+/// [`Refusal`]; `desc` is then unchanged.
 ///
 /// # Safety
-/// As [`request`] and [`apply`].
-pub unsafe fn handle(desc: &mut job_desc_msg_t, policy: &SubmitPolicy) -> Result<Handled, SubmitError> {
-    let outcome = crate::state::decide(&request(desc), desc.user_id, xalloc::borrow(desc.name), policy)?;
+/// As [`fields`] and [`apply_tres`].
+pub unsafe fn submit(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled, Refusal> {
+    let outcome = {
+        let f = fields(desc);
+        let outcome = state::decide(ready, &f.request(), desc.user_id, xalloc::borrow(desc.name))?;
+        f.check_utf8(&outcome)?;
+        outcome
+    };
     Ok(match outcome {
         Outcome::NoGpu => Handled::NoGpu,
         Outcome::Unchanged { reason } => Handled::Unchanged(reason),
-        Outcome::Rewrite(rewrite) => Handled::Rewritten(apply(desc, &rewrite)),
+        Outcome::Rewrite(rewrite) => {
+            apply_tres(desc, &rewrite);
+            let record = DecisionRecord::from_decision(&rewrite.decision);
+            let empty = desc.admin_comment.is_null() || *desc.admin_comment == 0;
+            if empty {
+                xalloc::replace(&mut desc.admin_comment, &record.encode());
+            }
+            Handled::Rewritten {
+                record,
+                in_admin_comment: empty,
+            }
+        }
+    })
+}
+
+/// Decides on a job update under `ready` ([`decide_update`]) and applies the outcome to
+/// the TRES fields only; `admin_comment` is never touched.
+///
+/// # Errors
+/// [`Refusal`]; `desc` is then unchanged.
+///
+/// # Safety
+/// As [`fields`] and [`apply_tres`].
+pub unsafe fn update(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled, Refusal> {
+    let outcome = {
+        let f = fields(desc);
+        let outcome = decide_update(&f.request(), &ready.policy)?;
+        f.check_utf8(&outcome)?;
+        outcome
+    };
+    Ok(match outcome {
+        Outcome::NoGpu => Handled::NoGpu,
+        Outcome::Unchanged { reason } => Handled::Unchanged(reason),
+        Outcome::Rewrite(rewrite) => {
+            apply_tres(desc, &rewrite);
+            Handled::Rewritten {
+                record: DecisionRecord::from_decision(&rewrite.decision),
+                in_admin_comment: false,
+            }
+        }
     })
 }
 

@@ -3,9 +3,8 @@
 
 use std::ffi::{c_char, CString};
 
-use dynmig_core::config::Config;
-use dynmig_core::submit::{Decision, Rewrite, SubmitPolicy};
-use dynmig_core::types::EstimateSource;
+use dynmig_core::protocol::decision::DecisionRecord;
+use dynmig_core::submit::{Decision, EstimateSource, Rewrite};
 use slurm_sys::job_desc_msg_t;
 
 use super::*;
@@ -43,17 +42,8 @@ unsafe fn free_all(desc: &mut job_desc_msg_t) {
     }
 }
 
-fn policy() -> SubmitPolicy {
-    SubmitPolicy::from_config(&Config::default_embedded())
-}
-
-fn decision() -> Decision {
-    Decision {
-        profile: "2g.20gb",
-        count: 1,
-        memory_bytes: 18 << 30,
-        source: EstimateSource::MigMemHint,
-    }
+fn ready() -> Ready {
+    crate::state::load(None, std::path::Path::new("/nonexistent/dynmig.toml")).unwrap()
 }
 
 #[test]
@@ -68,18 +58,21 @@ fn reads_fields_and_spank_env() {
         d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
         d.spank_job_env = ptrs.as_mut_ptr();
         d.spank_job_env_size = 2;
-        let r = request(&d);
-        assert_eq!(r.tres_per_node, Some("gres:gpu:1"));
-        assert_eq!(r.tres_per_job, None);
-        assert_eq!(r.spank_env, vec!["_SLURM_SPANK_OPTION_dynmig_mig_mem=18G", "OTHER=1"]);
+        {
+            let f = fields(&d);
+            let r = f.request();
+            assert_eq!(r.tres_per_node, Some("gres:gpu:1"));
+            assert_eq!(r.tres_per_job, None);
+            assert_eq!(r.spank_env, vec!["_SLURM_SPANK_OPTION_dynmig_mig_mem=18G", "OTHER=1"]);
+        }
         d.spank_job_env = std::ptr::null_mut();
-        assert!(request(&d).spank_env.is_empty());
+        assert!(fields(&d).request().spank_env.is_empty());
         free_all(&mut d);
     }
 }
 
 #[test]
-fn apply_replaces_frees_and_appends() {
+fn apply_tres_replaces_and_frees_and_leaves_the_admin_comment() {
     let mut d = zeroed();
     unsafe {
         d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
@@ -92,28 +85,27 @@ fn apply_replaces_frees_and_appends() {
             tres_per_job: Some(String::new()),
             tres_per_socket: None,
             tres_per_task: None,
-            decision: decision(),
+            decision: Decision {
+                profile: "2g.20gb",
+                count: 1,
+                memory_bytes: 18 << 30,
+                source: EstimateSource::MigMemHint,
+            },
         };
-        let note = apply(&mut d, &rw);
-        assert_eq!(note, "dynmig: profile=2g.20gb count=1 mem=18.0GiB source=mig-mem");
+        apply_tres(&mut d, &rw);
         assert_eq!(s(d.tres_per_node).as_deref(), Some("gres:gpu:2g.20gb:1"));
         assert!(is_xmalloced(d.tres_per_node), "new string from xstrdup");
         assert!(d.tres_per_job.is_null(), "Some(\"\") frees and leaves NULL");
         assert!(d.tres_per_socket.is_null());
         assert_eq!(d.tres_per_task, task_before, "None leaves the pointer itself");
-        assert_eq!(
-            s(d.admin_comment).unwrap(),
-            format!("site note; {note}"),
-            "appended to an admin comment"
-        );
-        assert!(is_xmalloced(d.admin_comment));
+        assert_eq!(s(d.admin_comment).as_deref(), Some("site note"));
         free_all(&mut d);
         assert!(d.tres_per_node.is_null() && d.admin_comment.is_null());
     }
 }
 
 #[test]
-fn handle_rewrites_a_hinted_gpu_job() {
+fn submit_writes_the_decision_record_into_an_empty_admin_comment() {
     let env = [CString::new("_SLURM_SPANK_OPTION_dynmig_mig_mem=9G").unwrap()];
     let mut ptrs: Vec<*mut c_char> = env.iter().map(|c| c.as_ptr() as *mut c_char).collect();
     let mut d = zeroed();
@@ -121,27 +113,107 @@ fn handle_rewrites_a_hinted_gpu_job() {
         d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
         d.spank_job_env = ptrs.as_mut_ptr();
         d.spank_job_env_size = 1;
-        let Handled::Rewritten(note) = handle(&mut d, &policy()).unwrap() else {
+        let Handled::Rewritten {
+            record,
+            in_admin_comment,
+        } = submit(&mut d, &ready()).unwrap()
+        else {
             panic!("expected a rewrite");
         };
-        let tres = s(d.tres_per_node).unwrap();
         // The embedded config has A100-80GB nodes: 9 GiB fits 1g.10gb.
-        assert_eq!(tres, "gres:gpu:1g.10gb:1");
-        assert!(
-            note.contains("profile=1g.10gb") && note.contains("source=mig-mem"),
-            "{note}"
+        assert_eq!(s(d.tres_per_node).as_deref(), Some("gres:gpu:1g.10gb:1"));
+        assert!(in_admin_comment);
+        let comment = s(d.admin_comment).unwrap();
+        assert_eq!(
+            comment,
+            "dynmig/v1 profile=1g.10gb count=1 mem=9663676416 source=mig-mem"
         );
-        assert_eq!(s(d.admin_comment), Some(note));
+        assert_eq!(DecisionRecord::parse(&comment).unwrap(), record);
+        assert!(is_xmalloced(d.admin_comment));
         d.spank_job_env = std::ptr::null_mut();
         free_all(&mut d);
     }
 }
 
 #[test]
-fn handle_leaves_non_gpu_jobs_alone() {
+fn an_operators_admin_comment_set_at_submit_survives() {
     let mut d = zeroed();
     unsafe {
-        assert_eq!(handle(&mut d, &policy()).unwrap(), Handled::NoGpu);
+        d.tres_per_node = xalloc::xstrdup("gres:gpu:2");
+        d.admin_comment = xalloc::xstrdup("billing: project 42");
+        let Handled::Rewritten { in_admin_comment, .. } = submit(&mut d, &ready()).unwrap() else {
+            panic!("expected a rewrite");
+        };
+        assert!(!in_admin_comment);
+        assert_eq!(s(d.admin_comment).as_deref(), Some("billing: project 42"));
+        assert_eq!(s(d.tres_per_node).as_deref(), Some("gres:gpu:7g.80gb:2"));
+        free_all(&mut d);
+    }
+}
+
+#[test]
+fn update_never_writes_admin_comment() {
+    let mut d = zeroed();
+    unsafe {
+        for comment in [
+            None,
+            Some("dynmig/v1 profile=1g.10gb count=1 mem=9663676416 source=mig-mem"),
+        ] {
+            d.tres_per_node = xalloc::xstrdup("gres:gpu:2");
+            d.admin_comment = comment.map_or(std::ptr::null_mut(), |c| xalloc::xstrdup(c));
+            let before = d.admin_comment;
+            let Handled::Rewritten { in_admin_comment, .. } = update(&mut d, &ready()).unwrap() else {
+                panic!("expected a rewrite");
+            };
+            assert!(!in_admin_comment);
+            assert_eq!(d.admin_comment, before, "the very same pointer: untouched");
+            assert_eq!(s(d.tres_per_node).as_deref(), Some("gres:gpu:7g.80gb:2"));
+            free_all(&mut d);
+        }
+    }
+}
+
+#[test]
+fn an_untyped_single_gpu_update_is_refused_and_desc_is_untouched() {
+    let mut d = zeroed();
+    unsafe {
+        d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
+        let before = d.tres_per_node;
+        let e = update(&mut d, &ready()).unwrap_err().to_string();
+        assert!(e.contains("gres=gpu:2g.20gb:1"), "{e}");
+        assert_eq!(d.tres_per_node, before);
+        assert!(d.admin_comment.is_null());
+        free_all(&mut d);
+    }
+}
+
+#[test]
+fn non_utf8_tres_in_a_gpu_field_is_refused_not_treated_as_absent() {
+    let mut d = zeroed();
+    unsafe {
+        // "gres:gpu:1,gres:x\xff:1" with a byte that is not UTF-8.
+        let raw = std::ffi::CString::new(b"gres:gpu:1,gres:x\xff:1".to_vec()).unwrap();
+        d.tres_per_node = slurm_sys::slurm_xstrdup(raw.as_ptr());
+        let before = d.tres_per_node;
+        let e = submit(&mut d, &ready()).unwrap_err();
+        assert!(matches!(e, Refusal::NotUtf8 { option: "--gres", .. }), "{e:?}");
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+        assert_eq!(d.tres_per_node, before);
+        assert!(d.admin_comment.is_null());
+        // Without a GPU anywhere the job is not dynmig's business.
+        let raw = std::ffi::CString::new(b"gres:x\xff:1".to_vec()).unwrap();
+        xalloc::xfree(&mut d.tres_per_node);
+        d.tres_per_node = slurm_sys::slurm_xstrdup(raw.as_ptr());
+        assert_eq!(submit(&mut d, &ready()).unwrap(), Handled::NoGpu);
+        free_all(&mut d);
+    }
+}
+
+#[test]
+fn submit_leaves_non_gpu_jobs_alone() {
+    let mut d = zeroed();
+    unsafe {
+        assert_eq!(submit(&mut d, &ready()).unwrap(), Handled::NoGpu);
         assert!(d.admin_comment.is_null());
     }
 }
@@ -156,7 +228,7 @@ fn bad_hint_is_an_error_and_desc_is_untouched() {
         let before = d.tres_per_node;
         d.spank_job_env = ptrs.as_mut_ptr();
         d.spank_job_env_size = 1;
-        let err = handle(&mut d, &policy()).unwrap_err().to_string();
+        let err = submit(&mut d, &ready()).unwrap_err().to_string();
         assert!(err.starts_with("dynmig: --mig-mem=18Q"), "{err}");
         assert_eq!(d.tres_per_node, before);
         assert!(d.admin_comment.is_null());

@@ -5,18 +5,30 @@
 //! It must be rebuilt for each Slurm release (`plugin_version` is checked against
 //! major.minor.micro).
 //!
-//! On every submit (and on every modify that touches a GPU request) it reads the GPU
-//! request (`tres_per_node`, `tres_per_job`, `tres_per_socket`, `tres_per_task`) and the
-//! `--mig-mem`/`--mig-profile` hints that the SPANK plugin forwarded in `spank_job_env`,
-//! asks [`dynmig_core::submit::decide`] what to do, and then:
-//! - rewrites the GPU request to a MIG profile (`gres:gpu:1` -> `gres:gpu:2g.20gb:1`) and
-//!   appends the decision to the job's `admin_comment`, logging it at info level; or
+//! On every submit it reads the GPU request (`tres_per_node`, `tres_per_job`,
+//! `tres_per_socket`, `tres_per_task`) and the `--mig-*` hints that the SPANK plugin
+//! forwarded in `spank_job_env`, asks [`dynmig_core::submit::decide_with`] what to do, and
+//! then:
+//! - rewrites the GPU request to a MIG profile (`gres:gpu:1` -> `gres:gpu:2g.20gb:1`),
+//!   writes the decision into the job's `admin_comment` as a
+//!   [`dynmig_core::protocol::decision::DecisionRecord`] when that comment is empty (an
+//!   operator's comment is left as it is), and logs it at info level; or
 //! - rejects the job with the core's message in `err_msg` (sbatch prints it) and
 //!   `ESLURM_INVALID_GRES`.
 //!
+//! On an update that sets a GPU request (`scontrol update jobid=N gres=...`) it calls
+//! [`dynmig_core::modify::decide_update`]: a typed request is checked, an untyped
+//! multi-GPU request becomes whole-GPU profiles, an untyped single GPU is refused with the
+//! typed form to use. An update never writes `admin_comment` (Slurm refuses that from a
+//! normal user); the decision goes to slurmctld's log.
+//!
 //! Configuration: the file named by `DYNMIG_CONFIG` in slurmctld's environment, else
-//! `/etc/slurm/dynmig.toml`, else built-in defaults (with a logged warning). A file that
-//! exists but does not parse makes `init` fail, and slurmctld refuses to start.
+//! `/etc/slurm/dynmig.toml`, else built-in defaults (with a logged warning); it is read in
+//! `init`, which never fails. A file that cannot be read or parsed is logged as an error and
+//! slurmctld starts anyway: jobs then pass through unchanged (untyped GPU requests may land
+//! on any MIG instance), and jobs with `--mig-*` options are refused with a message that
+//! says why. The history snapshot is re-read by one thread that `init` starts and `fini`
+//! stops and joins.
 //!
 //! Modules: [`xalloc`] (Slurm-owned strings), [`log`] (Slurm's log), [`glue`] (job_desc <->
 //! core types), [`state`] (the policy), [`entry`] (the exported C symbols).

@@ -22,6 +22,19 @@ pub unsafe fn borrow<'a>(p: *const c_char) -> Option<&'a str> {
     }
 }
 
+/// Borrows a C string from Slurm as text, replacing bytes that are not UTF-8 by U+FFFD
+/// (then the result is `Cow::Owned`). `None` for NULL.
+///
+/// # Safety
+/// As [`borrow`].
+pub unsafe fn borrow_lossy<'a>(p: *const c_char) -> Option<std::borrow::Cow<'a, str>> {
+    if p.is_null() {
+        None
+    } else {
+        Some(CStr::from_ptr(p).to_string_lossy())
+    }
+}
+
 /// A C string with any interior NUL replaced by `?`, so that no message is ever dropped.
 pub fn c_string(text: &str) -> CString {
     CString::new(text.replace('\0', "?")).expect("NULs were replaced")

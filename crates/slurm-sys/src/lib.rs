@@ -1,7 +1,8 @@
 //! Raw bindings to the few parts of Slurm's C API that dynmig's job_submit plugin uses.
 //!
-//! Generated at build time by bindgen from `include/slurm_wrapper.h` and the installed
-//! Slurm headers (`SLURM_INCLUDE_DIR`, default `/usr/include`), because `job_desc_msg_t`
+//! Generated at build time by bindgen from this crate's `wrapper.h` and the installed
+//! Slurm headers (`SLURM_INCLUDE_DIR`, which must then hold every Slurm header used;
+//! unset: `/usr/include`, with a build warning), because `job_desc_msg_t`
 //! changes layout in every Slurm release. What is bound:
 //! - [`job_desc_msg_t`] (and the types it needs),
 //! - [`SLURM_VERSION_NUMBER`], [`SLURM_SUCCESS`], [`SLURM_ERROR`] and the `ESLURM_*` codes,

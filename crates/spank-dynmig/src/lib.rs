@@ -11,17 +11,23 @@
 //! forwards each option set to slurmctld in `job_desc->spank_job_env` as
 //! `_SLURM_SPANK_OPTION_dynmig_mig_mem=VALUE`, where job_submit/dynmig reads it.
 //!
-//! With `required` in plugstack.conf a bad value stops sbatch before anything is sent;
-//! with `optional`, Slurm ignores the plugin's failure, prints the message and submits,
-//! and job_submit/dynmig then rejects the job with the same message.
+//! Each value is checked alone in Slurm's option callback ([`VALIDATORS`]): a callback that
+//! fails makes sbatch/salloc/srun stop while parsing the command line, so the job is not
+//! sent and the user sees the message once. The pair checks (a profile smaller than
+//! `--mig-mem`, model options without `--mig-model-params`) run in `init_post_opt`; with
+//! `optional` in plugstack.conf Slurm may go on after that failure, and job_submit/dynmig
+//! then refuses the job with the same message.
 
 use std::error::Error;
+use std::ffi::OsStr;
 
 use dynmig_core::geometry::MODELS;
 use dynmig_core::hints::{
     parse_hint, Hints, MIG_BATCH, MIG_DTYPE, MIG_MEM, MIG_MODEL_PARAMS, MIG_PHASE, MIG_PROFILE, MIG_SEQ, OPTIONS,
 };
-use slurm_spank::{spank_log_error, Context, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN};
+use slurm_spank::{
+    spank_log_error, Context, OptionValidator, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN,
+};
 
 SPANK_PLUGIN!(b"dynmig", SLURM_VERSION_NUMBER, DynMig);
 
@@ -60,6 +66,33 @@ pub fn check_all(values: &[(&str, Option<String>)]) -> Result<Hints, Box<dyn Err
     Ok(hints)
 }
 
+/// Checks the value of `--OPTIONS[I]` alone, as Slurm parses the command line.
+///
+/// # Errors
+/// The core's message (the user's value cut to 100 characters): not UTF-8, missing, or
+/// not a valid value for the option.
+pub fn check_value<const I: usize>(value: Option<&OsStr>) -> Result<(), String> {
+    let option = OPTIONS[I];
+    let Some(value) = value else {
+        return Err(format!("dynmig: --{option} needs a value"));
+    };
+    let Some(text) = value.to_str() else {
+        return Err(format!("dynmig: --{option}: the value is not UTF-8 text"));
+    };
+    parse_hint(option, text).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// The validator of each option, in [`OPTIONS`] order.
+pub const VALIDATORS: [OptionValidator; 7] = [
+    check_value::<0>,
+    check_value::<1>,
+    check_value::<2>,
+    check_value::<3>,
+    check_value::<4>,
+    check_value::<5>,
+    check_value::<6>,
+];
+
 /// The plugin; holds nothing between callbacks.
 #[derive(Default)]
 pub struct DynMig;
@@ -84,9 +117,12 @@ pub fn check_options(mem: Option<&str>, profile: Option<&str>) -> Result<Hints, 
 unsafe impl Plugin for DynMig {
     fn init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         if matches!(spank.context()?, Context::Allocator | Context::Local | Context::Remote) {
-            for option in OPTIONS {
+            for (option, check) in OPTIONS.into_iter().zip(VALIDATORS) {
                 let (value, text) = usage(option);
-                spank.register_option(SpankOption::new(option).takes_value(value).usage(text))?;
+                // The validator runs in Slurm's option callback: a bad value makes sbatch,
+                // salloc or srun fail there, before the job is sent, whether the plugin is
+                // `required` or `optional` in plugstack.conf.
+                spank.register_option(SpankOption::new(option).takes_value(value).usage(text).validate(check))?;
             }
         }
         Ok(())
@@ -130,6 +166,25 @@ mod tests {
         let e = check_all(&[(MIG_SEQ, Some("512".into()))]).unwrap_err().to_string();
         assert!(e.contains("give --mig-model-params too"), "{e}");
         assert_eq!(OPTIONS.iter().filter(|o| usage(o).1 == "dynmig option").count(), 0);
+    }
+
+    #[test]
+    fn a_bad_value_fails_in_the_option_callback_validator() {
+        let check = VALIDATORS[OPTIONS.iter().position(|o| *o == MIG_MEM).unwrap()];
+        assert_eq!(check(Some(OsStr::new("18G"))), Ok(()));
+        let e = check(Some(OsStr::new("18Q"))).unwrap_err();
+        assert!(e.starts_with("dynmig: --mig-mem=18Q"), "{e}");
+        let long = format!("1{}", "Q".repeat(10_000));
+        assert!(check(Some(OsStr::new(&long))).unwrap_err().len() < 500);
+        assert!(check(None).unwrap_err().contains("needs a value"));
+        use std::os::unix::ffi::OsStrExt;
+        assert!(check(Some(OsStr::from_bytes(b"1\xff")))
+            .unwrap_err()
+            .contains("not UTF-8"));
+        for (i, option) in OPTIONS.iter().enumerate() {
+            let e = VALIDATORS[i](Some(OsStr::new("bogus!"))).unwrap_err();
+            assert!(e.contains(&format!("--{option}")), "validator {i} checks {option}: {e}");
+        }
     }
 
     #[test]

@@ -58,7 +58,6 @@
 //! slurm-spank = "0.3"
 //! tracing = "0.1.37"
 //!```
-use lazy_static::lazy_static;
 use libc::{gid_t, pid_t, uid_t};
 use num_enum::{FromPrimitive, IntoPrimitive, TryFromPrimitive};
 use std::borrow::Cow;
@@ -72,7 +71,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::catch_unwind;
 use std::panic::UnwindSafe;
 use std::ptr;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use tracing::{error, span};
 use tracing_core::{Event, Subscriber};
 use tracing_subscriber::fmt::{
@@ -176,8 +175,15 @@ fn os_value_to_str(value: Cow<'_, OsStr>) -> Result<Cow<'_, str>, SpankError> {
 #[doc(hidden)]
 pub struct OptionCache {
     pub options: Vec<String>,
+    /// dynmig patch: the validator of each option, in `options` order.
+    pub validators: Vec<Option<OptionValidator>>,
     pub values: HashMap<String, Option<OsString>>,
 }
+
+/// dynmig patch: checks an option's value when Slurm parses the command line (in the
+/// option callback); an `Err(message)` is logged and makes the callback fail, so that
+/// sbatch/salloc/srun stop before anything is sent. `None` = the option took no value.
+pub type OptionValidator = fn(Option<&OsStr>) -> Result<(), String>;
 
 impl SpankHandle<'_> {
     /// Returns the context in which the calling plugin is loaded.
@@ -228,6 +234,7 @@ impl SpankHandle<'_> {
         match unsafe { spank_sys::spank_option_register(self.spank, &mut c_spank_opt) } {
             spank_sys::ESPANK_SUCCESS => {
                 self.opt_cache.options.push(spank_opt.name);
+                self.opt_cache.validators.push(spank_opt.validator);
                 Ok(())
             }
             e => Err(SpankError::from_spank("spank_option_register", e)),
@@ -1029,9 +1036,30 @@ macro_rules! spank_log_user {
 // of order by mistake. However this is not ideal because it requires the Plugin
 // to be Send which can be restricting. We should probably confirm with Slurm
 // devs that all calls are sequential and switch to a static mut or similar.
-lazy_static! {
-    static ref OPTION_CACHE: Mutex<OptionCache> = Mutex::new(OptionCache::default());
-    static ref PLUGIN: Mutex<Option<Box<dyn Plugin>>> = Mutex::new(None);
+// dynmig patch: OnceLock and plain Mutexes instead of lazy_static; a busy lock is an
+// error returned to Slurm, never a panic.
+fn option_cache() -> &'static Mutex<OptionCache> {
+    static OPTION_CACHE: OnceLock<Mutex<OptionCache>> = OnceLock::new();
+    OPTION_CACHE.get_or_init(|| Mutex::new(OptionCache::default()))
+}
+static PLUGIN: Mutex<Option<Box<dyn Plugin>>> = Mutex::new(None);
+
+/// Takes `m` without waiting: Slurm calls a plugin sequentially, so a held lock means a
+/// callback was re-entered; that is reported as an error, a poisoned lock is used as is.
+fn try_take<'a, T: ?Sized>(m: &'a Mutex<T>, what: &str) -> Result<MutexGuard<'a, T>, String> {
+    match m.try_lock() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(format!("spank-rs: the {what} is busy (re-entered callback)")),
+    }
+}
+
+fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast::<&str>()
+        .map(|b| b.to_string())
+        .or_else(|panic| panic.downcast::<String>().map(|s| *s))
+        .unwrap_or_else(|_| "non-string panic".to_string())
 }
 
 #[doc(hidden)]
@@ -1042,12 +1070,14 @@ where
     let unwind_res = catch_unwind(|| {
         // These Mutexes should never be contended unless something unreoverable
         // happened before
-        let mut opt_cache = OPTION_CACHE
-            .try_lock()
-            .expect("Failed to acquire global options mutex");
-        let mut plugin_option = PLUGIN
-            .try_lock()
-            .expect("Failed to acquire global plugin mutex");
+        let (mut opt_cache, mut plugin_option) =
+            match (try_take(option_cache(), "options cache"), try_take(&PLUGIN, "plugin")) {
+                (Ok(c), Ok(p)) => (c, p),
+                (Err(e), _) | (_, Err(e)) => {
+                    spank_log(LogLevel::Error, &e);
+                    return -1;
+                }
+            };
 
         let mut need_setup = false;
 
@@ -1086,45 +1116,54 @@ where
 
 #[no_mangle]
 // We pass this callback to process all spank options
-// It just stores which options were set in a cache for later retrieval
+// It stores which options were set in a cache for later retrieval.
+// dynmig patch: runs under catch_unwind, never panics on a busy lock, and runs the
+// option's validator so that a bad value fails here.
 extern "C" fn spank_option_callback(
     val: std::os::raw::c_int,
     optarg: *const std::os::raw::c_char,
     _remote: std::os::raw::c_int,
 ) -> std::os::raw::c_int {
-    // This Mutex should never be contended unless something unrecoverable
-    // already happened before
-    let mut opt_cache = OPTION_CACHE
-        .try_lock()
-        .expect("Failed to acquire global options mutex");
-
-    let name = opt_cache.options.get(val as usize).cloned();
-
-    let name = match name {
-        None => {
+    match catch_unwind(|| option_callback(val, optarg)) {
+        Ok(rc) => rc,
+        Err(panic) => {
             spank_log(
                 LogLevel::Error,
-                &format!(
-                    "Internal spank-rs error: received unexpected option callback {}",
-                    val
-                ),
+                &format!("Caught panic in spank option callback: {}", panic_text(panic)),
             );
+            -1
+        }
+    }
+}
+
+fn option_callback(val: c_int, optarg: *const c_char) -> c_int {
+    let mut opt_cache = match try_take(option_cache(), "options cache") {
+        Ok(c) => c,
+        Err(e) => {
+            spank_log(LogLevel::Error, &e);
             return -1;
         }
-        Some(name) => name,
     };
-
-    let optarg = {
-        if optarg.is_null() {
-            None
-        } else {
-            Some(
-                std::ffi::OsStr::from_bytes(unsafe { std::ffi::CStr::from_ptr(optarg) }.to_bytes())
-                    .to_os_string(),
-            )
+    let index = usize::try_from(val).ok();
+    let Some(name) = index.and_then(|i| opt_cache.options.get(i)).cloned() else {
+        spank_log(
+            LogLevel::Error,
+            &format!("Internal spank-rs error: received unexpected option callback {val}"),
+        );
+        return -1;
+    };
+    let optarg = if optarg.is_null() {
+        None
+    } else {
+        Some(OsStr::from_bytes(unsafe { CStr::from_ptr(optarg) }.to_bytes()).to_os_string())
+    };
+    let validator = index.and_then(|i| opt_cache.validators.get(i).copied().flatten());
+    if let Some(check) = validator {
+        if let Err(message) = check(optarg.as_deref()) {
+            spank_log(LogLevel::Error, &message);
+            return -1;
         }
-    };
-
+    }
     opt_cache.values.insert(name, optarg);
     0
 }
@@ -1616,6 +1655,7 @@ pub struct SpankOption {
     name: String,
     arginfo: Option<String>,
     usage: Option<String>,
+    validator: Option<OptionValidator>,
 }
 
 impl SpankOption {
@@ -1624,7 +1664,13 @@ impl SpankOption {
             name: name.to_string(),
             arginfo: None,
             usage: None,
+            validator: None,
         }
+    }
+    /// dynmig patch: checks the value in the option callback (see [`OptionValidator`]).
+    pub fn validate(mut self, check: OptionValidator) -> Self {
+        self.validator = Some(check);
+        self
     }
     pub fn usage(mut self, usage: &str) -> Self {
         self.usage = Some(usage.to_string());

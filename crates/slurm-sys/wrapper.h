@@ -1,5 +1,5 @@
 /*
- * slurm_wrapper.h - the one header bindgen reads for crates/slurm-sys.
+ * wrapper.h - the one header bindgen reads for crates/slurm-sys.
  *
  * The installed Slurm headers give job_desc_msg_t, SLURM_VERSION_NUMBER and the
  * ESLURM_* codes. Slurm's xmalloc/xstring/log helpers are not in any installed
