@@ -25,7 +25,7 @@
 //! use dynmig_core::config::Config;
 //! use dynmig_core::modify::{decide_update, UpdateError};
 //! use dynmig_core::submit::{JobRequest, Outcome};
-//! let policy = Config::default_embedded().submit_policy();
+//! let policy = dynmig_core::submit::SubmitPolicy::from_config(&Config::default_embedded());
 //! let typed = JobRequest { tres_per_node: Some("gres:gpu:2g.20gb:1"), ..Default::default() };
 //! assert!(matches!(decide_update(&typed, &policy), Ok(Outcome::Unchanged { .. })));
 //! let single = JobRequest { tres_per_node: Some("gres:gpu:1"), ..Default::default() };

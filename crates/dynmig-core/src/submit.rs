@@ -36,7 +36,7 @@ use crate::geometry::{GpuModel, ProfileSpec};
 use crate::gres::{GresEntry, GresError, GresPrefix, TresList};
 use crate::hints::{hints_from_spank_env, smallest_fitting, HintError, Hints, MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE};
 use crate::size::{format_size, MIB};
-use crate::types::{EstimateSource, MultiGpu, WholeGpu};
+pub use crate::types::{EstimateSource, MultiGpu, WholeGpu};
 use std::fmt;
 
 /// What the plugin read from `job_desc_msg_t`. Strings are borrowed for the call.

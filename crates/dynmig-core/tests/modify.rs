@@ -3,7 +3,8 @@
 use dynmig_core::geometry::A100_80GB;
 use dynmig_core::modify::{decide_update, UpdateError};
 use dynmig_core::size::GIB;
-use dynmig_core::submit::{JobRequest, MultiGpu, Outcome, SubmitError, SubmitPolicy, WholeGpu};
+use dynmig_core::submit::{JobRequest, Outcome, SubmitError, SubmitPolicy};
+use dynmig_core::types::{MultiGpu, WholeGpu};
 
 fn policy() -> SubmitPolicy {
     SubmitPolicy {

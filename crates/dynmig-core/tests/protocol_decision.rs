@@ -1,7 +1,8 @@
 //! The decision record codec (`protocol::decision`): exact round trips and strict parsing.
 
 use dynmig_core::protocol::decision::{source_from_str, DecisionError, DecisionRecord, VERSION};
-use dynmig_core::submit::{Decision, EstimateSource};
+use dynmig_core::submit::Decision;
+use dynmig_core::types::EstimateSource;
 use proptest::prelude::*;
 
 const ALL_SOURCES: [EstimateSource; 6] = [

@@ -4,7 +4,8 @@
 use std::ffi::{c_char, CString};
 
 use dynmig_core::protocol::decision::DecisionRecord;
-use dynmig_core::submit::{Decision, EstimateSource, Rewrite};
+use dynmig_core::submit::{Decision, Rewrite};
+use dynmig_core::types::EstimateSource;
 use slurm_sys::job_desc_msg_t;
 
 use super::*;

@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use dynmig_core::config::{parse_config, Config, EstimatorConfig};
+use dynmig_core::config::{parse_config, Config};
+use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::estimate::{EstimateContext, HistorySnapshot, JobIdentity};
 use dynmig_core::submit::{decide_with, JobRequest, Outcome, SubmitError, SubmitPolicy};
 
@@ -104,7 +105,7 @@ pub fn load(env_path: Option<&OsStr>, default_path: &Path) -> Result<Ready, Stri
         None => (Config::default_embedded(), Source::Embedded),
     };
     let mut ready = Ready {
-        policy: config.submit_policy(),
+        policy: dynmig_core::submit::SubmitPolicy::from_config(&config),
         estimator: config.estimator,
         snapshot: None,
         snapshot_path: config.paths.history_snapshot.clone(),
