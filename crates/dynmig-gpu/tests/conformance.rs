@@ -241,7 +241,9 @@ fn nvml_backend_conforms_where_nvml_loads() {
 fn nvml_refuses_mode_changes_the_config_does_not_allow() {
     // Config side: the key exists, defaults to false, and reaches the node group.
     let text =
-        dynmig_core::config::EXAMPLE_TOML.replace("allow_mig_mode_change = false", "allow_mig_mode_change = true");
+        dynmig_core::config::EXAMPLE_TOML
+        .replace("allow_mig_mode_change = false", "allow_mig_mode_change = true")
+        .replace("backend = \"simulated\"", "backend = \"nvml\"");
     let c = dynmig_core::config::parse_config(&text).unwrap();
     assert!(c.node_groups[0].allow_mig_mode_change);
     assert!(
