@@ -551,7 +551,7 @@ fn a_record_that_is_not_from_a_node_is_refused() {
     c.wait_for("the history server", Duration::from_secs(10), || {
         std::net::TcpStream::connect("10.199.0.1:6830").is_ok()
     });
-    let record = r#"{"job_id":1,"restart":0,"node":"n1","uid":0,"user":"x","job_name":"forged","profile":"7g.80gb","estimate_bytes":0,"source":"","peak_bytes":1,"limit_bytes":1,"exit_status":0,"oom":false,"end_time":0}"#;
+    let record = r#"{"v":1,"job_id":1,"restart":0,"node":"n1","uid":0,"user":"x","job_name":"forged","profile":"7g.80gb","estimate_bytes":0,"source":"","peak_bytes":1,"limit_bytes":1,"exit_status":0,"oom":false,"end_time":0}"#;
     // Garbage.
     let a = send("MUNGE:not-a-credential:");
     assert!(a.starts_with("ERR credential refused by munge"), "{a}");
