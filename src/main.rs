@@ -269,7 +269,10 @@ fn run(cli: Cli) -> Result<()> {
                 println!("no repartition");
             }
             for d in r.drained {
-                println!("would drain {}: repartition to {} (serves {:?})", d.node, d.target, d.serves);
+                println!(
+                    "would drain {}: repartition to {} (serves {:?})",
+                    d.node, d.target, d.serves
+                );
             }
             Ok(())
         }
@@ -365,7 +368,10 @@ fn run(cli: Cli) -> Result<()> {
                         dynmig_history::auth::munge_socket(None),
                         dynmig_history::service::EPILOG_FLUSH_BUDGET,
                     );
-                    println!("delivered {}, refused {}, pending {}", f.delivered, f.refused, f.pending);
+                    println!(
+                        "delivered {}, refused {}, pending {}",
+                        f.delivered, f.refused, f.pending
+                    );
                     Ok(())
                 }
             }
@@ -376,12 +382,7 @@ fn run(cli: Cli) -> Result<()> {
             let code = dynmig::dev::fake_job::run(&config, bytes, seconds)?;
             std::process::exit(code)
         }
-        Cmd::OomRestart {
-            node,
-            job,
-            to,
-            message,
-        } => {
+        Cmd::OomRestart { node, job, to, message } => {
             let (config, _) = load_config(explicit)?;
             let req = dynmig_node::oom::RestartRequest {
                 job,
@@ -389,7 +390,11 @@ fn run(cli: Cli) -> Result<()> {
                 message,
                 requeue_for: std::time::Duration::from_secs(60),
             };
-            Ok(dynmig_node::oom::restart(&SlurmCommands::from_config(&config), &req, &node)?)
+            Ok(dynmig_node::oom::restart(
+                &SlurmCommands::from_config(&config),
+                &req,
+                &node,
+            )?)
         }
         Cmd::Simulate(args) => dynmig_sim::cli::run(&args),
         Cmd::Gpu { cmd } => dynmig::cli::gpu::gpu(cmd),

@@ -1,13 +1,11 @@
 //! The `dynmig gpu ...` and `dynmig mig-parted ...` subcommands: the NVML probe, the
 //! reconfiguration cost table, and mig-parted config import/export.
 
-use dynmig_gpu::{probe, NvmlBackend};
 use anyhow::{anyhow, Context, Result};
 use clap::Subcommand;
-use dynmig_core::geometry::{
-    model_by_name, model_names, GpuModel, ProfileCounts,
-};
+use dynmig_core::geometry::{model_by_name, model_names, GpuModel, ProfileCounts};
 use dynmig_core::migparted::{self, GpuConfig};
+use dynmig_gpu::{probe, NvmlBackend};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

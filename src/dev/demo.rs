@@ -8,10 +8,10 @@
 //! the node's return to service with its new layout.
 
 use crate::dev::trace::{demo_jobs, parse_pods, DemoMapping};
+use anyhow::{bail, Context, Result};
 use dynmig_core::config::Config;
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_slurm::{JobInfo, JobState, SlurmApi, SlurmCommands};
-use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -106,7 +106,10 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
     let finished = loop {
         let all = slurm.jobs()?;
         let ours: Vec<&JobInfo> = all.iter().filter(|j| ids.contains_key(&j.id)).collect();
-        let done = ours.iter().filter(|j| matches!(&j.state, JobState::Other(s) if DONE_STATES.contains(&s.as_str()))).count();
+        let done = ours
+            .iter()
+            .filter(|j| matches!(&j.state, JobState::Other(s) if DONE_STATES.contains(&s.as_str())))
+            .count();
         if done == ids.len() {
             break all;
         }
@@ -124,7 +127,8 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    let log = dynmig_host::fs::read_text_bounded(&config.paths.state_dir.join("events.jsonl"), 256 << 20)?.unwrap_or_default();
+    let log = dynmig_host::fs::read_text_bounded(&config.paths.state_dir.join("events.jsonl"), 256 << 20)?
+        .unwrap_or_default();
     let ev: Vec<Event> = Event::parse_lines(&log)
         .into_iter()
         .filter(|e| e.time >= start_epoch - 1.0 || e.kind == EventKind::Init)
@@ -207,7 +211,10 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u32, String>, events: &[Event], 
             format!("{:?}", j.state)
         );
     }
-    let completed = jobs.iter().filter(|j| j.state == JobState::Other("COMPLETED".into())).count();
+    let completed = jobs
+        .iter()
+        .filter(|j| j.state == JobState::Other("COMPLETED".into()))
+        .count();
     let _ = writeln!(
         s,
         "\nJobs: {} submitted, {completed} completed. Profiles: {per_profile:?}",

@@ -240,8 +240,7 @@ fn nvml_backend_conforms_where_nvml_loads() {
 #[test]
 fn nvml_refuses_mode_changes_the_config_does_not_allow() {
     // Config side: the key exists, defaults to false, and reaches the node group.
-    let text =
-        dynmig_core::config::EXAMPLE_TOML
+    let text = dynmig_core::config::EXAMPLE_TOML
         .replace("allow_mig_mode_change = false", "allow_mig_mode_change = true")
         .replace("backend = \"simulated\"", "backend = \"nvml\"");
     let c = dynmig_core::config::parse_config(&text).unwrap();
@@ -441,7 +440,10 @@ fn a_whole_gpu_with_mig_off_is_found_claimed_and_kept_from_mode_changes() {
     let mut b = sim(&dir, &A100_80GB, 2);
     b.set_mig_mode(1, false).unwrap();
     let file = b.gpu_device_file(1);
-    let (gpu, whole) = b.find_instance(std::slice::from_ref(&file)).unwrap().expect("the whole GPU");
+    let (gpu, whole) = b
+        .find_instance(std::slice::from_ref(&file))
+        .unwrap()
+        .expect("the whole GPU");
     assert_eq!((gpu, whole.gi_id, whole.placed.profile.name), (1, WHOLE_GPU, "7g.80gb"));
     assert!(!whole.busy);
     assert!(

@@ -7,8 +7,8 @@
 
 use crate::record::JobRecord;
 use crate::Error;
-use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::estimate::history::{HistorySnapshot, PastJob};
+use dynmig_core::estimate::EstimatorConfig;
 use rusqlite::{params, Connection, OpenFlags};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

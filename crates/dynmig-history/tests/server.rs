@@ -1,8 +1,8 @@
 //! The history server and the spool flush on loopback, with a fake credential check (no
 //! munged needed): `FAKE:<hex>` is root's credential, `USER:<hex>` another uid's.
 
-use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::estimate::history::HistorySnapshot;
+use dynmig_core::estimate::EstimatorConfig;
 use dynmig_history::auth::{AuthError, Sealer, Verifier};
 use dynmig_history::store::{Retention, Store};
 use dynmig_history::transport::{self, send_line, Server, ServerSettings};

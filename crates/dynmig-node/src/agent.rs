@@ -172,7 +172,8 @@ impl Agent {
                 Err(why) => {
                     if self.last_refusal.as_deref() != Some(&why) {
                         eprintln!("dynmig agent {}: {why}", self.settings.node);
-                        self.events.append(&self.event(EventKind::AgentRefused).detail(&why).encode());
+                        self.events
+                            .append(&self.event(EventKind::AgentRefused).detail(&why).encode());
                         self.last_refusal = Some(why.clone());
                     }
                     Step::Refused(why)
@@ -229,7 +230,8 @@ impl Agent {
         if drained_for_it && !n.has_jobs() {
             return Ok(());
         }
-        let back_with_it = !n.is_drain() && j.step >= JournalStep::Register && same_gres(&parse_node_gres(&n.gres), &j.target);
+        let back_with_it =
+            !n.is_drain() && j.step >= JournalStep::Register && same_gres(&parse_node_gres(&n.gres), &j.target);
         if back_with_it {
             return Ok(());
         }

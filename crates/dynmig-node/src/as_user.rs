@@ -46,8 +46,8 @@ pub fn append(who: UserIds, path: &Path, text: &str, timeout: Duration) -> io::R
 }
 
 fn run_as(who: UserIds, path: &Path, op: Op<'_>, timeout: Duration) -> io::Result<Vec<u8>> {
-    let c_path =
-        CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
     // Everything the child needs is allocated before fork: the child only makes system calls.
     let max = match op {
         Op::ReadTail(m) => m,
@@ -177,7 +177,10 @@ fn collect(rd: i32, pid: libc::pid_t, max: usize, timeout: Duration) -> io::Resu
         }
         out.extend_from_slice(&chunk[..n as usize]);
         if out.len() > max {
-            return Err(kill_and_reap(pid, io::Error::new(io::ErrorKind::InvalidData, "child wrote too much")));
+            return Err(kill_and_reap(
+                pid,
+                io::Error::new(io::ErrorKind::InvalidData, "child wrote too much"),
+            ));
         }
     }
     let mut status = 0;
@@ -186,12 +189,18 @@ fn collect(rd: i32, pid: libc::pid_t, max: usize, timeout: Duration) -> io::Resu
     match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
         Some(0) => Ok(out),
         Some(2) => Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")),
-        Some(3) => Err(io::Error::new(io::ErrorKind::PermissionDenied, "cannot take the job user's ids")),
+        Some(3) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "cannot take the job user's ids",
+        )),
         Some(4) => Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             "cannot open it as the job's user (missing, a link, or not theirs)",
         )),
-        _ => Err(io::Error::new(io::ErrorKind::Other, "reading it as the job's user failed")),
+        _ => Err(io::Error::new(
+            io::ErrorKind::Other,
+            "reading it as the job's user failed",
+        )),
     }
 }
 
@@ -241,11 +250,23 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let t = Instant::now();
         for p in [Path::new("/dev/zero"), fifo.as_path(), link.as_path()] {
-            assert!(read_tail(me(), p, 8192, Duration::from_secs(5)).is_err(), "{}", p.display());
-            assert!(append(me(), p, "x\n", Duration::from_secs(5)).is_err(), "{}", p.display());
+            assert!(
+                read_tail(me(), p, 8192, Duration::from_secs(5)).is_err(),
+                "{}",
+                p.display()
+            );
+            assert!(
+                append(me(), p, "x\n", Duration::from_secs(5)).is_err(),
+                "{}",
+                p.display()
+            );
         }
         assert!(t.elapsed() < Duration::from_secs(3));
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret", "nothing appended through the link");
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "secret",
+            "nothing appended through the link"
+        );
     }
 
     #[test]

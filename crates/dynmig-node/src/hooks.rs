@@ -91,9 +91,12 @@ fn now_f64() -> f64 {
 /// # Errors
 /// The node is in no group, or the backend cannot be opened.
 pub fn node_backend(config: &Config, node: &str) -> Result<Box<dyn GpuBackend>> {
-    let g = config
-        .group_of(node)
-        .ok_or_else(|| anyhow!("node '{}' is in no [[node_group]] of the config", dynmig_core::protocol::clip(node, 100)))?;
+    let g = config.group_of(node).ok_or_else(|| {
+        anyhow!(
+            "node '{}' is in no [[node_group]] of the config",
+            dynmig_core::protocol::clip(node, 100)
+        )
+    })?;
     let paths = NodePaths::of(config, node);
     std::fs::create_dir_all(&paths.state_dir)?;
     Ok(open_backend(
@@ -138,7 +141,11 @@ pub fn prolog(config: &Config, env: &HookEnv) -> Result<()> {
                     .detail(&format!("{} missing", missing.display()))
                     .encode(),
             );
-            bail!("job {}: MIG device {} (GPU index {i}) does not exist", env.job, missing.display());
+            bail!(
+                "job {}: MIG device {} (GPU index {i}) does not exist",
+                env.job,
+                missing.display()
+            );
         }
         wanted.push((i, files));
     }
@@ -228,7 +235,11 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         return Ok(()); // Slurm no longer holds it: nothing trustworthy to record.
     };
     if env.uid.is_some_and(|u| u != job.uid) {
-        bail!("SLURM_JOB_UID {} differs from Slurm's uid {} for the job", env.uid.unwrap_or(0), job.uid);
+        bail!(
+            "SLURM_JOB_UID {} differs from Slurm's uid {} for the job",
+            env.uid.unwrap_or(0),
+            job.uid
+        );
     }
     let profile = TresList::parse(&job.tres_per_node)
         .ok()
@@ -245,7 +256,15 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         .unwrap_or(0);
     let tail = if job.exit_status != 0 {
         oom::stderr_path(&job.std_err, &job.cwd, job.id, &job.user, &job.name, &env.node)
-            .map(|p| oom::stderr_tail(UserIds { uid: job.uid, gid: job.gid }, &p))
+            .map(|p| {
+                oom::stderr_tail(
+                    UserIds {
+                        uid: job.uid,
+                        gid: job.gid,
+                    },
+                    &p,
+                )
+            })
             .unwrap_or_default()
     } else {
         String::new()
@@ -332,7 +351,15 @@ fn start_restart(
     if let Ok(c) = std::env::var("DYNMIG_CONFIG") {
         cmd.env("DYNMIG_CONFIG", c);
     }
-    cmd.args(["oom-restart", "--node", &env.node, "--job", &job.to_string(), "--message", &msg]);
+    cmd.args([
+        "oom-restart",
+        "--node",
+        &env.node,
+        "--job",
+        &job.to_string(),
+        "--message",
+        &msg,
+    ]);
     if let Some(to) = to {
         cmd.args(["--to", to]);
     }
@@ -367,7 +394,10 @@ mod tests {
             _ => None,
         };
         let e = HookEnv::read(env).unwrap();
-        assert_eq!((e.node.as_str(), e.job, e.uid, e.gpus), ("n1", 12, Some(1000), vec![0, 2]));
+        assert_eq!(
+            (e.node.as_str(), e.job, e.uid, e.gpus),
+            ("n1", 12, Some(1000), vec![0, 2])
+        );
         assert!(HookEnv::read(|_| None).is_err());
         assert!(job_gpu_indices(Some("x")).is_err());
         assert!(job_gpu_indices(Some("")).unwrap().is_empty());

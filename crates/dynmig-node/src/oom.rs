@@ -108,7 +108,10 @@ pub fn stderr_tail(who: UserIds, path: &Path) -> String {
     match as_user::read_tail(who, path, STDERR_TAIL, STDERR_TIMEOUT) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) => {
-            eprintln!("dynmig epilog: not reading the job's stderr {}: {e}", clip(&path.to_string_lossy(), 200));
+            eprintln!(
+                "dynmig epilog: not reading the job's stderr {}: {e}",
+                clip(&path.to_string_lossy(), 200)
+            );
             String::new()
         }
     }
@@ -188,9 +191,20 @@ mod tests {
 
     #[test]
     fn detection_needs_a_failed_job_and_a_real_signal() {
-        let e = detect(1, None, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", 0.98).unwrap();
+        let e = detect(
+            1,
+            None,
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            0.98,
+        )
+        .unwrap();
         assert!(e.contains("CUDA out of memory"), "{e}");
-        let peak = |p| Some(Peak { peak_bytes: p, limit_bytes: 100 });
+        let peak = |p| {
+            Some(Peak {
+                peak_bytes: p,
+                limit_bytes: 100,
+            })
+        };
         assert!(detect(1, peak(99), "", 0.98).unwrap().contains("99%"));
         assert!(detect(0, peak(99), "", 0.98).is_none());
         assert!(detect(1, peak(50), "segfault", 0.98).is_none());
@@ -220,8 +234,14 @@ mod tests {
 
     #[test]
     fn the_restart_request_keeps_count_and_form() {
-        assert_eq!(next_request("gres:gpu:1g.10gb:1", "2g.20gb").as_deref(), Some("gres:gpu:2g.20gb:1"));
-        assert_eq!(next_request("gres/gpu:1g.10gb:3", "2g.20gb").as_deref(), Some("gres/gpu:2g.20gb:3"));
+        assert_eq!(
+            next_request("gres:gpu:1g.10gb:1", "2g.20gb").as_deref(),
+            Some("gres:gpu:2g.20gb:1")
+        );
+        assert_eq!(
+            next_request("gres/gpu:1g.10gb:3", "2g.20gb").as_deref(),
+            Some("gres/gpu:2g.20gb:3")
+        );
         assert_eq!(next_request("gres:gpu:2", "2g.20gb"), None);
     }
 }

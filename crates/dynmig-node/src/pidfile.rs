@@ -113,9 +113,20 @@ mod tests {
         assert_eq!(live_own(&p, &comm), Some(std::process::id() as i32));
         let mut sleep = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         std::fs::write(d.path().join("slurmd.pid"), sleep.id().to_string()).unwrap();
-        assert!(!stop_foreign(&d.path().join("slurmd.pid"), "slurmd", Duration::from_secs(1)));
-        assert!(sleep.try_wait().unwrap().is_none(), "the unrelated sleep was left alone");
-        assert!(stop_foreign(&d.path().join("slurmd.pid"), "sleep", Duration::from_secs(5)));
+        assert!(!stop_foreign(
+            &d.path().join("slurmd.pid"),
+            "slurmd",
+            Duration::from_secs(1)
+        ));
+        assert!(
+            sleep.try_wait().unwrap().is_none(),
+            "the unrelated sleep was left alone"
+        );
+        assert!(stop_foreign(
+            &d.path().join("slurmd.pid"),
+            "sleep",
+            Duration::from_secs(5)
+        ));
         let _ = sleep.wait();
     }
 }

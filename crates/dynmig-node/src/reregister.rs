@@ -57,7 +57,11 @@ impl Reregister for DynamicNode {
             if Instant::now() > until {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("{} -Z -N {node} did not daemonise within {:?}", self.slurmd.display(), self.timeout);
+                bail!(
+                    "{} -Z -N {node} did not daemonise within {:?}",
+                    self.slurmd.display(),
+                    self.timeout
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         };
