@@ -4,7 +4,7 @@
 //! Columns: `name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase,
 //! creation_time, deletion_time, scheduled_time`; times are integer seconds from the trace
 //! start; `gpu_milli` is the share of one GPU in thousandths for single-GPU pods
-//! (../shared/traces/README.md). Cite: Weng et al., "Beware of Fragmentation: Scheduling
+//! (crates/dynmig-sim/data/README.md). Cite: Weng et al., "Beware of Fragmentation: Scheduling
 //! GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC 2023.
 //!
 //! Demo mapping (documented in docs/demo.md):

@@ -9,10 +9,8 @@ use dynmig_core::geometry::A100_40GB;
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::ModelParams;
 use dynmig_sim::policies::{PolicyLimits, PolicySpec};
-use dynmig_sim::workload::alibaba::read_pods;
 use dynmig_sim::workload::synthetic::{synthetic_workload, SyntheticParams};
 use dynmig_sim::workload::trace::{trace_workload, TraceParams};
-use std::path::Path;
 use std::time::Instant;
 
 fn events_per_second(c: &mut Criterion) {
@@ -61,12 +59,7 @@ fn events_per_second(c: &mut Criterion) {
 }
 
 fn trace_x20(c: &mut Criterion) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv");
-    let Ok(pods) = read_pods(&path) else {
-        println!("trace not found at {}; skipping", path.display());
-        return;
-    };
+    let pods = dynmig_sim::workload::alibaba::embedded_pods().expect("the embedded trace parses");
     let p = TraceParams {
         load: 20.0,
         ..Default::default()

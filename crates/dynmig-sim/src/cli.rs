@@ -20,12 +20,10 @@ use std::time::Duration;
 /// Arguments of `dynmig simulate`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
-    /// The Alibaba trace CSV.
-    #[arg(
-        long,
-        default_value = "../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv"
-    )]
-    pub trace: PathBuf,
+    /// The Alibaba trace CSV [default: the trace shipped with dynmig,
+    /// crates/dynmig-sim/data/README.md].
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
     /// Use the synthetic SMART-MIG-like generator instead of the trace.
     #[arg(long)]
     pub synthetic: bool,
@@ -154,7 +152,10 @@ fn workload(a: &SimulateArgs, m: &ModelParams, load: f64) -> Result<Workload> {
         };
         synthetic_workload(&p, m)
     } else {
-        let pods = read_pods(&a.trace)?;
+        let pods = match &a.trace {
+            Some(p) => read_pods(p)?,
+            None => crate::workload::alibaba::embedded_pods()?,
+        };
         let p = TraceParams {
             days: a.days.unwrap_or(30.0),
             load,

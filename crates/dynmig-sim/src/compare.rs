@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// Throughput gain over whole-GPU requests that arXiv 2508.18556 (Georgia Tech, "Managing
 /// MIG for throughput and energy") reports for ML workloads on an A100 with dynamic memory
-/// estimation, out-of-memory restart and early restart (../shared/notes/research.md, item 3).
+/// estimation, out-of-memory restart and early restart (arXiv 2508.18556).
 pub const PUBLISHED_THROUGHPUT_GAIN: f64 = 1.59;
 /// Energy-efficiency gain (jobs per joule) of the same paper and workloads.
 pub const PUBLISHED_ENERGY_GAIN: f64 = 1.12;

@@ -4,7 +4,7 @@
 //! Columns: `name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase,
 //! creation_time, deletion_time, scheduled_time`; times are integer seconds from the trace
 //! start; `gpu_milli` is the share of one GPU in thousandths for single-GPU pods
-//! (../shared/traces/README.md). Cite: Weng et al., "Beware of Fragmentation: Scheduling
+//! (crates/dynmig-sim/data/README.md). Cite: Weng et al., "Beware of Fragmentation: Scheduling
 //! GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC 2023.
 
 use anyhow::{Context, Result};
@@ -64,7 +64,32 @@ pub fn parse_pods(csv_text: &str) -> Result<Vec<Pod>> {
 ///
 /// # Errors
 /// The file cannot be read (the message names it) or a row is malformed.
+/// The trace shipped with dynmig (crates/dynmig-sim/data/README.md): the default of
+/// `dynmig simulate --trace`.
+pub const EMBEDDED_TRACE: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_default.csv");
+
+/// The pods of [`EMBEDDED_TRACE`].
+///
+/// # Errors
+/// None in practice: the embedded text is a valid trace (tested).
+pub fn embedded_pods() -> Result<Vec<Pod>> {
+    parse_pods(EMBEDDED_TRACE).context("parsing the embedded trace")
+}
+
+/// Reads and parses a trace file.
+///
+/// # Errors
+/// The file cannot be read or is not a trace.
 pub fn read_pods(path: &std::path::Path) -> Result<Vec<Pod>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading trace {}", path.display()))?;
     parse_pods(&text).with_context(|| format!("parsing trace {}", path.display()))
+}
+
+#[cfg(test)]
+mod embedded_tests {
+    #[test]
+    fn the_embedded_trace_is_the_whole_published_file() {
+        // 8,152 pods, as the publisher's file holds (crates/dynmig-sim/data/README.md).
+        assert_eq!(super::embedded_pods().unwrap().len(), 8152);
+    }
 }
