@@ -72,6 +72,17 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("run {program}: {e}"))
     }
 
+    /// Runs `program` as the ordinary user `nobody` (uid 65534), from /tmp.
+    fn as_nobody(&self, program: &str, args: &[&str]) -> Output {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", program])
+            .args(args)
+            .current_dir("/tmp")
+            .env("SLURM_CONF", &self.slurm_conf)
+            .output()
+            .unwrap_or_else(|e| panic!("run {program} as nobody: {e}"))
+    }
+
     fn ok(&self, program: &str, args: &[&str]) -> String {
         let out = self.cmd(program, args);
         assert!(
@@ -238,6 +249,49 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
     let job = c.job(id);
     assert_eq!(field(&job, "TresPerNode"), "", "{job}");
     assert!(!job.contains("AdminComment=dynmig"), "{job}");
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn a_normal_users_gres_update_succeeds_and_the_admin_comment_an_admin_set_survives() {
+    let c = Cluster::up(false);
+    let out = c.as_nobody(
+        "sbatch",
+        &[
+            "--parsable",
+            "--output=/dev/null",
+            "--hold",
+            "--gres=gpu:1",
+            "--mig-mem=18G",
+            "--wrap=true",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "sbatch as nobody: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("job id");
+    let job = c.job(id);
+    assert!(job.contains("UserId=nobody(65534)"), "{job}");
+    assert_eq!(field(&job, "TresPerNode"), "gres:gpu:2g.20gb:1", "{job}");
+    assert!(job.contains("AdminComment=dynmig/v1 profile=2g.20gb"), "{job}");
+    c.ok("scontrol", &["update", &format!("jobid={id}"), "admincomment=keep-me"]);
+    // The user changes the GPU request: accepted, and the admin's comment stays.
+    let out = c.as_nobody("scontrol", &["update", &format!("jobid={id}"), "gres=gpu:3g.40gb:1"]);
+    assert!(
+        out.status.success(),
+        "update as nobody: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job = c.job(id);
+    assert_eq!(field(&job, "TresPerNode"), "gres:gpu:3g.40gb:1", "{job}");
+    assert!(job.contains("AdminComment=keep-me"), "{job}");
+    // An untyped single GPU cannot be sized without the job's hints: refused, job unchanged.
+    let out = c.as_nobody("scontrol", &["update", &format!("jobid={id}"), "gres=gpu:1"]);
+    assert!(!out.status.success(), "an untyped single-GPU update was accepted");
+    assert_eq!(field(&c.job(id), "TresPerNode"), "gres:gpu:3g.40gb:1");
+    c.ok("scancel", &[&id.to_string()]);
 }
 
 #[test]

@@ -4,7 +4,9 @@
 # socket through AuthInfo=socket=... in slurm.conf.
 start_munged() {
     local m="$DIR/munge" i
-    chmod 0700 "$m"
+    # 0755 like /run/munge: ordinary users (sbatch as a normal user) must reach the socket;
+    # the key itself stays 0400.
+    chmod 0755 "$m"
     if [ ! -s "$m/munge.key" ]; then
         dd if=/dev/urandom of="$m/munge.key" bs=1024 count=1 status=none
     fi
