@@ -120,7 +120,7 @@ enum Cmd {
     },
     /// Simulate a cluster of MIG GPUs under every policy on the real trace (or a synthetic
     /// workload) and compare them (docs/simulate.md).
-    Simulate(dynmig_sim::cli::SimulateArgs),
+    Simulate(Box<dynmig_sim::cli::SimulateArgs>),
     /// Trace tools.
     Trace {
         #[command(subcommand)]

@@ -545,7 +545,7 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
         std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0) == 1
     });
     // Server back: a flush delivers it into SQLite, and the snapshot counts it.
-    let server = Command::new(&dynmig)
+    let mut server = Command::new(&dynmig)
         .args([
             "--config",
             c.dir.join("dynmig.toml").to_str().unwrap(),
@@ -589,6 +589,8 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
         snap.lines().any(|l| l.ends_with("\thist") && l.starts_with("0\t1\t")),
         "{snap}"
     );
+    let _ = server.kill();
+    let _ = server.wait();
 }
 
 #[test]

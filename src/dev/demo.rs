@@ -142,7 +142,7 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
     let bad: Vec<String> = ours
         .iter()
         .filter(|j| j.state != JobState::Other("COMPLETED".into()))
-        .map(|j| format!("{} ({:?})", j.id, j.state))
+        .map(|j| format!("{} ({})", j.id, j.state))
         .collect();
     if ours.len() != ids.len() {
         bail!(
@@ -208,7 +208,7 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u32, String>, events: &[Event], 
             j.nodes,
             wait,
             (j.end_time - j.start_time).max(0),
-            format!("{:?}", j.state)
+            j.state
         );
     }
     let completed = jobs

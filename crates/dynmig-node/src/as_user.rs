@@ -197,10 +197,7 @@ fn collect(rd: i32, pid: libc::pid_t, max: usize, timeout: Duration) -> io::Resu
             io::ErrorKind::PermissionDenied,
             "cannot open it as the job's user (missing, a link, or not theirs)",
         )),
-        _ => Err(io::Error::new(
-            io::ErrorKind::Other,
-            "reading it as the job's user failed",
-        )),
+        _ => Err(io::Error::other("reading it as the job's user failed")),
     }
 }
 

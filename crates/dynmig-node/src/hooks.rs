@@ -99,7 +99,7 @@ pub fn node_backend(config: &Config, node: &str) -> Result<Box<dyn GpuBackend>> 
     })?;
     let paths = NodePaths::of(config, node);
     std::fs::create_dir_all(&paths.state_dir)?;
-    Ok(open_backend(
+    open_backend(
         g.backend,
         &BackendSettings {
             model: g.gpu_model,
@@ -109,7 +109,7 @@ pub fn node_backend(config: &Config, node: &str) -> Result<Box<dyn GpuBackend>> 
             sim_device_dir: paths.device_dir.clone(),
         },
     )
-    .with_context(|| format!("node {node}: GPU backend"))?)
+    .with_context(|| format!("node {node}: GPU backend"))
 }
 
 /// The Prolog: check and claim the job's MIG devices.

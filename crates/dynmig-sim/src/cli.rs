@@ -258,7 +258,7 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let progress = |label: &str, done: u64| {
-        if done % 1024 == 0 || done == wl.jobs.len() as u64 {
+        if done.is_multiple_of(1024) || done == wl.jobs.len() as u64 {
             bar.set_message(label.to_string());
             bar.set_position(done);
         }

@@ -792,7 +792,7 @@ impl<'a> Sim<'a> {
             }
             ends.sort_unstable();
             let shadow = ends[n - free - 1];
-            if best.map_or(true, |(s, _)| shadow < s) {
+            if best.is_none_or(|(s, _)| shadow < s) {
                 best = Some((shadow, node));
             }
         }

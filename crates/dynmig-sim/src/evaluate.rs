@@ -289,7 +289,7 @@ pub fn evaluate(
                 let (r, w) = run(&spec, &quiet, &format!("{pl}/twice-daily {name}"))?;
                 let et = score(&metrics(wl, &r, &b, &name, w));
                 tried.push((pl.to_string(), format!("twice-daily {name}"), et));
-                if best.as_ref().map_or(true, |x| et < x.0) {
+                if best.as_ref().is_none_or(|x| et < x.0) {
                     best = Some((et, name, spec));
                 }
             }

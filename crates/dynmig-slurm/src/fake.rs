@@ -110,7 +110,7 @@ impl FakeSlurm {
             .ok_or_else(|| SlurmError::Refused(format!("Invalid node name specified: {name}")))
     }
 
-    fn job_mut<'a>(s: &'a mut FakeState, id: u32) -> Result<&'a mut JobInfo, SlurmError> {
+    fn job_mut(s: &mut FakeState, id: u32) -> Result<&mut JobInfo, SlurmError> {
         s.jobs
             .iter_mut()
             .find(|j| j.id == id)

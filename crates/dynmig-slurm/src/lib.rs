@@ -42,6 +42,18 @@ impl JobState {
     }
 }
 
+impl std::fmt::Display for JobState {
+    /// Slurm's spelling: `PENDING`, `RUNNING`, `COMPLETING`, or the other state as given.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Completing => "COMPLETING",
+            JobState::Other(s) => s,
+        })
+    }
+}
+
 /// One job as Slurm reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobInfo {

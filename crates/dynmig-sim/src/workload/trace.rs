@@ -53,7 +53,7 @@ pub fn trace_workload(pods: &[Pod], p: &TraceParams, m: &ModelParams) -> Result<
     if !(p.load > 0.0 && p.load <= 1000.0) {
         bail!("load factor {} is out of range; allowed: > 0 and <= 1000", p.load);
     }
-    if !(p.days > 0.0) {
+    if p.days.is_nan() || p.days <= 0.0 {
         bail!("days {} is out of range; allowed: > 0", p.days);
     }
     let Some(last) = pods.iter().map(|p| p.creation_time).max() else {
