@@ -261,7 +261,7 @@ fn run(cli: Cli) -> Result<()> {
                 &PassSettings {
                     drain_timeout: config.controller.drain_timeout,
                     dry_run: true,
-                    now: dynmig_controller::now_secs(),
+                    now: dynmig_host::clock::now_secs(),
                 },
             )?;
             println!("pending demand: {:?}", r.demand.pending);
@@ -286,7 +286,7 @@ fn run(cli: Cli) -> Result<()> {
                 let settings = PassSettings {
                     drain_timeout: config.controller.drain_timeout,
                     dry_run: false,
-                    now: dynmig_controller::now_secs(),
+                    now: dynmig_host::clock::now_secs(),
                 };
                 match pass(&slurm, &managed, policy.as_mut(), &events, &settings) {
                     Ok(r) => {
@@ -407,7 +407,7 @@ fn run(cli: Cli) -> Result<()> {
                     &SlurmCommands::from_config(&config),
                     &managed_nodes(&config),
                     &config.paths.state_dir.join("events.jsonl"),
-                    dynmig_controller::now_secs(),
+                    dynmig_host::clock::now_secs(),
                 )?
             );
             Ok(())

@@ -36,14 +36,12 @@ pub fn init_node(config: &Config, node: &str) -> Result<String> {
     let layout = NodeLayout {
         gpus: backend.gpus()?.iter().map(|g| g.layout()).collect(),
     };
-    event_log(config).append(&Event::at(now(), EventKind::Init, node).layout(&layout).encode());
+    event_log(config).append(
+        &Event::at(dynmig_host::clock::now_secs_f64(), EventKind::Init, node)
+            .layout(&layout)
+            .encode(),
+    );
     Ok(gres)
-}
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The agent of `node` as the config describes it.

@@ -78,7 +78,7 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
     std::fs::create_dir_all(&args.workdir)?;
     let slurm = SlurmCommands::from_config(config);
     let t0 = Instant::now();
-    let start_epoch = now();
+    let start_epoch = dynmig_host::clock::now_secs_f64();
     eprintln!(
         "dynmig demo: submitting {} jobs from {} over {:.0} s",
         jobs.len(),
@@ -154,12 +154,6 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
         bail!("jobs that did not complete: {}", bad.join(", "));
     }
     Ok(())
-}
-
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The `p`-quantile (0..=1) of `v` by the nearest-rank method; 0 for an empty list.

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 /// The MIG instance of this job: (profile name, memory in bytes).
 fn my_instance(config: &Config, node: &str, job: u32) -> Result<(String, u64)> {
-    let models: Vec<_> = config.node_groups.iter().map(|g| g.gpu_model).collect();
+    let models = dynmig_core::submit::SubmitPolicy::from_config(config).models;
     if let Ok(Some(j)) = SlurmCommands::from_config(config).job(job) {
         let typed = dynmig_core::gres::TresList::parse(&j.tres_per_node)
             .ok()

@@ -114,10 +114,3 @@ pub fn pass(
         timed_out,
     })
 }
-
-/// Seconds since the Unix epoch.
-pub fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}

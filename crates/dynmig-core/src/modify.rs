@@ -99,7 +99,7 @@ pub fn decide_update(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome,
                 option,
                 entry,
                 example: example_profile(policy),
-                available: available_profiles(policy),
+                available: crate::submit::available_profiles(policy),
             });
         }
     }
@@ -112,17 +112,4 @@ fn example_profile(policy: &SubmitPolicy) -> &'static str {
     crate::hints::smallest_fitting(&policy.models, 18 << 30)
         .map(|(_, p)| p.name)
         .unwrap_or_else(|| policy.models[0].full_profile().name)
-}
-
-/// Profile names of the configured models that dynmig schedules, smallest first.
-fn available_profiles(policy: &SubmitPolicy) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for m in &policy.models {
-        for p in m.schedulable_profiles() {
-            if !names.contains(&p.name) {
-                names.push(p.name);
-            }
-        }
-    }
-    names.join(", ")
 }

@@ -612,7 +612,7 @@ fn too_large(mem: u64, policy: &SubmitPolicy) -> SubmitError {
 }
 
 /// Profile names of the configured models that dynmig schedules, smallest first.
-fn available_profiles(policy: &SubmitPolicy) -> String {
+pub(crate) fn available_profiles(policy: &SubmitPolicy) -> String {
     let mut names: Vec<&str> = Vec::new();
     for m in &policy.models {
         for p in m.schedulable_profiles() {

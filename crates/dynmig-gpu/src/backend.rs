@@ -162,26 +162,7 @@ pub trait GpuBackend: Send + std::fmt::Debug {
     /// # Errors
     /// The GPUs cannot be read.
     fn find_instance(&self, device_files: &[PathBuf]) -> Result<Option<(u32, InstanceState)>, BackendError> {
-        if device_files.is_empty() {
-            return Ok(None);
-        }
-        for g in self.gpus()? {
-            if !g.mig_enabled {
-                let whole = self.gpu_device_file(g.index);
-                if device_files.len() == 1 && same_file(&device_files[0], &whole) {
-                    return Ok(Some((g.index, whole_gpu_instance(&g, whole))));
-                }
-                continue;
-            }
-            for inst in g.instances {
-                let hit = inst.device_files.len() == device_files.len()
-                    && inst.device_files.iter().zip(device_files).all(|(a, b)| same_file(a, b));
-                if hit {
-                    return Ok(Some((g.index, inst)));
-                }
-            }
-        }
-        Ok(None)
+        Ok(find_in(self.gpus()?, |g| self.gpu_device_file(g), device_files))
     }
 
     /// Marks instance `gi_id` of `gpu` ([`WHOLE_GPU`] for a GPU with MIG off) as used by Slurm
@@ -228,6 +209,35 @@ pub trait GpuBackend: Send + std::fmt::Debug {
 pub const WHOLE_GPU: u32 = u32::MAX;
 
 /// `GI 3`, or `whole GPU` for [`WHOLE_GPU`].
+/// The GPU and instance whose device files are exactly `device_files` among `gpus`; a GPU
+/// with MIG off matches its single whole-GPU file (`whole_file`) as [`WHOLE_GPU`].
+pub(crate) fn find_in(
+    gpus: Vec<GpuState>,
+    whole_file: impl Fn(u32) -> PathBuf,
+    device_files: &[PathBuf],
+) -> Option<(u32, InstanceState)> {
+    if device_files.is_empty() {
+        return None;
+    }
+    for g in gpus {
+        if !g.mig_enabled {
+            let whole = whole_file(g.index);
+            if device_files.len() == 1 && same_file(&device_files[0], &whole) {
+                return Some((g.index, whole_gpu_instance(&g, whole)));
+            }
+            continue;
+        }
+        for inst in g.instances {
+            let hit = inst.device_files.len() == device_files.len()
+                && inst.device_files.iter().zip(device_files).all(|(a, b)| same_file(a, b));
+            if hit {
+                return Some((g.index, inst));
+            }
+        }
+    }
+    None
+}
+
 pub(crate) fn instance_name(gi_id: u32) -> String {
     if gi_id == WHOLE_GPU {
         "whole GPU (MIG off)".into()

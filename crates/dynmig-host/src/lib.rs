@@ -1,5 +1,6 @@
 //! dynmig-host: the host plumbing every dynmig process shares, and nothing else.
 //!
+//! - [`clock`]: the wall clock as epoch seconds;
 //! - [`fs`]: atomic replacement of a file with a chosen mode, reads with a size bound;
 //! - [`process`]: external commands run with a timeout and a cap on what they print.
 //!
@@ -7,5 +8,6 @@
 //! read is bounded and every external call times out (docs/architecture.md, "Root side").
 #![deny(missing_docs)]
 
+pub mod clock;
 pub mod fs;
 pub mod process;

@@ -83,18 +83,6 @@ pub struct Agent {
     last_refusal: Option<String>,
 }
 
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn now_f64() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// Whether a node's GRES `(type, count)` list holds exactly the target's instances.
 pub fn same_gres(gres: &[(String, u32)], target: &NodeLayout) -> bool {
     let mut have: BTreeMap<&str, u32> = BTreeMap::new();
@@ -133,7 +121,7 @@ impl Agent {
     }
 
     fn event(&self, kind: EventKind) -> Event {
-        Event::at(now_f64(), kind, &self.settings.node)
+        Event::at(dynmig_host::clock::now_secs_f64(), kind, &self.settings.node)
     }
 
     fn load_journal(&self) -> OnDisk {
@@ -297,7 +285,7 @@ impl Agent {
         let mut journal = Journal {
             target: target.clone(),
             step: JournalStep::Instances,
-            started: now_secs(),
+            started: dynmig_host::clock::now_secs().max(0) as u64,
         };
         self.save_journal(&journal)?;
         self.events

@@ -80,12 +80,6 @@ pub fn job_gpu_indices(var: Option<&str>) -> Result<Vec<usize>> {
         .collect()
 }
 
-fn now_f64() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// The backend of `node` as its node group says.
 ///
 /// # Errors
@@ -136,7 +130,7 @@ pub fn prolog(config: &Config, env: &HookEnv) -> Result<()> {
             .ok_or_else(|| anyhow!("GPU index {i} but gres.conf lists {} GPUs", lines.len()))?;
         if let Some(missing) = files.iter().find(|f| !f.exists()) {
             events.append(
-                &Event::at(now_f64(), EventKind::PrologFailed, &env.node)
+                &Event::at(dynmig_host::clock::now_secs_f64(), EventKind::PrologFailed, &env.node)
                     .job(env.job.into())
                     .detail(&format!("{} missing", missing.display()))
                     .encode(),
@@ -165,7 +159,7 @@ pub fn prolog(config: &Config, env: &HookEnv) -> Result<()> {
         eprintln!("dynmig prolog: energy ledger: {e}");
     }
     events.append(
-        &Event::at(now_f64(), EventKind::JobStart, &env.node)
+        &Event::at(dynmig_host::clock::now_secs_f64(), EventKind::JobStart, &env.node)
             .job(env.job.into())
             .detail(&claimed.join(" "))
             .encode(),
@@ -188,7 +182,7 @@ pub fn epilog(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::p
         }
         Err(e) => eprintln!("dynmig epilog: {e:#}"),
     }
-    let mut end = Event::at(now_f64(), EventKind::JobEnd, &env.node).job(env.job.into());
+    let mut end = Event::at(dynmig_host::clock::now_secs_f64(), EventKind::JobEnd, &env.node).job(env.job.into());
     match Ledger::in_dir(&paths.state_dir).finish_job(env.job) {
         Ok(Some(j)) => end = end.detail(&format!("{j:.0} J")),
         Ok(None) => {}
@@ -206,16 +200,6 @@ pub fn epilog(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::p
     Ok(())
 }
 
-fn gpu_models(config: &Config) -> Vec<&'static GpuModel> {
-    let mut v: Vec<&'static GpuModel> = Vec::new();
-    for g in &config.node_groups {
-        if !v.iter().any(|m| std::ptr::eq(*m, g.gpu_model)) {
-            v.push(g.gpu_model);
-        }
-    }
-    v
-}
-
 #[derive(serde::Deserialize)]
 struct PeakFile {
     peak_bytes: u64,
@@ -226,7 +210,7 @@ struct PeakFile {
 /// Records the run in the history and starts the restart helper if it ran out of memory.
 fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::path::Path) -> Result<()> {
     let paths = NodePaths::of(config, &env.node);
-    let models = gpu_models(config);
+    let models = dynmig_core::submit::SubmitPolicy::from_config(config).models;
     let peak: Option<PeakFile> = dynmig_host::fs::read_bounded(&paths.peak(env.job), 4096)
         .ok()
         .flatten()
@@ -342,7 +326,7 @@ fn start_restart(
         None => (None, format!("dynmig: job {job} ran out of GPU memory on {cur} ({why}), the largest profile; not requeued")),
     };
     event_log(config).append(
-        &Event::at(now_f64(), EventKind::OomRestart, &env.node)
+        &Event::at(dynmig_host::clock::now_secs_f64(), EventKind::OomRestart, &env.node)
             .job(job.into())
             .detail(&msg)
             .encode(),

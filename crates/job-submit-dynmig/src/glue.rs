@@ -183,22 +183,7 @@ pub unsafe fn submit(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled
         f.check_utf8(&outcome)?;
         outcome
     };
-    Ok(match outcome {
-        Outcome::NoGpu => Handled::NoGpu,
-        Outcome::Unchanged { reason } => Handled::Unchanged(reason),
-        Outcome::Rewrite(rewrite) => {
-            apply_tres(desc, &rewrite);
-            let record = DecisionRecord::from_decision(&rewrite.decision);
-            let empty = desc.admin_comment.is_null() || *desc.admin_comment == 0;
-            if empty {
-                xalloc::replace(&mut desc.admin_comment, &record.encode());
-            }
-            Handled::Rewritten {
-                record,
-                in_admin_comment: empty,
-            }
-        }
-    })
+    Ok(apply(desc, outcome, true))
 }
 
 /// Decides on a job update under `ready` ([`decide_update`]) and applies the outcome to
@@ -216,17 +201,31 @@ pub unsafe fn update(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled
         f.check_utf8(&outcome)?;
         outcome
     };
-    Ok(match outcome {
+    Ok(apply(desc, outcome, false))
+}
+
+/// Applies an outcome: the TRES fields are rewritten and, with `record` (submit only), the
+/// [`DecisionRecord`] goes into an empty `admin_comment`.
+///
+/// # Safety
+/// As [`apply_tres`].
+unsafe fn apply(desc: &mut job_desc_msg_t, outcome: Outcome, record: bool) -> Handled {
+    match outcome {
         Outcome::NoGpu => Handled::NoGpu,
         Outcome::Unchanged { reason } => Handled::Unchanged(reason),
         Outcome::Rewrite(rewrite) => {
             apply_tres(desc, &rewrite);
+            let decision = DecisionRecord::from_decision(&rewrite.decision);
+            let write = record && (desc.admin_comment.is_null() || *desc.admin_comment == 0);
+            if write {
+                xalloc::replace(&mut desc.admin_comment, &decision.encode());
+            }
             Handled::Rewritten {
-                record: DecisionRecord::from_decision(&rewrite.decision),
-                in_admin_comment: false,
+                record: decision,
+                in_admin_comment: write,
             }
         }
-    })
+    }
 }
 
 /// Hands `msg` to the user through `*err_msg`, appending it to a message that an earlier

@@ -33,7 +33,7 @@ mod state;
 
 pub use faults::{Fault, FaultKind, FaultOp, FaultPlan, FAULTS_ENV};
 
-use crate::backend::{instance_name, whole_gpu_instance, WHOLE_GPU};
+use crate::backend::{instance_name, WHOLE_GPU};
 use crate::{BackendError, GpuBackend, GpuState, InstanceState};
 use dynmig_core::energy::PowerModel;
 use dynmig_core::geometry::{check_instances, model_by_name, GpuModel, LayoutError, Placed};
@@ -329,27 +329,17 @@ impl GpuBackend for SimulatedBackend {
 
     /// As the trait says; a whole GPU with MIG off is busy while a job has claimed it.
     fn find_instance(&self, device_files: &[PathBuf]) -> Result<Option<(u32, InstanceState)>, BackendError> {
-        let st = self.transact(|st| Ok(st.clone()))?;
-        for g in self.gpus()? {
-            let sim = &st.gpus[g.index as usize];
-            if !g.mig_enabled {
-                let whole = self.gpu_device_file(g.index);
-                if device_files.len() == 1 && same_file(&device_files[0], &whole) {
-                    let mut inst = whole_gpu_instance(&g, whole);
-                    inst.busy = !sim.jobs.is_empty();
-                    return Ok(Some((g.index, inst)));
-                }
-                continue;
+        let found = crate::backend::find_in(self.gpus()?, |g| self.gpu_device_file(g), device_files);
+        // A whole GPU with MIG off is busy while jobs are attached to it (instances carry
+        // their own busy flag).
+        match found {
+            Some((gpu, mut inst)) if inst.gi_id == WHOLE_GPU => {
+                let st = self.transact(|st| Ok(st.clone()))?;
+                inst.busy = !st.gpus[gpu as usize].jobs.is_empty();
+                Ok(Some((gpu, inst)))
             }
-            for inst in g.instances {
-                let hit = inst.device_files.len() == device_files.len()
-                    && inst.device_files.iter().zip(device_files).all(|(a, b)| same_file(a, b));
-                if hit {
-                    return Ok(Some((g.index, inst)));
-                }
-            }
+            other => Ok(other),
         }
-        Ok(None)
     }
 
     /// Attaches `job` to the instance (or the whole GPU with MIG off): it is busy until
@@ -532,15 +522,6 @@ fn jobs_mut(g: &mut SimGpu, gpu: u32, gi_id: u32) -> Result<&mut Vec<u32>, Backe
         return Ok(&mut g.jobs);
     }
     Ok(&mut find_instance(g, gpu, gi_id)?.jobs)
-}
-
-/// Whether `a` and `b` name the same file: equal as given, or equal once canonicalized.
-fn same_file(a: &Path, b: &Path) -> bool {
-    a == b
-        || match (fs::canonicalize(a), fs::canonicalize(b)) {
-            (Ok(x), Ok(y)) => x == y,
-            _ => false,
-        }
 }
 
 /// Creates a fake device file at `path` (and its folder) if it does not exist.
