@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Parser, Subcommand};
-use dynmig::cli::{self, load_config};
+use dynmig::cli::load_config;
 use dynmig::dev::{demo, trace};
 use dynmig_controller::{managed_nodes, pass, policy_from_config, PassSettings};
 use dynmig_core::geometry::{all_layouts, maximal_layouts, model_by_name, model_names, ProfileCounts};
@@ -239,7 +239,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::InitNode { node } => {
             let (config, _) = load_config(explicit)?;
-            println!("{}", cli::node::init_node(&config, &node)?);
+            println!("{}", dynmig_node::setup::init_node(&config, &node)?);
             Ok(())
         }
         Cmd::GresConf { node } => {
@@ -305,7 +305,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Agent { node, once } => {
             let (config, _) = load_config(explicit)?;
-            let mut a = cli::node::make_agent(&config, &node)?;
+            let mut a = dynmig_node::setup::make_agent(&config, &node)?;
             if once {
                 println!("{:?}", a.step()?);
                 return Ok(());

@@ -1,7 +1,6 @@
-//! Glue of the administrator's commands: config loading, node set-up, the GPU tools.
+//! Glue of the administrator's commands: config loading, the GPU tools.
 
 pub mod gpu;
-pub mod node;
 
 use anyhow::{anyhow, Context, Result};
 use dynmig_core::config::{parse_config, Config};

@@ -5,7 +5,8 @@
 //! - [`hooks`]: the Prolog and Epilog; [`oom`]: out-of-memory detection and restart;
 //! - [`as_user`]: reading and appending to user-chosen files with the user's rights;
 //! - [`pidfile`]: pid files checked against the process's name and start time;
-//! - [`paths`]: where a node's files are.
+//! - [`paths`]: where a node's files are; [`setup`]: a node's initial layout and its agent
+//!   from the config.
 //!
 //! Root never trusts user text here: jobs are read through Slurm's JSON
 //! ([`dynmig_slurm::SlurmApi`]), user-chosen paths are opened as the user, every read is
@@ -19,3 +20,4 @@ pub mod oom;
 pub mod paths;
 pub mod pidfile;
 pub mod reregister;
+pub mod setup;

@@ -21,7 +21,7 @@ pub struct ModelParams {
     /// Speed scaling exponent of training jobs: on `c` of `C` compute slices a job takes
     /// `work * (C / c)^gamma` seconds. 0.85: ResNet-50 training throughput on A100 MIG
     /// instances grows sublinearly but close to linearly (SMART-MIG's measured ResNet-50
-    /// curve, as summarised in notes/research.md; the exact points are not available).
+    /// curve, read from its published figure; the exact points are not published).
     pub gamma_training: f64,
     /// Speed scaling exponent of inference jobs, 0.6: small-batch BERT-Base inference gains
     /// little from more slices (SMART-MIG's BERT curve, same caveat).

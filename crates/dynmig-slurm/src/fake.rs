@@ -205,3 +205,37 @@ impl SlurmApi for FakeSlurm {
         self.change(format!("comment {job} {comment}"), |s| Self::job_mut(s, job).map(drop))
     }
 }
+
+/// A fake shared between several holders (an agent and a test's re-registration stand-in).
+impl SlurmApi for std::sync::Arc<FakeSlurm> {
+    fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
+        self.as_ref().jobs()
+    }
+    fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
+        self.as_ref().nodes()
+    }
+    fn drain(&self, node: &str, intent: &NodeIntent) -> Result<(), SlurmError> {
+        self.as_ref().drain(node, intent)
+    }
+    fn resume(&self, node: &str) -> Result<(), SlurmError> {
+        self.as_ref().resume(node)
+    }
+    fn delete_node(&self, node: &str) -> Result<(), SlurmError> {
+        self.as_ref().delete_node(node)
+    }
+    fn set_node_extra(&self, node: &str, extra: &str) -> Result<(), SlurmError> {
+        self.as_ref().set_node_extra(node, extra)
+    }
+    fn requeue_hold(&self, job: u32) -> Result<(), SlurmError> {
+        self.as_ref().requeue_hold(job)
+    }
+    fn release(&self, job: u32) -> Result<(), SlurmError> {
+        self.as_ref().release(job)
+    }
+    fn set_job_tres_per_node(&self, job: u32, tres: &str) -> Result<(), SlurmError> {
+        self.as_ref().set_job_tres_per_node(job, tres)
+    }
+    fn set_job_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError> {
+        self.as_ref().set_job_comment(job, comment)
+    }
+}

@@ -1,14 +1,14 @@
-//! Node set-up glue: the initial layout, and an agent built from the config.
+//! A node from the config: its initial layout (`dynmig init-node`), and its agent.
 
+use crate::agent::{Agent, AgentSettings};
+use crate::hooks::node_backend;
+use crate::paths::{event_log, NodePaths};
+use crate::reregister::{slurmd_pid_file, DynamicNode};
 use anyhow::{anyhow, bail, Context, Result};
 use dynmig_core::config::{Backend, Config};
 use dynmig_core::geometry::NodeLayout;
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_gpu::apply_transition;
-use dynmig_node::agent::{Agent, AgentSettings};
-use dynmig_node::hooks::node_backend;
-use dynmig_node::paths::{event_log, NodePaths};
-use dynmig_node::reregister::{slurmd_pid_file, DynamicNode};
 use dynmig_slurm::SlurmCommands;
 use std::path::Path;
 use std::time::Duration;

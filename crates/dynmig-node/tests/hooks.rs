@@ -1,0 +1,100 @@
+//! The Prolog, the Epilog and the out-of-memory restart against the simulated backend and the
+//! fake Slurm.
+
+use dynmig_core::config::{parse_config, Config};
+use dynmig_core::protocol::decision::DecisionRecord;
+use dynmig_core::types::EstimateSource;
+use dynmig_node::hooks::{epilog, prolog, HookEnv};
+use dynmig_node::oom::{restart, RestartRequest};
+use dynmig_node::paths::NodePaths;
+use dynmig_slurm::fake::{pending_job, FakeSlurm};
+use dynmig_slurm::{JobState, SlurmApi};
+use std::path::Path;
+use std::time::Duration;
+
+fn config(dir: &Path) -> Config {
+    let text = dynmig_core::config::EXAMPLE_TOML.replace(
+        "state_dir = \"/var/lib/dynmig\"",
+        &format!("state_dir = \"{}\"", dir.join("state").display()),
+    );
+    let text = text.replace(
+        "# gres_conf = \"/etc/slurm/gres.conf\"",
+        &format!("gres_conf = \"{}\"", dir.join("gres-{node}.conf").display()),
+    );
+    parse_config(&text).unwrap()
+}
+
+fn env(job: u32, gpus: &[usize]) -> HookEnv {
+    HookEnv {
+        node: "n1".into(),
+        job,
+        uid: None,
+        gpus: gpus.to_vec(),
+    }
+}
+
+#[test]
+fn the_prolog_claims_the_jobs_instance_and_a_missing_device_fails_it() {
+    let d = tempfile::tempdir().unwrap();
+    let c = config(d.path());
+    dynmig_node::setup::init_node(&c, "n1").unwrap();
+    prolog(&c, &env(7, &[0])).unwrap();
+    let b = dynmig_node::hooks::node_backend(&c, "n1").unwrap();
+    assert!(
+        b.gpus().unwrap().iter().any(|g| g.instances.iter().any(|i| i.busy)),
+        "claimed"
+    );
+    // A missing device file: the Prolog fails, so Slurm drains the node and requeues the job.
+    let text = std::fs::read_to_string(NodePaths::of(&c, "n1").gres_conf).unwrap();
+    let files = dynmig_gpu::gres_conf::line_files(&text).unwrap();
+    std::fs::remove_file(&files[1][0]).unwrap();
+    let e = prolog(&c, &env(8, &[1])).unwrap_err().to_string();
+    assert!(e.contains("does not exist"), "{e}");
+}
+
+#[test]
+fn the_epilog_records_the_run_from_slurms_json_and_releases_the_instance() {
+    let d = tempfile::tempdir().unwrap();
+    let c = config(d.path());
+    dynmig_node::setup::init_node(&c, "n1").unwrap();
+    prolog(&c, &env(7, &[0])).unwrap();
+    let mut job = pending_job(7, "gres:gpu:7g.80gb:1");
+    job.state = JobState::Other("COMPLETED".into());
+    job.name = "my job ExitCode=97:0".into();
+    job.admin_comment = DecisionRecord::new("7g.80gb", 1, 30 << 30, EstimateSource::MigMemHint).encode();
+    let slurm = FakeSlurm::new(vec![], vec![job]);
+    epilog(&c, &env(7, &[]), &slurm, Path::new("/bin/false")).unwrap();
+    let b = dynmig_node::hooks::node_backend(&c, "n1").unwrap();
+    assert!(
+        b.gpus().unwrap().iter().all(|g| g.instances.iter().all(|i| !i.busy)),
+        "released"
+    );
+    let spooled = dynmig_history::spool::list(&NodePaths::of(&c, "n1").history_spool);
+    assert_eq!(spooled.len(), 1);
+    let r = &spooled[0].1;
+    assert_eq!(
+        (r.job_name.as_str(), r.uid, r.estimate_bytes),
+        ("my job ExitCode=97:0", 1000, 30 << 30)
+    );
+    assert!(!r.oom, "exit 0 is never out of memory");
+}
+
+#[test]
+fn the_oom_restart_requeues_on_the_next_profile_keeping_count_and_form() {
+    let slurm = FakeSlurm::new(vec![], vec![pending_job(9, "gres/gpu:1g.10gb:2")]);
+    let req = RestartRequest {
+        job: 9,
+        to: Some("2g.20gb".into()),
+        message: "dynmig: job 9 ran out of GPU memory".into(),
+        requeue_for: Duration::from_secs(1),
+    };
+    restart(&slurm, &req, "n1").unwrap();
+    let j = slurm.job(9).unwrap().unwrap();
+    assert_eq!(j.tres_per_node, "gres/gpu:2g.20gb:2");
+    assert_eq!(j.restarts, 1);
+    let calls = slurm.calls();
+    assert!(
+        calls[0].starts_with("requeuehold 9") && calls.last().unwrap().starts_with("release 9"),
+        "{calls:?}"
+    );
+}
