@@ -326,56 +326,7 @@ fn run(cli: Cli) -> Result<()> {
                 &exe,
             )
         }
-        Cmd::History { cmd } => {
-            let (config, _) = load_config(explicit)?;
-            let p = &config.paths;
-            match cmd {
-                HistoryCmd::Serve { listen, socket } => {
-                    let listen = listen
-                        .or_else(|| config.history.listen.clone())
-                        .ok_or_else(|| anyhow!("no address: give --listen or set [history] listen"))?;
-                    let socket = socket.or_else(|| dynmig_history::auth::munge_socket(None));
-                    Ok(dynmig_history::service::serve(
-                        &listen,
-                        socket,
-                        &p.history_db,
-                        &p.history_snapshot,
-                        &config.estimator,
-                        dynmig_history::store::Retention::default(),
-                    )?)
-                }
-                HistoryCmd::Show {
-                    user,
-                    name,
-                    limit,
-                    json,
-                } => {
-                    print!(
-                        "{}",
-                        dynmig_history::service::show(&p.history_db, user.as_deref(), name.as_deref(), limit, json)?
-                    );
-                    Ok(())
-                }
-                HistoryCmd::Flush { node } => {
-                    let server = config
-                        .history
-                        .server
-                        .clone()
-                        .ok_or_else(|| anyhow!("no [history] server in the config"))?;
-                    let f = dynmig_history::service::flush_spool(
-                        &NodePaths::of(&config, &node).history_spool,
-                        &server,
-                        dynmig_history::auth::munge_socket(None),
-                        dynmig_history::service::EPILOG_FLUSH_BUDGET,
-                    );
-                    println!(
-                        "delivered {}, refused {}, pending {}",
-                        f.delivered, f.refused, f.pending
-                    );
-                    Ok(())
-                }
-            }
-        }
+        Cmd::History { cmd } => history(cmd, &load_config(explicit)?.0),
         Cmd::FakeJob { mem, seconds } => {
             let bytes = dynmig_core::size::parse_size(&mem).map_err(|e| anyhow!("--mem={mem}: {e}"))?;
             let (config, _) = load_config(explicit)?;
@@ -420,22 +371,76 @@ fn run(cli: Cli) -> Result<()> {
                     from_hour,
                     to_hour,
                 },
-        } => {
-            let pods = trace::parse_pods(
-                &std::fs::read_to_string(&input).with_context(|| format!("cannot read {}", input.display()))?,
-            )?;
-            let last = pods.iter().map(|p| p.creation_time).max().unwrap_or(0);
-            let start = last - 30 * 86400;
-            let day_start = start + day * 86400;
-            // Trace-local hours: seconds modulo a day.
-            let slice: Vec<_> = trace::gpu_pods_between(&pods, day_start, day_start + 86400)
-                .into_iter()
-                .filter(|p| (from_hour..to_hour).contains(&((p.creation_time % 86400) / 3600)))
-                .collect();
-            print!("{}", trace::write_pods(&slice)?);
-            eprintln!("{} GPU pods", slice.len());
-            Ok(())
-        }
+        } => trace_slice(&input, day, from_hour, to_hour),
         Cmd::Demo(args) => demo::run(&load_config(explicit)?.0, &args),
     }
+}
+
+/// `dynmig history ...`.
+fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config) -> Result<()> {
+    let p = &config.paths;
+    match cmd {
+        HistoryCmd::Serve { listen, socket } => {
+            let listen = listen
+                .or_else(|| config.history.listen.clone())
+                .ok_or_else(|| anyhow!("no address: give --listen or set [history] listen"))?;
+            let socket = socket.or_else(|| dynmig_history::auth::munge_socket(None));
+            Ok(dynmig_history::service::serve(
+                &listen,
+                socket,
+                &p.history_db,
+                &p.history_snapshot,
+                &config.estimator,
+                dynmig_history::store::Retention::default(),
+            )?)
+        }
+        HistoryCmd::Show {
+            user,
+            name,
+            limit,
+            json,
+        } => {
+            print!(
+                "{}",
+                dynmig_history::service::show(&p.history_db, user.as_deref(), name.as_deref(), limit, json)?
+            );
+            Ok(())
+        }
+        HistoryCmd::Flush { node } => {
+            let server = config
+                .history
+                .server
+                .clone()
+                .ok_or_else(|| anyhow!("no [history] server in the config"))?;
+            let f = dynmig_history::service::flush_spool(
+                &NodePaths::of(config, &node).history_spool,
+                &server,
+                dynmig_history::auth::munge_socket(None),
+                dynmig_history::service::EPILOG_FLUSH_BUDGET,
+            );
+            println!(
+                "delivered {}, refused {}, pending {}",
+                f.delivered, f.refused, f.pending
+            );
+            Ok(())
+        }
+    }
+}
+
+/// `dynmig trace slice`: the GPU pods of one day's trace-local hours.
+fn trace_slice(input: &std::path::Path, day: i64, from_hour: i64, to_hour: i64) -> Result<()> {
+    let pods = trace::parse_pods(
+        &std::fs::read_to_string(&input).with_context(|| format!("cannot read {}", input.display()))?,
+    )?;
+    let last = pods.iter().map(|p| p.creation_time).max().unwrap_or(0);
+    let start = last - 30 * 86400;
+    let day_start = start + day * 86400;
+    // Trace-local hours: seconds modulo a day.
+    let slice: Vec<_> = trace::gpu_pods_between(&pods, day_start, day_start + 86400)
+        .into_iter()
+        .filter(|p| (from_hour..to_hour).contains(&((p.creation_time % 86400) / 3600)))
+        .collect();
+    print!("{}", trace::write_pods(&slice)?);
+    eprintln!("{} GPU pods", slice.len());
+    Ok(())
 }
