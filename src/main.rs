@@ -430,7 +430,7 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config) -> Result<()> 
 /// `dynmig trace slice`: the GPU pods of one day's trace-local hours.
 fn trace_slice(input: &std::path::Path, day: i64, from_hour: i64, to_hour: i64) -> Result<()> {
     let pods = trace::parse_pods(
-        &std::fs::read_to_string(&input).with_context(|| format!("cannot read {}", input.display()))?,
+        &std::fs::read_to_string(input).with_context(|| format!("cannot read {}", input.display()))?,
     )?;
     let last = pods.iter().map(|p| p.creation_time).max().unwrap_or(0);
     let start = last - 30 * 86400;
