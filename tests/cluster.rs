@@ -730,7 +730,10 @@ fn a_missing_mig_device_fails_the_prolog_so_slurm_drains_the_node_and_requeues_t
     });
     let reason = c.node("n1")["reason"].as_str().unwrap_or("").to_string();
     assert!(reason.to_lowercase().contains("prolog"), "drain reason: {reason}");
-    // The job is not lost: it went back to the queue.
+    // The job is not lost: it went back to the queue (once its Epilog has ended).
+    c.wait_for("the requeued job to finish completing", Duration::from_secs(30), || {
+        c.job_state(id) != "COMPLETING"
+    });
     let job = c.job(id);
     let state = field(&job, "JobState");
     assert!(
