@@ -130,6 +130,8 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
         layout_age: Duration::ZERO,
         incoming: BTreeMap::new(),
         schedulable_free: BTreeMap::new(),
+        work_ends_in: Duration::ZERO,
+        planned: None,
     };
     let Some(n) = info else {
         // Deleted for re-registration: counts as a repartition under way.

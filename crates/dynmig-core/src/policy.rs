@@ -17,7 +17,10 @@ pub use crate::snapshot::NodeSnapshot;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// A decision: drain `node` and give it `target`.
+/// A decision: give `node` the layout `target` once its running jobs have ended.
+///
+/// For a node with a plan not yet started ([`NodeSnapshot::planned`]), another target moves
+/// the plan, and the node's current layout cancels it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repartition {
     /// Slurm node name.
@@ -239,6 +242,8 @@ mod tests {
             layout_age: Duration::from_secs(3600),
             incoming: BTreeMap::new(),
             schedulable_free: BTreeMap::new(),
+            work_ends_in: Duration::ZERO,
+            planned: None,
         }
     }
 

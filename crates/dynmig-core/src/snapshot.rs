@@ -37,6 +37,16 @@ pub struct NodeSnapshot {
     /// Free instances per profile on GPUs that take jobs now: what can serve a pending
     /// multi-instance job, which needs all its instances on one node.
     pub schedulable_free: BTreeMap<&'static str, u32>,
+    /// Time from now until the last job running on the node must end: the latest end of its
+    /// running jobs' time limits (Slurm's `end_time` of a running job; the simulator's time
+    /// limits). `Duration::ZERO` for an idle node. A repartition planned for then costs no
+    /// drain: Slurm's backfill keeps the node busy until then with jobs that end in time.
+    pub work_ends_in: Duration,
+    /// A repartition scheduled for this node but not started: the node still takes jobs that
+    /// end before the scheduled time (a maintenance reservation), then changes to this target.
+    /// A policy moves the plan by returning another target for the node, and cancels it by
+    /// returning the node's current layout ([`crate::policy::Repartition`]).
+    pub planned: Option<NodeLayout>,
 }
 
 impl NodeSnapshot {
@@ -124,6 +134,8 @@ mod tests {
             layout_age: Duration::ZERO,
             incoming: BTreeMap::new(),
             schedulable_free: free.iter().copied().collect(),
+            work_ends_in: Duration::ZERO,
+            planned: None,
         }
     }
 

@@ -60,6 +60,9 @@ pub struct SimConfig {
     pub power: PowerModel,
     /// What jobs ask for and how out-of-memory restarts go (default: exact requests).
     pub requests: RequestParams,
+    /// Start of the evaluation window, s: [`RunResult::window_energy_j`] and
+    /// [`RunResult::drain_waste_gpu_s`] count from here (0: the whole run).
+    pub window_start_s: f64,
 }
 
 impl SimConfig {
@@ -78,6 +81,7 @@ impl SimConfig {
             audit: false,
             power: PowerModel::for_model(model),
             requests: RequestParams::default(),
+            window_start_s: 0.0,
         }
     }
 }
@@ -151,6 +155,12 @@ pub struct RunResult {
     /// Energy of failed attempts: each one's instance power above idle
     /// ([`PowerModel::instance_w`], before the board cap) times its duration, J.
     pub wasted_j: f64,
+    /// Energy of every GPU from [`SimConfig::window_start_s`] to the makespan, J.
+    pub window_energy_j: f64,
+    /// Drain waste from [`SimConfig::window_start_s`] on: GPU-seconds of compute slices left
+    /// idle on nodes (or GPUs) held for a repartition, from the moment the repartition was
+    /// ordered until it starts (free slices / the GPU's compute slices x seconds).
+    pub drain_waste_gpu_s: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -256,6 +266,8 @@ struct Sim<'a> {
     oom_restarts: u64,
     wasted_slice_ms: f64,
     wasted_j: f64,
+    window_energy_j: f64,
+    drain_waste_gpu_s: f64,
 }
 
 impl<'a> Sim<'a> {
@@ -322,6 +334,8 @@ impl<'a> Sim<'a> {
             oom_restarts: 0,
             wasted_slice_ms: 0.0,
             wasted_j: 0.0,
+            window_energy_j: 0.0,
+            drain_waste_gpu_s: 0.0,
             c,
         })
     }
@@ -385,7 +399,13 @@ impl<'a> Sim<'a> {
                 self.sample(next_sample);
                 next_sample += sample_ms;
             }
-            self.energy_j += self.c.total_w * (now - last) as f64 / 1000.0;
+            let step_j = self.c.total_w * (now - last) as f64 / 1000.0;
+            self.energy_j += step_j;
+            let from_ms = (self.cfg.window_start_s * 1000.0).round() as i64;
+            if now > from_ms {
+                let inside = (now - last.max(from_ms)) as f64 / (now - last) as f64;
+                self.window_energy_j += step_j * inside;
+            }
             last = now;
             self.now = now;
             let before = (self.done, self.seq, self.queued);
@@ -818,6 +838,8 @@ impl<'a> Sim<'a> {
             restarted_jobs: self.attempt.iter().filter(|a| **a > 0).count() as u64,
             wasted_gpu_s: self.wasted_slice_ms / 1000.0 / f64::from(self.cfg.model.compute_slices),
             wasted_j: self.wasted_j,
+            window_energy_j: self.window_energy_j,
+            drain_waste_gpu_s: self.drain_waste_gpu_s,
         }
     }
 }

@@ -79,6 +79,8 @@ pub fn snapshot(
                 layout_age: Duration::from_millis(u64::try_from(now_ms - c.layout_since_ms[n]).unwrap_or(0)),
                 incoming,
                 schedulable_free,
+                work_ends_in: Duration::ZERO,
+                planned: None,
             }
         })
         .collect();
