@@ -39,6 +39,14 @@ pub struct ModelParams {
     pub max_run_s: f64,
     /// Shortest run time, seconds (1 s; the trace has pods of 0 s).
     pub min_run_s: f64,
+    /// User time limits: a job's time limit is its run time on the profile it asks for times
+    /// a factor drawn uniformly from `[1, time_limit_f]`, the "f-model" of user runtime
+    /// estimates (Mu'alem and Feitelson, "Utilization, Predictability, Workloads, and User
+    /// Runtime Estimates in Scheduling the IBM SP2 with Backfilling", IEEE TPDS 12(6), 2001).
+    /// 5: a mean accuracy (run time / estimate) of ln 5 / 4 = 0.40, the order of accuracy
+    /// reported for production logs by the same authors; 1: exact limits. Slurm kills a job at
+    /// its time limit, so no job runs longer than its limit.
+    pub time_limit_f: f64,
 }
 
 impl Default for ModelParams {
@@ -51,11 +59,21 @@ impl Default for ModelParams {
             trace_gpu_memory_mib: 16384,
             max_run_s: 48.0 * 3600.0,
             min_run_s: 1.0,
+            time_limit_f: 5.0,
         }
     }
 }
 
 impl ModelParams {
+    /// Draws a job's time-limit factor, `U(1, time_limit_f)`, from `rng`.
+    pub fn draw_limit_factor(&self, rng: &mut impl rand::Rng) -> f64 {
+        if self.time_limit_f > 1.0 {
+            rng.gen_range(1.0..=self.time_limit_f)
+        } else {
+            1.0
+        }
+    }
+
     /// The scaling exponent of a kind.
     pub fn gamma(&self, kind: JobKind) -> f64 {
         match kind {
@@ -84,6 +102,9 @@ pub struct Job {
     pub gamma: f64,
     /// Due date, s.
     pub due: f64,
+    /// The user's time limit over the run time on the profile the job asks for (>= 1; see
+    /// [`ModelParams::time_limit_f`]).
+    pub limit_factor: f64,
 }
 
 impl Job {

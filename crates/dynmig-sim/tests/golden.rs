@@ -23,6 +23,7 @@ fn seven_jobs() -> Workload {
             kind: JobKind::Training,
             gamma: 1.0,
             due: 70.0,
+            limit_factor: 1.0,
         })
         .collect();
     Workload::new(jobs, "seven".into())
@@ -109,6 +110,7 @@ fn multi_gpu_job_waits_for_whole_gpus_on_one_node() {
         kind: JobKind::Training,
         gamma: 1.0,
         due: 100.0,
+        limit_factor: 1.0,
     }];
     jobs.push(Job {
         id: 1,

@@ -133,6 +133,7 @@ fn one_oom(early: bool) -> RunResult {
         kind: JobKind::Training,
         gamma: 1.0,
         due: 70.0,
+        limit_factor: 1.0,
     };
     let wl = Workload::new(vec![job], "one".into());
     let mut c = estimated("model=1", 2);

@@ -89,6 +89,8 @@ pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Worklo
         bail!("amplitude must be in [0, 1) and multi_gpu_share in [0, 1]");
     }
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+    // A stream of its own, so that time limits leave every other draw as it was.
+    let mut limits = ChaCha8Rng::seed_from_u64(p.seed ^ 0x7153_11e1);
     let max_rate = p.jobs_per_hour / 3600.0 * (1.0 + p.amplitude);
     let gap = Exp::new(max_rate)?;
     let shares = WeightedIndex::new(TRACE_SHARES.iter().map(|s| s.1))?;
@@ -130,6 +132,7 @@ pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Worklo
             kind,
             gamma: m.gamma(kind),
             due,
+            limit_factor: m.draw_limit_factor(&mut limits),
         });
     }
     if jobs.is_empty() {

@@ -62,6 +62,8 @@ pub fn trace_workload(pods: &[Pod], p: &TraceParams, m: &ModelParams) -> Result<
     // The window starts at a trace midnight, so that times of day stay the trace's own.
     let from = (last - (p.days * 86400.0) as i64).div_euclid(86400) * 86400;
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+    // A stream of its own, so that time limits leave every other draw as it was.
+    let mut limits = ChaCha8Rng::seed_from_u64(p.seed ^ 0x7153_11e1);
     let mut jobs = Vec::new();
     let mut kept: Vec<&Pod> = pods
         .iter()
@@ -105,6 +107,7 @@ pub fn trace_workload(pods: &[Pod], p: &TraceParams, m: &ModelParams) -> Result<
                 kind,
                 gamma,
                 due,
+                limit_factor: m.draw_limit_factor(&mut limits),
             });
         }
     }
