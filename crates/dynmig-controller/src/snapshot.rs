@@ -125,6 +125,7 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
         layout: empty(),
         allowed: m.allowed.clone(),
         busy: BTreeMap::new(),
+        running: BTreeMap::new(),
         unavailable: true,
         repartitioning: false,
         layout_age: Duration::ZERO,
@@ -160,6 +161,7 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
         let e = snap.busy.entry(p).or_insert(0);
         *e = e.saturating_add(c);
     }
+    snap.running = snap.busy.clone();
     snap.layout_age = Duration::from_secs(u64::try_from(now - n.slurmd_start_time).unwrap_or(0));
     let published = PublishedLayout::parse(&n.extra, m.model, m.gpus).ok().flatten();
     let known = published.filter(|p| {

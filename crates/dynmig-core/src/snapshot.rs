@@ -24,6 +24,10 @@ pub struct NodeSnapshot {
     pub allowed: Vec<ProfileCounts>,
     /// Instances in use by running jobs, per profile.
     pub busy: BTreeMap<String, u32>,
+    /// Running jobs' instances per profile they asked for (their GRES type). In Slurm this is
+    /// `busy`: a job gets the type it asks for. The simulator lets a job take a larger free
+    /// instance, so there the two differ.
+    pub running: BTreeMap<String, u32>,
     /// Whether the node takes no new jobs now (drained or draining, by dynmig or an admin, not
     /// registered, or its layout unknown): it is no candidate, and its free instances serve
     /// nothing.
@@ -129,6 +133,7 @@ mod tests {
             layout: NodeLayout::parse(&A100_80GB, 2, layout).unwrap(),
             allowed: vec![],
             busy: BTreeMap::new(),
+            running: BTreeMap::new(),
             unavailable: false,
             repartitioning: false,
             layout_age: Duration::ZERO,

@@ -1,6 +1,6 @@
 //! `dynmig simulate`: the command line of the simulator (docs/simulate.md).
 
-use crate::engine::{DrainScope, SimConfig};
+use crate::engine::{DrainScope, DrainTiming, SimConfig};
 use crate::evaluate::{evaluate, EvalOptions, PolicyName};
 use crate::model::ModelParams;
 use crate::placement::{Placement, ALL_PLACEMENTS};
@@ -60,6 +60,10 @@ pub struct SimulateArgs {
     /// What a repartition drains: node (Slurm 22.05, as the controller does) or gpu.
     #[arg(long, default_value = "node")]
     pub drain: String,
+    /// When a repartition takes its GPUs away: reservation (at the time limit of their running
+    /// jobs, backfill meanwhile) or immediate (a drain at once).
+    #[arg(long, default_value = "reservation")]
+    pub drain_timing: String,
     /// Due-date factor range `LO,HI`: due = release + U(LO, HI) x time on a full GPU.
     #[arg(long, value_delimiter = ',', num_args = 2, default_values_t = [1.0, 1.5])]
     pub due: Vec<f64>,
@@ -220,6 +224,11 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
     let mut cfg = SimConfig::new(model, a.nodes, a.gpus_per_node);
     cfg.reconfig_cost_s = a.reconfig_cost;
     cfg.drain = drain;
+    cfg.timing = match a.drain_timing.as_str() {
+        "reservation" => DrainTiming::Reservation,
+        "immediate" => DrainTiming::Immediate,
+        t => bail!("unknown drain timing '{t}'; allowed: reservation, immediate"),
+    };
     cfg.policy_interval_s = a.policy_interval;
     cfg.seed = a.seed;
     cfg.sample_interval_s = 300.0;

@@ -20,6 +20,19 @@ pub struct Inst {
     pub pidx: u8,
     /// The job running on it.
     pub job: Option<u32>,
+    /// When that job's time limit ends, ms (0 when free).
+    pub until_ms: i64,
+}
+
+/// A repartition planned for a GPU but not started (a maintenance reservation): the GPU takes
+/// only jobs whose time limit ends by `deadline_ms`, and changes to `target` once idle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hold {
+    /// The layout the GPU gets.
+    pub target: ProfileCounts,
+    /// When the reservation starts: the latest time-limit end of the jobs running when it was
+    /// planned, ms.
+    pub deadline_ms: i64,
 }
 
 /// What a GPU is doing.
@@ -49,6 +62,12 @@ pub struct Cluster {
     pub insts: Vec<Vec<Inst>>,
     /// State of each GPU.
     pub state: Vec<GpuState>,
+    /// A planned repartition of each GPU, if any (the GPU is up meanwhile).
+    pub hold: Vec<Option<Hold>>,
+    /// Jobs running on each GPU.
+    pub gpu_jobs: Vec<u8>,
+    /// GPUs that run no job.
+    pub idle_gpus: usize,
     /// Busy instances per node.
     pub node_busy: Vec<u32>,
     /// When each node's layout last changed, ms.
@@ -92,6 +111,9 @@ impl Cluster {
             full,
             insts: vec![Vec::new(); gpus],
             state: vec![GpuState::Up; gpus],
+            hold: vec![None; gpus],
+            gpu_jobs: vec![0; gpus],
+            idle_gpus: gpus,
             node_busy: vec![0; nodes],
             layout_since_ms: vec![0; nodes],
             free: vec![BTreeSet::new(); profiles.len()],
@@ -182,7 +204,21 @@ impl Cluster {
 
     /// Whether a GPU runs no job.
     pub fn gpu_idle(&self, gpu: usize) -> bool {
-        self.insts[gpu].iter().all(|i| i.job.is_none())
+        self.gpu_jobs[gpu] == 0
+    }
+
+    /// The latest time-limit end of the jobs running on `gpu`, ms (0 when idle).
+    pub fn gpu_work_ends_ms(&self, gpu: usize) -> i64 {
+        self.insts[gpu].iter().map(|i| i.until_ms).max().unwrap_or(0)
+    }
+
+    /// Busy compute slices of `gpu`.
+    pub fn gpu_busy_slices(&self, gpu: usize) -> u8 {
+        self.insts[gpu]
+            .iter()
+            .filter(|i| i.job.is_some())
+            .map(|i| i.placed.profile.compute_slices)
+            .sum()
     }
 
     fn pool_add(&mut self, gpu: usize, inst: Inst) {
@@ -226,6 +262,7 @@ impl Cluster {
                 placed: *p,
                 pidx: pidx as u8,
                 job: None,
+                until_ms: 0,
             });
             self.inst_count[pidx] += 1;
         }
@@ -239,13 +276,20 @@ impl Cluster {
         Ok(())
     }
 
-    /// Starts `job` on the free instance `key`. Returns the instance's compute slices.
-    pub fn occupy(&mut self, key: u32, job: u32) -> u8 {
+    /// Starts `job`, whose time limit ends at `until_ms`, on the free instance `key`. Returns
+    /// the instance's compute slices.
+    pub fn occupy(&mut self, key: u32, job: u32, until_ms: i64) -> u8 {
         let gpu = (key / 8) as usize;
         let inst = *self.inst(key);
         debug_assert!(inst.job.is_none() && self.state[gpu] == GpuState::Up);
         self.pool_remove(gpu, inst);
-        self.inst_mut(key).job = Some(job);
+        let i = self.inst_mut(key);
+        i.job = Some(job);
+        i.until_ms = until_ms;
+        if self.gpu_jobs[gpu] == 0 {
+            self.idle_gpus -= 1;
+        }
+        self.gpu_jobs[gpu] += 1;
         let c = inst.placed.profile.compute_slices;
         let n = self.node_of(gpu);
         self.node_busy[n] += 1;
@@ -259,7 +303,13 @@ impl Cluster {
         let gpu = (key / 8) as usize;
         let inst = *self.inst(key);
         debug_assert!(inst.job.is_some());
-        self.inst_mut(key).job = None;
+        let i = self.inst_mut(key);
+        i.job = None;
+        i.until_ms = 0;
+        self.gpu_jobs[gpu] -= 1;
+        if self.gpu_jobs[gpu] == 0 {
+            self.idle_gpus += 1;
+        }
         let c = inst.placed.profile.compute_slices;
         let n = self.node_of(gpu);
         self.node_busy[n] -= 1;

@@ -4,11 +4,11 @@
 //! Deterministic: the same workload, config and seed give the same result (ordered
 //! collections only; ties broken by job id and event sequence).
 
-use crate::cluster::{Cluster, GpuState};
+use crate::cluster::{Cluster, GpuState, Hold};
 use crate::model::Job;
 use crate::placement::Placement;
 use crate::policies::views::{node_index, snapshot};
-use crate::policies::{mix, DemandDriven, Learned, NoChange, Policy, PolicySpec, Scheduled};
+use crate::policies::{mix, DemandDriven, Learned, NoChange, Planner, Policy, PolicySpec, Scheduled};
 use crate::power::PowerModel;
 use crate::requests::{plan_requests, restart_profile, RequestParams};
 use crate::workload::Workload;
@@ -32,6 +32,19 @@ pub enum DrainScope {
     Gpu,
 }
 
+/// When a repartition takes its GPUs away from the scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DrainTiming {
+    /// At once: the GPUs drain when the repartition is ordered and idle until their longest
+    /// job ends (a Slurm drain).
+    Immediate,
+    /// At the time limit: the GPUs keep taking jobs whose time limit ends before the latest
+    /// time-limit end of the jobs running when the repartition was ordered, and change once
+    /// idle (a Slurm maintenance reservation starting then; backfill fills the gap). A new
+    /// target moves the plan; the current layout cancels it.
+    Reservation,
+}
+
 /// Engine settings.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -48,6 +61,8 @@ pub struct SimConfig {
     pub reconfig_cost_s: f64,
     /// What a repartition drains.
     pub drain: DrainScope,
+    /// When a repartition takes its GPUs away.
+    pub timing: DrainTiming,
     /// How often the demand-driven policy runs while jobs wait, s (60).
     pub policy_interval_s: f64,
     /// Seed of the random placement.
@@ -75,6 +90,7 @@ impl SimConfig {
             placement: Placement::Slurm,
             reconfig_cost_s: 4.0,
             drain: DrainScope::Node,
+            timing: DrainTiming::Reservation,
             policy_interval_s: 60.0,
             seed: 1,
             sample_interval_s: 0.0,
@@ -161,6 +177,11 @@ pub struct RunResult {
     /// idle on nodes (or GPUs) held for a repartition, from the moment the repartition was
     /// ordered until it starts (free slices / the GPU's compute slices x seconds).
     pub drain_waste_gpu_s: f64,
+    /// GPU-seconds, from [`SimConfig::window_start_s`] on, of GPUs that ran no job: GPUs that
+    /// could have been powered down or lent to other work.
+    pub idle_gpu_s: f64,
+    /// Idle board power of one GPU, W (to price [`RunResult::idle_gpu_s`]).
+    pub idle_w: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -218,11 +239,14 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
         PolicySpec::None | PolicySpec::Static(_) => Driver::Plain(Box::new(NoChange), false),
         PolicySpec::Scheduled(p) => Driver::Plain(Box::new(Scheduled { periods: p.clone() }), false),
         PolicySpec::Dynamic(limits) => Driver::Plain(Box::new(DemandDriven::new(limits.clone())), true),
+        PolicySpec::Plan(s) => Driver::Plain(Box::new(Planner::new(s.clone())), false),
         PolicySpec::Learned { periods } => Driver::Learned(Learned::new(*periods, &sim.c)),
     };
     let interval_ms: i64 = match (&driver, spec) {
         (_, PolicySpec::None | PolicySpec::Static(_)) => i64::MAX,
-        (Driver::Plain(_, true), _) => (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64,
+        (Driver::Plain(_, true), _) | (_, PolicySpec::Plan(_)) => {
+            (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64
+        }
         _ => 3_600_000,
     };
     if matches!(spec, PolicySpec::None | PolicySpec::Static(_)) {
@@ -268,6 +292,9 @@ struct Sim<'a> {
     wasted_j: f64,
     window_energy_j: f64,
     drain_waste_gpu_s: f64,
+    idle_gpu_s: f64,
+    /// GPUs held for a repartition (planned or draining).
+    held: BTreeSet<usize>,
 }
 
 impl<'a> Sim<'a> {
@@ -336,6 +363,8 @@ impl<'a> Sim<'a> {
             wasted_j: 0.0,
             window_energy_j: 0.0,
             drain_waste_gpu_s: 0.0,
+            idle_gpu_s: 0.0,
+            held: BTreeSet::new(),
             c,
         })
     }
@@ -405,6 +434,17 @@ impl<'a> Sim<'a> {
             if now > from_ms {
                 let inside = (now - last.max(from_ms)) as f64 / (now - last) as f64;
                 self.window_energy_j += step_j * inside;
+                let dt_s = (now - last.max(from_ms)) as f64 / 1000.0;
+                self.idle_gpu_s += self.c.idle_gpus as f64 * dt_s;
+                if !self.held.is_empty() {
+                    let full = f64::from(self.cfg.model.compute_slices);
+                    let free: f64 = self
+                        .held
+                        .iter()
+                        .map(|g| full - f64::from(self.c.gpu_busy_slices(*g)))
+                        .sum();
+                    self.drain_waste_gpu_s += free / full * dt_s;
+                }
             }
             last = now;
             self.now = now;
@@ -514,7 +554,15 @@ impl<'a> Sim<'a> {
             .rev()
             .find(|q| !self.queues[*q].is_empty())
             .map_or(0, |q| q - np);
-        let snap = snapshot(&self.c, self.now, cands, &self.pending, &self.c.profiles, widest);
+        let snap = snapshot(
+            &self.c,
+            self.now,
+            cands,
+            &self.pending,
+            &self.c.profiles,
+            widest,
+            &self.class,
+        );
         let plan = policy.plan_at(tod, &snap.nodes, &snap.demand());
         for r in plan {
             let node = node_index(&r.node)
@@ -537,18 +585,90 @@ impl<'a> Sim<'a> {
         if gpus.clone().any(|g| self.c.state[g] != GpuState::Up) {
             return Ok(()); // already away; the policy will be asked again
         }
-        let mut drained = Vec::new();
+        let changes: Vec<bool> = gpus
+            .clone()
+            .enumerate()
+            .map(|(i, g)| self.c.gpu_counts(g) != target.gpus[i])
+            .collect();
+        // Cancel (or narrow) an earlier plan: GPUs that keep their layout are released.
+        let node_changes = changes.iter().any(|c| *c);
         for (i, g) in gpus.clone().enumerate() {
-            if self.cfg.drain == DrainScope::Node || self.c.gpu_counts(g) != target.gpus[i] {
-                self.c.set_state(g, GpuState::Draining(target.gpus[i].clone()));
-                drained.push(g);
+            let keep = match self.cfg.drain {
+                DrainScope::Node => !node_changes,
+                DrainScope::Gpu => !changes[i],
+            };
+            if keep && self.c.hold[g].take().is_some() {
+                self.held.remove(&g);
             }
         }
-        self.after_release(drained)
+        if !node_changes {
+            return Ok(());
+        }
+        let affected: Vec<usize> = gpus
+            .clone()
+            .enumerate()
+            .filter(|(i, _)| self.cfg.drain == DrainScope::Node || changes[*i])
+            .map(|(_, g)| g)
+            .collect();
+        match self.cfg.timing {
+            DrainTiming::Immediate => {
+                for &g in &affected {
+                    self.c
+                        .set_state(g, GpuState::Draining(target.gpus[g - node * gpn].clone()));
+                    self.held.insert(g);
+                }
+            }
+            DrainTiming::Reservation => {
+                let deadline = affected
+                    .iter()
+                    .map(|g| self.c.gpu_work_ends_ms(*g))
+                    .max()
+                    .unwrap_or(0)
+                    .max(self.now);
+                for &g in &affected {
+                    self.c.hold[g] = Some(Hold {
+                        target: target.gpus[g - node * gpn].clone(),
+                        deadline_ms: deadline,
+                    });
+                    self.held.insert(g);
+                }
+            }
+        }
+        self.after_release(affected)
+    }
+
+    /// Time limit of `job` from now, ms: its factor times its run time on the profile it asks
+    /// for (a whole GPU for multi-GPU jobs).
+    fn limit_ms(&self, job: u32) -> i64 {
+        let j = &self.jobs[job as usize];
+        let p = (self.class[job as usize] as usize).min(self.c.full);
+        let run = j.time_on(self.c.profiles[p].compute_slices, self.cfg.model.compute_slices);
+        ((run * j.limit_factor * 1000.0).ceil() as i64).max(1)
     }
 
     /// Starts the reconfigurations that can start among `gpus` (just drained or just freed).
     fn after_release(&mut self, gpus: Vec<usize>) -> Result<()> {
+        for &g in &gpus {
+            if self.c.hold[g].is_none() {
+                continue;
+            }
+            let n = self.c.node_of(g);
+            let ready = match self.cfg.drain {
+                DrainScope::Gpu => self.c.gpu_idle(g),
+                DrainScope::Node => self.c.node_busy[n] == 0,
+            };
+            if ready {
+                let scope = match self.cfg.drain {
+                    DrainScope::Gpu => g..g + 1,
+                    DrainScope::Node => n * self.c.gpn..(n + 1) * self.c.gpn,
+                };
+                for h in scope {
+                    if let Some(hold) = self.c.hold[h].take() {
+                        self.c.set_state(h, GpuState::Draining(hold.target));
+                    }
+                }
+            }
+        }
         for g in gpus {
             if !matches!(self.c.state[g], GpuState::Draining(_)) {
                 continue;
@@ -586,11 +706,13 @@ impl<'a> Sim<'a> {
                 .collect();
             next.extend(t.create.iter().copied());
             self.c.set_state(g, GpuState::Reconfiguring);
+            self.held.remove(&g);
             self.c.set_instances(g, &next)?;
         }
         if ops == 0 {
             for g in lo..hi {
                 self.c.set_state(g, GpuState::Up);
+                self.held.remove(&g);
             }
             return Ok(());
         }
@@ -670,8 +792,9 @@ impl<'a> Sim<'a> {
         self.add_pending(job, -1);
         let mut slices = 0;
         let p = self.c.inst(keys[0]).pidx as usize;
+        let until = self.now + self.limit_ms(job);
         for key in &keys {
-            slices = self.c.occupy(*key, job);
+            slices = self.c.occupy(*key, job, until);
         }
         let end = self.now + self.attempt_ms(job, p);
         self.failing[job as usize] = self.fails_on(job, p);
@@ -717,7 +840,20 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Whether `job` may start on `gpu` (an instance of profile `p`) now: it ends before the
+    /// EASY reservation `resv` if that is on this node, and its time limit ends before a
+    /// planned repartition of this GPU (or of its node, for a multi-GPU job) starts.
     fn fits_reservation(&self, job: u32, gpu: usize, p: usize, resv: Option<(usize, i64)>) -> bool {
+        let held = |g: usize| self.c.hold[g].as_ref().map(|h| h.deadline_ms);
+        let deadline = if self.jobs[job as usize].gpus > 1 {
+            let n = self.c.node_of(gpu);
+            (n * self.c.gpn..(n + 1) * self.c.gpn).filter_map(held).min()
+        } else {
+            held(gpu)
+        };
+        if deadline.is_some_and(|d| self.now + self.limit_ms(job) > d) {
+            return false;
+        }
         match resv {
             Some((node, shadow)) if self.c.node_of(gpu) == node => self.now + self.attempt_ms(job, p) <= shadow,
             _ => true,
@@ -763,7 +899,9 @@ impl<'a> Sim<'a> {
                 .next()
                 .or_else(|| self.c.free[p].first())
                 .copied()?;
-            return Some(vec![key]);
+            return self
+                .fits_reservation(job, (key / 8) as usize, p, resv)
+                .then(|| vec![key]);
         }
         let order: Vec<usize> = if self.cfg.placement.fastest_first() {
             (class..np).rev().collect()
@@ -807,7 +945,9 @@ impl<'a> Sim<'a> {
                     }
                 }
             }
-            if free + ends.len() < n {
+            // A node held for a repartition is no place to reserve (its layout will change);
+            // free GPUs it has are held back by the repartition, not by running jobs.
+            if free + ends.len() < n || free >= n {
                 continue;
             }
             ends.sort_unstable();
@@ -840,6 +980,8 @@ impl<'a> Sim<'a> {
             wasted_j: self.wasted_j,
             window_energy_j: self.window_energy_j,
             drain_waste_gpu_s: self.drain_waste_gpu_s,
+            idle_gpu_s: self.idle_gpu_s,
+            idle_w: self.cfg.power.idle_w,
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::engine::{simulate, RunResult, SimConfig};
 use crate::metrics::{metrics, normalise, Metrics};
 use crate::placement::Placement;
 use crate::policies::mix::{mix_for_demand, uniform};
-use crate::policies::{PolicyLimits, PolicySpec};
+use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
 use crate::workload::Workload;
 use anyhow::{bail, Result};
 use dynmig_core::geometry::{distinct_multisets, NodeLayout};
@@ -28,6 +28,10 @@ pub enum PolicyName {
     Dynamic,
     /// Learned time-of-day schedule.
     TimeOfDay,
+    /// The planning policy, speed objective.
+    Plan,
+    /// The planning policy, consolidate objective.
+    Consolidate,
 }
 
 /// Every policy, in report order.
@@ -48,9 +52,11 @@ impl std::str::FromStr for PolicyName {
             "twice-daily" => PolicyName::TwiceDaily,
             "dynamic" => PolicyName::Dynamic,
             "time-of-day" => PolicyName::TimeOfDay,
+            "plan" => PolicyName::Plan,
+            "consolidate" => PolicyName::Consolidate,
             _ => {
                 return Err(format!(
-                    "unknown policy '{s}'; allowed: none, static, twice-daily, dynamic, time-of-day"
+                    "unknown policy '{s}'; allowed: none, static, twice-daily, dynamic, time-of-day, plan, consolidate"
                 ))
             }
         })
@@ -305,6 +311,20 @@ pub fn evaluate(
                 opts.limits.max_concurrent, opts.limits.min_layout_lifetime, cfg.policy_interval_s
             );
             out.push((metrics(wl, &r, &b, &detail, w), r));
+        }
+        for (name, objective) in [
+            (PolicyName::Plan, Objective::Speed),
+            (PolicyName::Consolidate, Objective::Consolidate),
+        ] {
+            if opts.policies.contains(&name) {
+                let spec = PolicySpec::Plan(PlannerSettings::new(opts.limits.clone(), objective));
+                let (r, w) = run(&spec, &c, &format!("{pl}/{}", spec.name()))?;
+                let detail = format!(
+                    "Planner ({objective:?}), max {} nodes at once, interval {} s, drain {:?} at {:?}",
+                    opts.limits.max_concurrent, cfg.policy_interval_s, cfg.drain, cfg.timing
+                );
+                out.push((metrics(wl, &r, &b, &detail, w), r));
+            }
         }
         if opts.policies.contains(&PolicyName::TimeOfDay) {
             let spec = PolicySpec::Learned { periods: opts.periods };

@@ -4,6 +4,7 @@
 //!   [`crate::search`];
 //! - `twice-daily`: a day and a night layout ([`Scheduled`]);
 //! - `dynamic`: the controller's [`DemandDriven`] policy, the very same code;
+//! - `plan` and `consolidate`: the controller's [`Planner`] (speed or energy objective);
 //! - `time-of-day`: a schedule learned from the arrivals seen so far ([`Learned`]).
 
 pub mod mix;
@@ -13,6 +14,7 @@ use crate::cluster::Cluster;
 use crate::model::Job;
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts};
+pub use dynmig_core::policy::planner::{Objective, Planner, PlannerSettings};
 pub use dynmig_core::policy::{DemandDriven, NoChange, Policy, PolicyLimits};
 use dynmig_core::policy::{NodeSnapshot, Repartition};
 use std::time::Duration;
@@ -29,6 +31,9 @@ pub enum PolicySpec {
     Scheduled(Vec<(Duration, Vec<NodeLayout>)>),
     /// The controller's demand-driven policy, starting from whole GPUs.
     Dynamic(PolicyLimits),
+    /// The planning policy ([`dynmig_core::policy::planner::Planner`]), starting from whole
+    /// GPUs; its objective (speed or consolidate) is in the settings.
+    Plan(PlannerSettings),
     /// A time-of-day schedule of `periods` equal periods, learned each midnight from the
     /// arrivals seen so far; starts from whole GPUs and keeps them on the first day.
     Learned {
@@ -45,6 +50,10 @@ impl PolicySpec {
             PolicySpec::Static(_) => "static",
             PolicySpec::Scheduled(_) => "twice-daily",
             PolicySpec::Dynamic(_) => "dynamic",
+            PolicySpec::Plan(s) => match s.objective {
+                Objective::Speed => "plan",
+                Objective::Consolidate => "consolidate",
+            },
             PolicySpec::Learned { .. } => "time-of-day",
         }
     }

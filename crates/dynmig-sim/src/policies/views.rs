@@ -2,7 +2,7 @@
 //! controller builds from Slurm, built from the simulated state.
 
 use crate::cluster::{Cluster, GpuState};
-use dynmig_core::geometry::{ProfileCounts, ProfileSpec};
+use dynmig_core::geometry::{NodeLayout, ProfileCounts, ProfileSpec};
 use dynmig_core::snapshot::{ClusterSnapshot, NodeSnapshot, Pending};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,6 +26,9 @@ pub fn node_index(name: &str) -> Option<usize> {
 /// reconfiguring ones; schedulable free = its free full-GPU instances on GPUs that are up
 /// (multi-GPU jobs are the only multi-instance jobs here).
 ///
+/// Running: per profile a running job asked for (`class[job]`, the simulator's queue class;
+/// multi-GPU classes count as the full profile per GPU).
+///
 /// Pending: `pending[p]` instances of `profiles[p]` (a queued job counts as its smallest
 /// fitting profile, a multi-GPU job as that many full profiles, as job_submit/dynmig would
 /// rewrite them); `widest` is the most GPUs a queued multi-GPU job asks (0 if none).
@@ -36,17 +39,21 @@ pub fn snapshot(
     pending: &[u32],
     profiles: &[&'static ProfileSpec],
     widest: usize,
+    class: &[u16],
 ) -> ClusterSnapshot {
     let full = profiles[c.full].name;
     let nodes = (0..c.nodes())
         .map(|n| {
             let gpus = n * c.gpn..(n + 1) * c.gpn;
             let mut busy: BTreeMap<String, u32> = BTreeMap::new();
+            let mut running: BTreeMap<String, u32> = BTreeMap::new();
             let mut incoming: BTreeMap<&'static str, u32> = BTreeMap::new();
             for g in gpus.clone() {
                 for i in &c.insts[g] {
-                    if i.job.is_some() {
+                    if let Some(j) = i.job {
                         *busy.entry(i.placed.profile.name.to_string()).or_insert(0) += 1;
+                        let asked = (class[j as usize] as usize).min(c.full);
+                        *running.entry(profiles[asked].name.to_string()).or_insert(0) += 1;
                     }
                 }
                 match &c.state[g] {
@@ -64,6 +71,18 @@ pub fn snapshot(
                 }
             }
             let away = gpus.clone().any(|g| c.state[g] != GpuState::Up);
+            let planned = gpus.clone().any(|g| c.hold[g].is_some()).then(|| NodeLayout {
+                gpus: gpus
+                    .clone()
+                    .map(|g| c.hold[g].as_ref().map_or_else(|| c.gpu_counts(g), |h| h.target.clone()))
+                    .collect(),
+            });
+            for h in gpus.clone().filter_map(|g| c.hold[g].as_ref()) {
+                for (name, k) in h.target.iter() {
+                    *incoming.entry(name).or_insert(0) += k;
+                }
+            }
+            let ends = gpus.clone().map(|g| c.gpu_work_ends_ms(g)).max().unwrap_or(0);
             let mut schedulable_free = BTreeMap::new();
             if c.free_full[n] > 0 {
                 schedulable_free.insert(full, u32::from(c.free_full[n]));
@@ -74,13 +93,14 @@ pub fn snapshot(
                 layout: c.node_layout(n),
                 allowed: allowed.to_vec(),
                 busy,
+                running,
                 unavailable: away,
-                repartitioning: away,
+                repartitioning: away || planned.is_some(),
                 layout_age: Duration::from_millis(u64::try_from(now_ms - c.layout_since_ms[n]).unwrap_or(0)),
                 incoming,
                 schedulable_free,
-                work_ends_in: Duration::ZERO,
-                planned: None,
+                work_ends_in: Duration::from_millis(u64::try_from(ends - now_ms).unwrap_or(0)),
+                planned,
             }
         })
         .collect();

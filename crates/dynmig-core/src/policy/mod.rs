@@ -10,6 +10,12 @@
 //!   (a layout lives at least `min_layout_lifetime`), a minimum gain, and a limit on how many
 //!   nodes repartition at once. Draining costs capacity, so idle nodes are preferred and a busy
 //!   node is only drained when no idle node can serve the demand.
+//! - [`planner::Planner`]: plans the cluster's layout mix from pending and running demand and
+//!   a time-of-day forecast learned online, changes the nodes whose running work ends soonest,
+//!   and changes nothing unless the change serves demand the current mix cannot
+//!   (docs/policy.md).
+
+pub mod planner;
 
 use crate::demand::Demand;
 use crate::geometry::{NodeLayout, ProfileCounts};
@@ -130,7 +136,7 @@ impl Policy for DemandDriven {
         // nodes with the fewest busy instances (they drain soonest); name breaks ties.
         let mut cands: Vec<&NodeSnapshot> = nodes
             .iter()
-            .filter(|n| !n.unavailable && n.layout_age >= self.limits.min_layout_lifetime)
+            .filter(|n| !n.unavailable && n.planned.is_none() && n.layout_age >= self.limits.min_layout_lifetime)
             .collect();
         cands.sort_by_key(|n| (n.busy.values().sum::<u32>(), n.name.clone()));
 
@@ -237,6 +243,7 @@ mod tests {
             .map(|s| layout(s))
             .collect(),
             busy: busy.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
+            running: busy.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
             unavailable: false,
             repartitioning: false,
             layout_age: Duration::from_secs(3600),

@@ -1,0 +1,627 @@
+//! The planning policy: which mix of node layouts the cluster should have over the next hours,
+//! and which nodes to change to get there at the least cost (docs/policy.md).
+//!
+//! Each call, per GPU model:
+//! 1. **Need**: instances per profile that running jobs hold (by the profile they asked for)
+//!    plus those pending jobs ask for. The need is also learned per time-of-day bin (the mean
+//!    of each bin's observations on a day, folded into the bin with weight `memory`), and the
+//!    plan serves the larger of the need now and the learned need of the bins of the next
+//!    `horizon`, plus `headroom`.
+//! 2. **Mix**: a multiset of node layouts (each node one layout on all its GPUs) that covers
+//!    the need. [`Objective::Speed`] starts from whole GPUs and partitions one node at a time,
+//!    each time the layout that leaves the least need uncovered, and stops as soon as the need
+//!    is covered (jobs run on the largest instances the load allows: faster, and less energy
+//!    for jobs that scale well). [`Objective::Consolidate`] fills nodes one at a time with the
+//!    layout that covers the most, and leaves the rest whole and idle (GPUs that could be
+//!    powered down or lent to whole-GPU work; MIG-serving's question, arXiv 2109.11067).
+//!    Coverage: a job fits any instance with at least the memory of the profile it asked
+//!    for; larger needs are served first, each from the smallest instance that fits;
+//!    uncovered need is weighted by compute slices.
+//! 3. **Whether it pays**: nothing changes unless the current mix (planned targets counted)
+//!    leaves at least `min_gain` compute slices of need uncovered that the new mix covers, or
+//!    (speed) the current mix partitions more nodes than needed, so that jobs run slower than
+//!    they could.
+//! 4. **Which nodes**: nodes already in a wanted layout keep it; plans (reservations) whose
+//!    target is still wanted stay; others are moved to a wanted layout or cancelled. Then the
+//!    nodes whose running work must end soonest (their jobs' time limits: idle nodes first)
+//!    change, at most `max_concurrent` at once, none whose work ends later than `max_wait`
+//!    (waiting that long would serve the need too late), none younger than
+//!    `min_layout_lifetime`. A node's change waits for its running jobs (a reservation at
+//!    their time limit), so backfill keeps it busy meanwhile.
+
+use super::{Policy, PolicyLimits, Repartition};
+use crate::demand::Demand;
+use crate::geometry::{GpuModel, NodeLayout, ProfileCounts, ProfileSpec};
+use crate::snapshot::NodeSnapshot;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const DAY_S: f64 = 86_400.0;
+
+/// What the mix optimises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Objective {
+    /// Partition only as much as the need requires; the rest whole GPUs.
+    Speed,
+    /// Serve the need with as few nodes as possible; the rest whole and idle.
+    Consolidate,
+}
+
+/// Settings of the [`Planner`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannerSettings {
+    /// Concurrency, hysteresis and minimum gain (compute slices of need newly covered).
+    pub limits: PolicyLimits,
+    /// What the mix optimises.
+    pub objective: Objective,
+    /// How far ahead the learned need counts (2 h: about the time a reservation waits for
+    /// the running work of a node; trace p90 run time 2.05 h, docs/model.md).
+    pub horizon: Duration,
+    /// A busy node whose running work ends later than this is no candidate (4 h).
+    pub max_wait: Duration,
+    /// Extra share of need planned for (0.1).
+    pub headroom: f64,
+    /// Time-of-day bins per day (24).
+    pub bins: u32,
+    /// Weight of a new day's observation of a bin (0.5).
+    pub memory: f64,
+}
+
+impl PlannerSettings {
+    /// The defaults above with these limits and objective.
+    pub fn new(limits: PolicyLimits, objective: Objective) -> Self {
+        Self {
+            limits,
+            objective,
+            horizon: Duration::from_secs(2 * 3600),
+            max_wait: Duration::from_secs(4 * 3600),
+            headroom: 0.1,
+            bins: 24,
+            memory: 0.5,
+        }
+    }
+}
+
+/// Need per profile name, in instances.
+type Need = BTreeMap<String, f64>;
+
+#[derive(Debug, Clone, Default)]
+struct Learned {
+    /// Per bin, the learned need.
+    bins: Vec<Option<Need>>,
+    /// The bin being observed now, the sum of its observations and their count.
+    open: Option<(usize, Need, u32)>,
+}
+
+/// The planning policy (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Planner {
+    /// Settings.
+    pub settings: PlannerSettings,
+    learned: BTreeMap<&'static str, Learned>,
+}
+
+impl Planner {
+    /// A planner with these settings and nothing learned yet.
+    pub fn new(settings: PlannerSettings) -> Self {
+        Self {
+            settings,
+            learned: BTreeMap::new(),
+        }
+    }
+
+    fn bin_of(&self, tod: Duration) -> usize {
+        let bins = self.settings.bins.max(1) as usize;
+        ((tod.as_secs_f64() / DAY_S * bins as f64) as usize).min(bins - 1)
+    }
+
+    /// Records `now` in its bin; returns the larger of `now` and the learned need of the bins
+    /// of the next horizon.
+    fn learn_and_forecast(&mut self, model: &'static str, tod: Duration, now: &Need) -> Need {
+        let bins = self.settings.bins.max(1) as usize;
+        let bin = self.bin_of(tod);
+        let memory = self.settings.memory.clamp(0.0, 1.0);
+        let l = self.learned.entry(model).or_default();
+        if l.bins.len() != bins {
+            l.bins = vec![None; bins];
+        }
+        match &mut l.open {
+            Some((b, sum, n)) if *b == bin => {
+                for (p, x) in now {
+                    *sum.entry(p.clone()).or_insert(0.0) += x;
+                }
+                *n += 1;
+            }
+            open => {
+                if let Some((b, sum, n)) = open.take() {
+                    let mean: Need = sum.into_iter().map(|(p, x)| (p, x / f64::from(n.max(1)))).collect();
+                    l.bins[b] = Some(match l.bins[b].take() {
+                        None => mean,
+                        Some(old) => blend(&old, &mean, memory),
+                    });
+                }
+                *open = Some((bin, now.clone(), 1));
+            }
+        }
+        let mut out = now.clone();
+        let ahead = (self.settings.horizon.as_secs_f64() / DAY_S * bins as f64).ceil() as usize;
+        for k in 1..=ahead.min(bins) {
+            if let Some(n) = &l.bins[(bin + k) % bins] {
+                for (p, x) in n {
+                    let e = out.entry(p.clone()).or_insert(0.0);
+                    *e = e.max(*x);
+                }
+            }
+        }
+        out
+    }
+}
+
+fn blend(old: &Need, new: &Need, w: f64) -> Need {
+    let mut out = Need::new();
+    for p in old.keys().chain(new.keys()) {
+        let a = old.get(p).copied().unwrap_or(0.0);
+        let b = new.get(p).copied().unwrap_or(0.0);
+        out.insert(p.clone(), (1.0 - w) * a + w * b);
+    }
+    out
+}
+
+/// The profiles a group's layouts use, smallest (memory, then compute slices) first.
+fn profiles_of(model: &GpuModel, allowed: &[ProfileCounts]) -> Vec<&'static ProfileSpec> {
+    let mut v: Vec<&'static ProfileSpec> = allowed
+        .iter()
+        .flat_map(|l| l.iter().map(|(p, _)| p).collect::<Vec<_>>())
+        .filter_map(|p| model.profile(p))
+        .collect();
+    v.sort_by_key(|p| (p.memory_mib, p.compute_slices, p.name));
+    v.dedup_by_key(|p| p.name);
+    v
+}
+
+/// Supply of a layout over `profiles` (instances per profile index), times `times`.
+fn supply_of(l: &ProfileCounts, profiles: &[&'static ProfileSpec], times: f64) -> Vec<f64> {
+    profiles.iter().map(|p| f64::from(l.count(p.name)) * times).collect()
+}
+
+/// Compute slices of `need` that `supply` cannot serve: larger needs first, each from the
+/// smallest instance with enough memory.
+fn uncovered(supply: &[f64], need: &[f64], profiles: &[&'static ProfileSpec]) -> f64 {
+    let mut avail = supply.to_vec();
+    let mut left = 0.0;
+    for c in (0..profiles.len()).rev() {
+        let mut want = need[c];
+        for q in 0..profiles.len() {
+            if want <= 0.0 {
+                break;
+            }
+            if profiles[q].memory_mib < profiles[c].memory_mib || avail[q] <= 0.0 {
+                continue;
+            }
+            let take = want.min(avail[q]);
+            avail[q] -= take;
+            want -= take;
+        }
+        left += want.max(0.0) * f64::from(profiles[c].compute_slices);
+    }
+    left
+}
+
+fn add(a: &mut [f64], b: &[f64], sign: f64) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += sign * y;
+    }
+}
+
+/// The node layouts (one per node, each GPU the same) that cover `need` (see the module docs).
+fn compose(
+    objective: Objective,
+    nodes: usize,
+    gpn: usize,
+    need: &[f64],
+    allowed: &[ProfileCounts],
+    whole: &ProfileCounts,
+    profiles: &[&'static ProfileSpec],
+) -> Vec<ProfileCounts> {
+    let g = gpn as f64;
+    let whole_s = supply_of(whole, profiles, g);
+    let options: Vec<(usize, Vec<f64>)> = allowed
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, supply_of(l, profiles, g)))
+        .collect();
+    let mut kinds: Vec<ProfileCounts> = Vec::with_capacity(nodes);
+    let mut supply = vec![0.0; profiles.len()];
+    match objective {
+        Objective::Speed => {
+            for _ in 0..nodes {
+                add(&mut supply, &whole_s, 1.0);
+            }
+            while kinds.len() < nodes {
+                let u0 = uncovered(&supply, need, profiles);
+                if u0 <= 1e-9 {
+                    break;
+                }
+                let mut best: Option<(f64, usize)> = None;
+                for (i, s) in &options {
+                    let mut t = supply.clone();
+                    add(&mut t, &whole_s, -1.0);
+                    add(&mut t, s, 1.0);
+                    let u = uncovered(&t, need, profiles);
+                    if best.is_none_or(|(b, _)| u < b - 1e-9) {
+                        best = Some((u, *i));
+                    }
+                }
+                let Some((u, i)) = best.filter(|(u, _)| *u < u0 - 1e-9) else {
+                    break;
+                };
+                let _ = u;
+                add(&mut supply, &whole_s, -1.0);
+                add(&mut supply, &options[i].1, 1.0);
+                kinds.push(allowed[i].clone());
+            }
+        }
+        Objective::Consolidate => {
+            while kinds.len() < nodes {
+                let u0 = uncovered(&supply, need, profiles);
+                if u0 <= 1e-9 {
+                    break;
+                }
+                let mut best: Option<(f64, usize)> = None;
+                for (i, s) in &options {
+                    let mut t = supply.clone();
+                    add(&mut t, s, 1.0);
+                    let u = uncovered(&t, need, profiles);
+                    if best.is_none_or(|(b, _)| u < b - 1e-9) {
+                        best = Some((u, *i));
+                    }
+                }
+                let Some((_, i)) = best.filter(|(u, _)| *u < u0 - 1e-9) else {
+                    break;
+                };
+                add(&mut supply, &options[i].1, 1.0);
+                kinds.push(allowed[i].clone());
+            }
+        }
+    }
+    while kinds.len() < nodes {
+        kinds.push(whole.clone());
+    }
+    kinds
+}
+
+/// Instance creates and destroys to go from `a` to `b` (per GPU, counts only).
+fn distance(a: &NodeLayout, b: &NodeLayout) -> u32 {
+    a.gpus
+        .iter()
+        .zip(&b.gpus)
+        .map(|(x, y)| {
+            let mut d = 0;
+            for (p, n) in x.iter() {
+                d += n.abs_diff(y.count(p));
+            }
+            for (p, n) in y.iter() {
+                if x.count(p) == 0 {
+                    d += n;
+                }
+            }
+            d
+        })
+        .sum()
+}
+
+fn take(wanted: &mut Vec<NodeLayout>, l: &NodeLayout) -> bool {
+    match wanted.iter().position(|w| w == l) {
+        Some(i) => {
+            wanted.swap_remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+impl Planner {
+    fn plan_group(
+        &mut self,
+        tod: Duration,
+        model: &'static GpuModel,
+        nodes: &[&NodeSnapshot],
+        demand: &Demand,
+        budget: &mut usize,
+        out: &mut Vec<Repartition>,
+    ) {
+        let Some(first) = nodes.first() else { return };
+        let allowed = &first.allowed;
+        let profiles = profiles_of(model, allowed);
+        if profiles.is_empty() {
+            return;
+        }
+        let full = model.full_profile();
+        let whole = allowed
+            .iter()
+            .find(|l| l.total() == 1 && l.count(full.name) == 1)
+            .or_else(|| allowed.first())
+            .cloned()
+            .unwrap_or_default();
+        // 1. Need.
+        let mut now = Need::new();
+        for n in nodes {
+            for (p, c) in &n.running {
+                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c);
+            }
+        }
+        for (p, c) in &demand.pending {
+            if model.profile(p).is_some() {
+                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c);
+            }
+        }
+        let planned_need = self.learn_and_forecast(model.name, tod, &now);
+        let k = 1.0 + self.settings.headroom.max(0.0);
+        let need: Vec<f64> = profiles
+            .iter()
+            .map(|p| (planned_need.get(p.name).copied().unwrap_or(0.0) * k).ceil())
+            .collect();
+        // 2. Mix.
+        let gpn = first.layout.gpus.len();
+        let kinds = compose(
+            self.settings.objective,
+            nodes.len(),
+            gpn,
+            &need,
+            allowed,
+            &whole,
+            &profiles,
+        );
+        let mut wanted: Vec<NodeLayout> = kinds
+            .iter()
+            .map(|l| NodeLayout {
+                gpus: vec![l.clone(); gpn],
+            })
+            .collect();
+        // 3. Whether it pays: the current mix, planned targets counted.
+        let effective = |n: &NodeSnapshot| n.planned.clone().unwrap_or_else(|| n.layout.clone());
+        let mut current = vec![0.0; profiles.len()];
+        let mut partitioned_now = 0usize;
+        for n in nodes {
+            let l = effective(n);
+            for g in &l.gpus {
+                add(&mut current, &supply_of(g, &profiles, 1.0), 1.0);
+            }
+            if l.gpus.iter().any(|g| *g != whole) {
+                partitioned_now += 1;
+            }
+        }
+        let mut desired = vec![0.0; profiles.len()];
+        for w in &wanted {
+            for g in &w.gpus {
+                add(&mut desired, &supply_of(g, &profiles, 1.0), 1.0);
+            }
+        }
+        let partitioned_wanted = kinds.iter().filter(|l| **l != whole).count();
+        let gain = uncovered(&current, &need, &profiles) - uncovered(&desired, &need, &profiles);
+        let surplus = self.settings.objective == Objective::Speed && partitioned_now > partitioned_wanted;
+        let consolidate = self.settings.objective == Objective::Consolidate && partitioned_now != partitioned_wanted;
+        if gain < f64::from(self.settings.limits.min_gain.max(1)) && !surplus && !consolidate {
+            return;
+        }
+        // 4. Which nodes.
+        let mut free_nodes: Vec<&NodeSnapshot> = Vec::new();
+        let mut stale_plans: Vec<&NodeSnapshot> = Vec::new();
+        for n in nodes {
+            if n.unavailable {
+                take(&mut wanted, &n.layout);
+            } else if let Some(t) = &n.planned {
+                if !take(&mut wanted, t) {
+                    stale_plans.push(n);
+                }
+            } else if !take(&mut wanted, &n.layout) {
+                free_nodes.push(n);
+            }
+        }
+        for n in stale_plans {
+            if take(&mut wanted, &n.layout) {
+                out.push(Repartition {
+                    node: n.name.clone(),
+                    target: n.layout.clone(),
+                    serves: BTreeMap::new(),
+                });
+            } else if let Some(i) = nearest(&wanted, &n.layout) {
+                let target = wanted.swap_remove(i);
+                out.push(Repartition {
+                    node: n.name.clone(),
+                    target,
+                    serves: BTreeMap::new(),
+                });
+            }
+        }
+        free_nodes.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
+        for n in free_nodes {
+            if *budget == 0 || wanted.is_empty() {
+                break;
+            }
+            if n.layout_age < self.settings.limits.min_layout_lifetime || n.work_ends_in > self.settings.max_wait {
+                continue;
+            }
+            let Some(i) = nearest(&wanted, &n.layout) else { break };
+            let target = wanted.swap_remove(i);
+            out.push(Repartition {
+                node: n.name.clone(),
+                target,
+                serves: BTreeMap::new(),
+            });
+            *budget -= 1;
+        }
+    }
+}
+
+/// The wanted layout closest to `l` (fewest instance changes; first on ties).
+fn nearest(wanted: &[NodeLayout], l: &NodeLayout) -> Option<usize> {
+    (0..wanted.len()).min_by_key(|i| (distance(l, &wanted[*i]), *i))
+}
+
+impl Policy for Planner {
+    fn name(&self) -> &'static str {
+        match self.settings.objective {
+            Objective::Speed => "plan",
+            Objective::Consolidate => "consolidate",
+        }
+    }
+
+    fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
+        self.plan_at(Duration::ZERO, nodes, demand)
+    }
+
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
+        let under_way = nodes.iter().filter(|n| n.repartitioning).count();
+        let mut budget = self.settings.limits.max_concurrent.saturating_sub(under_way);
+        let mut groups: BTreeMap<&'static str, (&'static GpuModel, Vec<&NodeSnapshot>)> = BTreeMap::new();
+        for n in nodes {
+            groups.entry(n.model.name).or_insert((n.model, Vec::new())).1.push(n);
+        }
+        let mut out = Vec::new();
+        for (_, (model, group)) in groups {
+            self.plan_group(time_of_day, model, &group, demand, &mut budget, &mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::{all_layouts, A100_80GB};
+
+    fn node(name: &str, layout: &str, running: &[(&str, u32)], ends_in_s: u64) -> NodeSnapshot {
+        let l = NodeLayout::parse(&A100_80GB, 2, layout).unwrap();
+        let r: BTreeMap<String, u32> = running.iter().map(|(p, n)| (p.to_string(), *n)).collect();
+        NodeSnapshot {
+            name: name.into(),
+            model: &A100_80GB,
+            layout: l,
+            allowed: all_layouts(&A100_80GB),
+            busy: r.clone(),
+            running: r,
+            unavailable: false,
+            repartitioning: false,
+            layout_age: Duration::from_secs(3600),
+            incoming: BTreeMap::new(),
+            schedulable_free: BTreeMap::new(),
+            work_ends_in: Duration::from_secs(ends_in_s),
+            planned: None,
+        }
+    }
+
+    fn demand(p: &[(&str, u32)]) -> Demand {
+        Demand {
+            pending: p.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
+            incoming: BTreeMap::new(),
+        }
+    }
+
+    fn planner(max: usize) -> Planner {
+        Planner::new(PlannerSettings::new(
+            PolicyLimits {
+                max_concurrent: max,
+                min_layout_lifetime: Duration::from_secs(60),
+                min_gain: 1,
+            },
+            Objective::Speed,
+        ))
+    }
+
+    #[test]
+    fn need_that_whole_gpus_cover_changes_nothing() {
+        let nodes = [node("a", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 1)], 600)];
+        assert!(planner(1).plan(&nodes, &demand(&[("1g.10gb", 1)])).is_empty());
+    }
+
+    #[test]
+    fn the_node_whose_work_ends_soonest_is_partitioned() {
+        let nodes = [
+            node("a", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 1)], 3000),
+            node("b", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 1)], 300),
+            node("c", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 2)], 100),
+        ];
+        let plan = planner(1).plan(&nodes, &demand(&[("1g.10gb", 9)]));
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        assert_eq!(plan[0].node, "c", "c's work ends first");
+        assert!(
+            plan[0].target.gpus.iter().all(|g| g.count("1g.10gb") >= 1),
+            "{}",
+            plan[0].target
+        );
+    }
+
+    #[test]
+    fn a_node_whose_work_ends_too_late_is_no_candidate() {
+        let nodes = [node("a", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 2)], 48 * 3600)];
+        assert!(planner(1).plan(&nodes, &demand(&[("1g.10gb", 9)])).is_empty());
+    }
+
+    #[test]
+    fn surplus_partitions_go_back_to_whole_gpus() {
+        let nodes = [
+            node("a", "7x1g.10gb,7x1g.10gb", &[], 0),
+            node("b", "1x7g.80gb,1x7g.80gb", &[], 0),
+        ];
+        let plan = planner(2).plan(&nodes, &demand(&[("1g.10gb", 2)]));
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        assert_eq!(plan[0].node, "a");
+        assert_eq!(plan[0].target.to_string(), "1x7g.80gb,1x7g.80gb");
+    }
+
+    #[test]
+    fn a_plan_no_longer_wanted_is_cancelled() {
+        let mut a = node("a", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 1)], 600);
+        a.planned = Some(NodeLayout::parse(&A100_80GB, 2, "7x1g.10gb,7x1g.10gb").unwrap());
+        a.repartitioning = true;
+        let plan = planner(1).plan(&[a.clone()], &demand(&[]));
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        assert_eq!(plan[0].target, a.layout, "the current layout cancels the plan");
+    }
+
+    #[test]
+    fn learned_need_of_the_next_hours_is_planned_for() {
+        let mut p = planner(1);
+        let idle = [node("a", "1x7g.80gb,1x7g.80gb", &[], 0)];
+        // Day 1: a burst of small jobs at 18:00.
+        let evening = Duration::from_secs(18 * 3600);
+        let _ = p.plan_at(evening, &idle, &demand(&[("1g.10gb", 10)]));
+        // Close the 18:00 bin by observing the next one.
+        let _ = p.plan_at(evening + Duration::from_secs(3600), &idle, &demand(&[]));
+        // Day 2, 17:00: nothing pending, but the 18:00 need is learned.
+        let plan = p.plan_at(Duration::from_secs(17 * 3600), &idle, &demand(&[]));
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        assert!(plan[0].target.to_string().contains("1g.10gb"), "{}", plan[0].target);
+    }
+
+    #[test]
+    fn consolidate_packs_the_need_onto_few_nodes() {
+        let mut p = Planner::new(PlannerSettings::new(
+            PolicyLimits {
+                max_concurrent: 2,
+                min_layout_lifetime: Duration::ZERO,
+                min_gain: 1,
+            },
+            Objective::Consolidate,
+        ));
+        let nodes = [
+            node("a", "1x7g.80gb,1x7g.80gb", &[], 0),
+            node("b", "1x7g.80gb,1x7g.80gb", &[], 0),
+        ];
+        let plan = p.plan(&nodes, &demand(&[("1g.10gb", 3)]));
+        assert_eq!(plan.len(), 1, "one node serves three 1g jobs: {plan:?}");
+    }
+
+    #[test]
+    fn uncovered_serves_large_needs_from_the_smallest_fitting_instance() {
+        let ps = profiles_of(&A100_80GB, &all_layouts(&A100_80GB));
+        let i1 = ps.iter().position(|p| p.name == "1g.10gb").unwrap();
+        let i7 = ps.iter().position(|p| p.name == "7g.80gb").unwrap();
+        let mut supply = vec![0.0; ps.len()];
+        supply[i7] = 1.0;
+        let mut need = vec![0.0; ps.len()];
+        need[i1] = 2.0;
+        assert_eq!(uncovered(&supply, &need, &ps), 1.0, "one 1g job on the 7g, one left");
+    }
+}
