@@ -123,7 +123,7 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
         name: m.name.clone(),
         model: m.model,
         layout: empty(),
-        allowed: m.allowed.clone(),
+        allowed: m.allowed.as_slice().into(),
         busy: BTreeMap::new(),
         running: BTreeMap::new(),
         unavailable: true,

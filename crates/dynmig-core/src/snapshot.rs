@@ -9,6 +9,7 @@
 use crate::demand::Demand;
 use crate::geometry::{GpuModel, NodeLayout, ProfileCounts};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a policy sees of one node.
@@ -21,7 +22,8 @@ pub struct NodeSnapshot {
     /// Current layout, one entry per GPU.
     pub layout: NodeLayout,
     /// Layouts each GPU of this node may take (from the node group's `allowed_layouts`).
-    pub allowed: Vec<ProfileCounts>,
+    /// Shared: every node of a group holds the same list.
+    pub allowed: Arc<[ProfileCounts]>,
     /// Instances in use by running jobs, per profile.
     pub busy: BTreeMap<String, u32>,
     /// Running jobs' instances per profile they asked for (their GRES type). In Slurm this is
@@ -131,7 +133,7 @@ mod tests {
             name: name.into(),
             model: &A100_80GB,
             layout: NodeLayout::parse(&A100_80GB, 2, layout).unwrap(),
-            allowed: vec![],
+            allowed: Arc::new([]),
             busy: BTreeMap::new(),
             running: BTreeMap::new(),
             unavailable: false,

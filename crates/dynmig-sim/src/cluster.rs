@@ -70,6 +70,8 @@ pub struct Cluster {
     pub idle_gpus: usize,
     /// Busy instances per node.
     pub node_busy: Vec<u32>,
+    /// Per node, whether anything a policy sees changed since the engine last cleared it.
+    pub dirty: Vec<bool>,
     /// When each node's layout last changed, ms.
     pub layout_since_ms: Vec<i64>,
     /// Free instances on up GPUs, per profile, by key.
@@ -115,6 +117,7 @@ impl Cluster {
             gpu_jobs: vec![0; gpus],
             idle_gpus: gpus,
             node_busy: vec![0; nodes],
+            dirty: vec![true; nodes],
             layout_since_ms: vec![0; nodes],
             free: vec![BTreeSet::new(); profiles.len()],
             free_full: vec![0; nodes],
@@ -249,6 +252,8 @@ impl Cluster {
     /// A profile jobs cannot use, or instances that break a placement rule.
     pub fn set_instances(&mut self, gpu: usize, placed: &[Placed]) -> Result<()> {
         check_instances(self.model, placed).map_err(|e| anyhow!("GPU {gpu}: {e}"))?;
+        let n = self.node_of(gpu);
+        self.dirty[n] = true;
         for i in std::mem::take(&mut self.insts[gpu]) {
             self.pool_remove(gpu, i);
             self.inst_count[i.pidx as usize] -= 1;
@@ -292,6 +297,7 @@ impl Cluster {
         self.gpu_jobs[gpu] += 1;
         let c = inst.placed.profile.compute_slices;
         let n = self.node_of(gpu);
+        self.dirty[n] = true;
         self.node_busy[n] += 1;
         self.busy_slices += u32::from(c);
         self.add_busy_w(gpu, self.power.instance_w(c));
@@ -312,6 +318,7 @@ impl Cluster {
         }
         let c = inst.placed.profile.compute_slices;
         let n = self.node_of(gpu);
+        self.dirty[n] = true;
         self.node_busy[n] -= 1;
         self.busy_slices -= u32::from(c);
         self.add_busy_w(gpu, -self.power.instance_w(c));
@@ -333,6 +340,8 @@ impl Cluster {
     /// Sets a GPU's state; leaving `Up` takes its free instances out of the pools, entering
     /// it puts them back.
     pub fn set_state(&mut self, gpu: usize, s: GpuState) {
+        let n = self.node_of(gpu);
+        self.dirty[n] = true;
         let was_up = self.state[gpu] == GpuState::Up;
         let is_up = s == GpuState::Up;
         self.state[gpu] = s;

@@ -7,7 +7,7 @@
 use crate::cluster::{Cluster, GpuState, Hold};
 use crate::model::Job;
 use crate::placement::Placement;
-use crate::policies::views::{node_index, snapshot};
+use crate::policies::views::{node_index, View};
 use crate::policies::{mix, DemandDriven, Learned, NoChange, Planner, Policy, PolicySpec, Scheduled};
 use crate::power::PowerModel;
 use crate::requests::{plan_requests, restart_profile, RequestParams};
@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a repartition drains.
@@ -234,7 +235,7 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     }
     let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &layouts, cfg.power.clone())?;
     let mut sim = Sim::new(wl, cfg, cluster)?;
-    let candidates = distinct_multisets(cfg.model);
+    let candidates: Arc<[ProfileCounts]> = distinct_multisets(cfg.model).into();
     let mut driver = match spec {
         PolicySpec::None | PolicySpec::Static(_) => Driver::Plain(Box::new(NoChange), false),
         PolicySpec::Scheduled(p) => Driver::Plain(Box::new(Scheduled { periods: p.clone() }), false),
@@ -295,6 +296,8 @@ struct Sim<'a> {
     idle_gpu_s: f64,
     /// GPUs held for a repartition (planned or draining).
     held: BTreeSet<usize>,
+    /// What the policy sees, kept up to date.
+    view: View,
 }
 
 impl<'a> Sim<'a> {
@@ -365,6 +368,7 @@ impl<'a> Sim<'a> {
             drain_waste_gpu_s: 0.0,
             idle_gpu_s: 0.0,
             held: BTreeSet::new(),
+            view: View::default(),
             c,
         })
     }
@@ -400,7 +404,7 @@ impl<'a> Sim<'a> {
         &mut self,
         driver: &mut Driver,
         interval_ms: i64,
-        cands: &[ProfileCounts],
+        cands: &Arc<[ProfileCounts]>,
         progress: &dyn Fn(u64),
     ) -> Result<()> {
         let n = self.jobs.len();
@@ -531,7 +535,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn tick(&mut self, driver: &mut Driver, cands: &[ProfileCounts]) -> Result<()> {
+    fn tick(&mut self, driver: &mut Driver, cands: &Arc<[ProfileCounts]>) -> Result<()> {
         let tod = Duration::from_millis((self.now % 86_400_000) as u64);
         let policy: &mut dyn Policy = match driver {
             Driver::Fixed => return Ok(()),
@@ -554,8 +558,9 @@ impl<'a> Sim<'a> {
             .rev()
             .find(|q| !self.queues[*q].is_empty())
             .map_or(0, |q| q - np);
-        let snap = snapshot(
+        self.view.refresh(
             &self.c,
+            &self.c.dirty,
             self.now,
             cands,
             &self.pending,
@@ -563,6 +568,8 @@ impl<'a> Sim<'a> {
             widest,
             &self.class,
         );
+        self.c.dirty.iter_mut().for_each(|d| *d = false);
+        let snap = &self.view.snapshot;
         let plan = policy.plan_at(tod, &snap.nodes, &snap.demand());
         for r in plan {
             let node = node_index(&r.node)
@@ -598,6 +605,7 @@ impl<'a> Sim<'a> {
                 DrainScope::Gpu => !changes[i],
             };
             if keep && self.c.hold[g].take().is_some() {
+                self.c.dirty[node] = true;
                 self.held.remove(&g);
             }
         }
@@ -626,6 +634,7 @@ impl<'a> Sim<'a> {
                     .unwrap_or(0)
                     .max(self.now);
                 for &g in &affected {
+                    self.c.dirty[node] = true;
                     self.c.hold[g] = Some(Hold {
                         target: target.gpus[g - node * gpn].clone(),
                         deadline_ms: deadline,

@@ -195,7 +195,7 @@ pub fn best_target(
         };
         let mut best = current.clone();
         let mut best_score = score(current, &left);
-        for l in &node.allowed {
+        for l in node.allowed.iter() {
             let s = score(l, &left);
             if s > best_score {
                 best = l.clone();
@@ -241,7 +241,8 @@ mod tests {
             ]
             .iter()
             .map(|s| layout(s))
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
             busy: busy.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
             running: busy.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
             unavailable: false,

@@ -34,6 +34,7 @@ use crate::demand::Demand;
 use crate::geometry::{GpuModel, NodeLayout, ProfileCounts, ProfileSpec};
 use crate::snapshot::NodeSnapshot;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 const DAY_S: f64 = 86_400.0;
@@ -99,7 +100,11 @@ pub struct Planner {
     /// Settings.
     pub settings: PlannerSettings,
     learned: BTreeMap<&'static str, Learned>,
+    /// Per model: the allowed layouts seen, their profiles and the whole-GPU layout.
+    cache: ProfileCache,
 }
+
+type ProfileCache = BTreeMap<&'static str, (Arc<[ProfileCounts]>, Arc<[&'static ProfileSpec]>, ProfileCounts)>;
 
 impl Planner {
     /// A planner with these settings and nothing learned yet.
@@ -107,6 +112,7 @@ impl Planner {
         Self {
             settings,
             learned: BTreeMap::new(),
+            cache: BTreeMap::new(),
         }
     }
 
@@ -321,6 +327,31 @@ fn take(wanted: &mut Vec<NodeLayout>, l: &NodeLayout) -> bool {
 }
 
 impl Planner {
+    /// The profiles of a group's allowed layouts and its whole-GPU layout, computed once per
+    /// list of allowed layouts.
+    fn group_profiles(
+        &mut self,
+        model: &'static GpuModel,
+        allowed: &Arc<[ProfileCounts]>,
+    ) -> (Arc<[&'static ProfileSpec]>, ProfileCounts) {
+        if let Some((a, p, w)) = self.cache.get(model.name) {
+            if Arc::ptr_eq(a, allowed) {
+                return (Arc::clone(p), w.clone());
+            }
+        }
+        let profiles: Arc<[&'static ProfileSpec]> = profiles_of(model, allowed).into();
+        let full = model.full_profile();
+        let whole = allowed
+            .iter()
+            .find(|l| l.total() == 1 && l.count(full.name) == 1)
+            .or_else(|| allowed.first())
+            .cloned()
+            .unwrap_or_default();
+        self.cache
+            .insert(model.name, (Arc::clone(allowed), Arc::clone(&profiles), whole.clone()));
+        (profiles, whole)
+    }
+
     fn plan_group(
         &mut self,
         tod: Duration,
@@ -331,18 +362,11 @@ impl Planner {
         out: &mut Vec<Repartition>,
     ) {
         let Some(first) = nodes.first() else { return };
-        let allowed = &first.allowed;
-        let profiles = profiles_of(model, allowed);
+        let (profiles, whole) = self.group_profiles(model, &first.allowed);
         if profiles.is_empty() {
             return;
         }
-        let full = model.full_profile();
-        let whole = allowed
-            .iter()
-            .find(|l| l.total() == 1 && l.count(full.name) == 1)
-            .or_else(|| allowed.first())
-            .cloned()
-            .unwrap_or_default();
+        let allowed = &first.allowed;
         // 1. Need.
         let mut now = Need::new();
         for n in nodes {
@@ -372,18 +396,11 @@ impl Planner {
             &whole,
             &profiles,
         );
-        let mut wanted: Vec<NodeLayout> = kinds
-            .iter()
-            .map(|l| NodeLayout {
-                gpus: vec![l.clone(); gpn],
-            })
-            .collect();
         // 3. Whether it pays: the current mix, planned targets counted.
-        let effective = |n: &NodeSnapshot| n.planned.clone().unwrap_or_else(|| n.layout.clone());
         let mut current = vec![0.0; profiles.len()];
         let mut partitioned_now = 0usize;
         for n in nodes {
-            let l = effective(n);
+            let l = n.planned.as_ref().unwrap_or(&n.layout);
             for g in &l.gpus {
                 add(&mut current, &supply_of(g, &profiles, 1.0), 1.0);
             }
@@ -392,10 +409,8 @@ impl Planner {
             }
         }
         let mut desired = vec![0.0; profiles.len()];
-        for w in &wanted {
-            for g in &w.gpus {
-                add(&mut desired, &supply_of(g, &profiles, 1.0), 1.0);
-            }
+        for l in &kinds {
+            add(&mut desired, &supply_of(l, &profiles, gpn as f64), 1.0);
         }
         let partitioned_wanted = kinds.iter().filter(|l| **l != whole).count();
         let gain = uncovered(&current, &need, &profiles) - uncovered(&desired, &need, &profiles);
@@ -404,6 +419,12 @@ impl Planner {
         if gain < f64::from(self.settings.limits.min_gain.max(1)) && !surplus && !consolidate {
             return;
         }
+        let mut wanted: Vec<NodeLayout> = kinds
+            .iter()
+            .map(|l| NodeLayout {
+                gpus: vec![l.clone(); gpn],
+            })
+            .collect();
         // 4. Which nodes.
         let mut free_nodes: Vec<&NodeSnapshot> = Vec::new();
         let mut stale_plans: Vec<&NodeSnapshot> = Vec::new();
@@ -498,7 +519,7 @@ mod tests {
             name: name.into(),
             model: &A100_80GB,
             layout: l,
-            allowed: all_layouts(&A100_80GB),
+            allowed: all_layouts(&A100_80GB).into(),
             busy: r.clone(),
             running: r,
             unavailable: false,

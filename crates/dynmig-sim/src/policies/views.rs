@@ -5,6 +5,7 @@ use crate::cluster::{Cluster, GpuState};
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, ProfileSpec};
 use dynmig_core::snapshot::{ClusterSnapshot, NodeSnapshot, Pending};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The name of simulated node `i`: `n0`, `n1`, ...
@@ -35,84 +36,142 @@ pub fn node_index(name: &str) -> Option<usize> {
 pub fn snapshot(
     c: &Cluster,
     now_ms: i64,
-    allowed: &[ProfileCounts],
+    allowed: &Arc<[ProfileCounts]>,
     pending: &[u32],
     profiles: &[&'static ProfileSpec],
     widest: usize,
     class: &[u16],
 ) -> ClusterSnapshot {
+    let mut v = View::default();
+    let all = vec![true; c.nodes()];
+    v.refresh(c, &all, now_ms, allowed, pending, profiles, widest, class);
+    v.snapshot
+}
+
+/// [`snapshot`] kept up to date incrementally: only the nodes marked dirty since the last
+/// refresh are rebuilt; layout ages and work end times move with the clock.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    /// The snapshot as of the last refresh.
+    pub snapshot: ClusterSnapshot,
+    /// Per node, the latest time-limit end of its running jobs, ms.
+    ends_ms: Vec<i64>,
+}
+
+impl View {
+    /// Rebuilds the nodes with `dirty[n]` (all of them the first time) and updates the rest;
+    /// arguments as [`snapshot`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn refresh(
+        &mut self,
+        c: &Cluster,
+        dirty: &[bool],
+        now_ms: i64,
+        allowed: &Arc<[ProfileCounts]>,
+        pending: &[u32],
+        profiles: &[&'static ProfileSpec],
+        widest: usize,
+        class: &[u16],
+    ) {
+        let full = profiles[c.full].name;
+        if self.snapshot.nodes.len() != c.nodes() {
+            self.snapshot.nodes = (0..c.nodes()).map(|n| node(c, n, allowed, profiles, class)).collect();
+            self.ends_ms = (0..c.nodes()).map(|n| node_ends_ms(c, n)).collect();
+        } else {
+            for n in (0..c.nodes()).filter(|n| dirty[*n]) {
+                self.snapshot.nodes[n] = node(c, n, allowed, profiles, class);
+                self.ends_ms[n] = node_ends_ms(c, n);
+            }
+        }
+        for (n, s) in self.snapshot.nodes.iter_mut().enumerate() {
+            s.layout_age = Duration::from_millis(u64::try_from(now_ms - c.layout_since_ms[n]).unwrap_or(0));
+            s.work_ends_in = Duration::from_millis(u64::try_from(self.ends_ms[n] - now_ms).unwrap_or(0));
+        }
+        let mut p = Pending::default();
+        for (i, n) in pending.iter().enumerate() {
+            if *n > 0 {
+                p.instances.insert(profiles[i].name.to_string(), *n);
+            }
+        }
+        if widest > 1 {
+            p.widest
+                .insert(full.to_string(), u32::try_from(widest).unwrap_or(u32::MAX));
+        }
+        self.snapshot.pending = p;
+    }
+}
+
+fn node_ends_ms(c: &Cluster, n: usize) -> i64 {
+    (n * c.gpn..(n + 1) * c.gpn)
+        .map(|g| c.gpu_work_ends_ms(g))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Node `n` as the policy sees it (layout age and work end time filled in by the caller).
+fn node(
+    c: &Cluster,
+    n: usize,
+    allowed: &Arc<[ProfileCounts]>,
+    profiles: &[&'static ProfileSpec],
+    class: &[u16],
+) -> NodeSnapshot {
     let full = profiles[c.full].name;
-    let nodes = (0..c.nodes())
-        .map(|n| {
-            let gpus = n * c.gpn..(n + 1) * c.gpn;
-            let mut busy: BTreeMap<String, u32> = BTreeMap::new();
-            let mut running: BTreeMap<String, u32> = BTreeMap::new();
-            let mut incoming: BTreeMap<&'static str, u32> = BTreeMap::new();
-            for g in gpus.clone() {
+    let gpus = n * c.gpn..(n + 1) * c.gpn;
+    let mut busy: BTreeMap<String, u32> = BTreeMap::new();
+    let mut running: BTreeMap<String, u32> = BTreeMap::new();
+    let mut incoming: BTreeMap<&'static str, u32> = BTreeMap::new();
+    for g in gpus.clone() {
+        for i in &c.insts[g] {
+            if let Some(j) = i.job {
+                *busy.entry(i.placed.profile.name.to_string()).or_insert(0) += 1;
+                let asked = (class[j as usize] as usize).min(c.full);
+                *running.entry(profiles[asked].name.to_string()).or_insert(0) += 1;
+            }
+        }
+        match &c.state[g] {
+            GpuState::Up => {}
+            GpuState::Draining(t) => {
+                for (p, k) in t.iter() {
+                    *incoming.entry(p).or_insert(0) += k;
+                }
+            }
+            GpuState::Reconfiguring => {
                 for i in &c.insts[g] {
-                    if let Some(j) = i.job {
-                        *busy.entry(i.placed.profile.name.to_string()).or_insert(0) += 1;
-                        let asked = (class[j as usize] as usize).min(c.full);
-                        *running.entry(profiles[asked].name.to_string()).or_insert(0) += 1;
-                    }
-                }
-                match &c.state[g] {
-                    GpuState::Up => {}
-                    GpuState::Draining(t) => {
-                        for (p, k) in t.iter() {
-                            *incoming.entry(p).or_insert(0) += k;
-                        }
-                    }
-                    GpuState::Reconfiguring => {
-                        for i in &c.insts[g] {
-                            *incoming.entry(i.placed.profile.name).or_insert(0) += 1;
-                        }
-                    }
+                    *incoming.entry(i.placed.profile.name).or_insert(0) += 1;
                 }
             }
-            let away = gpus.clone().any(|g| c.state[g] != GpuState::Up);
-            let planned = gpus.clone().any(|g| c.hold[g].is_some()).then(|| NodeLayout {
-                gpus: gpus
-                    .clone()
-                    .map(|g| c.hold[g].as_ref().map_or_else(|| c.gpu_counts(g), |h| h.target.clone()))
-                    .collect(),
-            });
-            for h in gpus.clone().filter_map(|g| c.hold[g].as_ref()) {
-                for (name, k) in h.target.iter() {
-                    *incoming.entry(name).or_insert(0) += k;
-                }
-            }
-            let ends = gpus.clone().map(|g| c.gpu_work_ends_ms(g)).max().unwrap_or(0);
-            let mut schedulable_free = BTreeMap::new();
-            if c.free_full[n] > 0 {
-                schedulable_free.insert(full, u32::from(c.free_full[n]));
-            }
-            NodeSnapshot {
-                name: node_name(n),
-                model: c.model,
-                layout: c.node_layout(n),
-                allowed: allowed.to_vec(),
-                busy,
-                running,
-                unavailable: away,
-                repartitioning: away || planned.is_some(),
-                layout_age: Duration::from_millis(u64::try_from(now_ms - c.layout_since_ms[n]).unwrap_or(0)),
-                incoming,
-                schedulable_free,
-                work_ends_in: Duration::from_millis(u64::try_from(ends - now_ms).unwrap_or(0)),
-                planned,
-            }
-        })
-        .collect();
-    let mut p = Pending::default();
-    for (i, n) in pending.iter().enumerate() {
-        if *n > 0 {
-            p.instances.insert(profiles[i].name.to_string(), *n);
         }
     }
-    if widest > 1 {
-        p.widest
-            .insert(full.to_string(), u32::try_from(widest).unwrap_or(u32::MAX));
+    let away = gpus.clone().any(|g| c.state[g] != GpuState::Up);
+    let planned = gpus.clone().any(|g| c.hold[g].is_some()).then(|| NodeLayout {
+        gpus: gpus
+            .clone()
+            .map(|g| c.hold[g].as_ref().map_or_else(|| c.gpu_counts(g), |h| h.target.clone()))
+            .collect(),
+    });
+    for h in gpus.clone().filter_map(|g| c.hold[g].as_ref()) {
+        for (name, k) in h.target.iter() {
+            *incoming.entry(name).or_insert(0) += k;
+        }
     }
-    ClusterSnapshot { nodes, pending: p }
+    let mut schedulable_free = BTreeMap::new();
+    if c.free_full[n] > 0 {
+        schedulable_free.insert(full, u32::from(c.free_full[n]));
+    }
+    NodeSnapshot {
+        name: node_name(n),
+        model: c.model,
+        layout: c.node_layout(n),
+        allowed: Arc::clone(allowed),
+        busy,
+        running,
+        unavailable: away,
+        repartitioning: away || planned.is_some(),
+        layout_age: Duration::ZERO,
+        incoming,
+        schedulable_free,
+        work_ends_in: Duration::ZERO,
+        planned,
+    }
 }
