@@ -76,6 +76,9 @@ pub struct SimConfig {
     pub power: PowerModel,
     /// What jobs ask for and how out-of-memory restarts go (default: exact requests).
     pub requests: RequestParams,
+    /// Longest time limit a user may ask, s: the partition's `MaxTime` (48 h, a common Slurm
+    /// site setting). A job that runs longer than that gets its run time as its limit.
+    pub max_time_limit_s: f64,
     /// Start of the evaluation window, s: [`RunResult::window_energy_j`] and
     /// [`RunResult::drain_waste_gpu_s`] count from here (0: the whole run).
     pub window_start_s: f64,
@@ -99,6 +102,7 @@ impl SimConfig {
             power: PowerModel::for_model(model),
             requests: RequestParams::default(),
             window_start_s: 0.0,
+            max_time_limit_s: 48.0 * 3600.0,
         }
     }
 }
@@ -647,12 +651,14 @@ impl<'a> Sim<'a> {
     }
 
     /// Time limit of `job` from now, ms: its factor times its run time on the profile it asks
-    /// for (a whole GPU for multi-GPU jobs).
+    /// for (a whole GPU for multi-GPU jobs), at most [`SimConfig::max_time_limit_s`] unless
+    /// the run itself is longer.
     fn limit_ms(&self, job: u32) -> i64 {
         let j = &self.jobs[job as usize];
         let p = (self.class[job as usize] as usize).min(self.c.full);
         let run = j.time_on(self.c.profiles[p].compute_slices, self.cfg.model.compute_slices);
-        ((run * j.limit_factor * 1000.0).ceil() as i64).max(1)
+        let limit = (run * j.limit_factor).min(self.cfg.max_time_limit_s.max(run));
+        ((limit * 1000.0).ceil() as i64).max(1)
     }
 
     /// Starts the reconfigurations that can start among `gpus` (just drained or just freed).

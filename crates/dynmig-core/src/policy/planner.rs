@@ -24,9 +24,9 @@
 //! 4. **Which nodes**: nodes already in a wanted layout keep it; plans (reservations) whose
 //!    target is still wanted stay; others are moved to a wanted layout or cancelled. Then the
 //!    nodes whose running work must end soonest (their jobs' time limits: idle nodes first)
-//!    change, at most `max_concurrent` at once, none whose work ends later than `max_wait`
-//!    (waiting that long would serve the need too late), none younger than
-//!    `min_layout_lifetime`. A node's change waits for its running jobs (a reservation at
+//!    change, at most `max_concurrent` at once, none younger than `min_layout_lifetime`, and
+//!    for a change that only gives back surplus partitions none whose work ends later than
+//!    `max_wait`. A node's change waits for its running jobs (a reservation at
 //!    their time limit), so backfill keeps it busy meanwhile.
 
 use super::{Policy, PolicyLimits, Repartition};
@@ -58,7 +58,9 @@ pub struct PlannerSettings {
     /// How far ahead the learned need counts (2 h: about the time a reservation waits for
     /// the running work of a node; trace p90 run time 2.05 h, docs/model.md).
     pub horizon: Duration,
-    /// A busy node whose running work ends later than this is no candidate (4 h).
+    /// A busy node whose running work ends later than this is no candidate for a change that
+    /// only gives back surplus partitions (4 h); need the current mix cannot serve takes the
+    /// nodes whose work ends soonest, however late that is.
     pub max_wait: Duration,
     /// Extra share of need planned for (0.1).
     pub headroom: f64,
@@ -66,19 +68,24 @@ pub struct PlannerSettings {
     pub bins: u32,
     /// Weight of a new day's observation of a bin (0.5).
     pub memory: f64,
+    /// Most nodes with a planned change that has not started (a reservation: they still run
+    /// jobs that end in time), besides the `max_concurrent` draining or reconfiguring ones
+    /// (4 x `max_concurrent`).
+    pub max_planned: usize,
 }
 
 impl PlannerSettings {
     /// The defaults above with these limits and objective.
     pub fn new(limits: PolicyLimits, objective: Objective) -> Self {
         Self {
-            limits,
             objective,
             horizon: Duration::from_secs(2 * 3600),
             max_wait: Duration::from_secs(4 * 3600),
             headroom: 0.1,
             bins: 24,
             memory: 0.5,
+            max_planned: 4 * limits.max_concurrent,
+            limits,
         }
     }
 }
@@ -187,7 +194,18 @@ fn profiles_of(model: &GpuModel, allowed: &[ProfileCounts]) -> Vec<&'static Prof
 
 /// Supply of a layout over `profiles` (instances per profile index), times `times`.
 fn supply_of(l: &ProfileCounts, profiles: &[&'static ProfileSpec], times: f64) -> Vec<f64> {
-    profiles.iter().map(|p| f64::from(l.count(p.name)) * times).collect()
+    let mut v = vec![0.0; profiles.len()];
+    add_layout(&mut v, l, profiles, times);
+    v
+}
+
+/// Adds `times` x the instances of `l` to `supply`.
+fn add_layout(supply: &mut [f64], l: &ProfileCounts, profiles: &[&'static ProfileSpec], times: f64) {
+    for (name, n) in l.iter() {
+        if let Some(i) = profiles.iter().position(|p| p.name == name) {
+            supply[i] += f64::from(n) * times;
+        }
+    }
 }
 
 /// Compute slices of `need` that `supply` cannot serve: larger needs first, each from the
@@ -402,7 +420,7 @@ impl Planner {
         for n in nodes {
             let l = n.planned.as_ref().unwrap_or(&n.layout);
             for g in &l.gpus {
-                add(&mut current, &supply_of(g, &profiles, 1.0), 1.0);
+                add_layout(&mut current, g, &profiles, 1.0);
             }
             if l.gpus.iter().any(|g| *g != whole) {
                 partitioned_now += 1;
@@ -410,7 +428,7 @@ impl Planner {
         }
         let mut desired = vec![0.0; profiles.len()];
         for l in &kinds {
-            add(&mut desired, &supply_of(l, &profiles, gpn as f64), 1.0);
+            add_layout(&mut desired, l, &profiles, gpn as f64);
         }
         let partitioned_wanted = kinds.iter().filter(|l| **l != whole).count();
         let gain = uncovered(&current, &need, &profiles) - uncovered(&desired, &need, &profiles);
@@ -418,6 +436,14 @@ impl Planner {
         let consolidate = self.settings.objective == Objective::Consolidate && partitioned_now != partitioned_wanted;
         if gain < f64::from(self.settings.limits.min_gain.max(1)) && !surplus && !consolidate {
             return;
+        }
+        if std::env::var_os("DYNMIG_PLAN_DEBUG").is_some() {
+            eprintln!(
+                "tod {:.2} need {:?} gain {gain:.0} partitioned {partitioned_now}->{partitioned_wanted} ends {:?}",
+                tod.as_secs_f64() / 3600.0,
+                need,
+                nodes.iter().map(|n| n.work_ends_in.as_secs() / 60).collect::<Vec<_>>()
+            );
         }
         let mut wanted: Vec<NodeLayout> = kinds
             .iter()
@@ -456,11 +482,17 @@ impl Planner {
             }
         }
         free_nodes.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
+        // Need the current mix cannot serve is worth waiting for; a mere surplus is not.
+        let max_wait = if gain >= f64::from(self.settings.limits.min_gain.max(1)) {
+            std::env::var("DYNMIG_PLAN_GAINWAIT").ok().and_then(|x| x.parse::<u64>().ok()).map_or(Duration::MAX, |h| Duration::from_secs(h * 3600))
+        } else {
+            self.settings.max_wait
+        };
         for n in free_nodes {
             if *budget == 0 || wanted.is_empty() {
                 break;
             }
-            if n.layout_age < self.settings.limits.min_layout_lifetime || n.work_ends_in > self.settings.max_wait {
+            if n.layout_age < self.settings.limits.min_layout_lifetime || n.work_ends_in > max_wait {
                 continue;
             }
             let Some(i) = nearest(&wanted, &n.layout) else { break };
@@ -493,8 +525,14 @@ impl Policy for Planner {
     }
 
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
-        let under_way = nodes.iter().filter(|n| n.repartitioning).count();
-        let mut budget = self.settings.limits.max_concurrent.saturating_sub(under_way);
+        let away = nodes.iter().filter(|n| n.repartitioning && n.planned.is_none()).count();
+        let planned = nodes.iter().filter(|n| n.planned.is_some()).count();
+        let mut budget = self
+            .settings
+            .limits
+            .max_concurrent
+            .saturating_sub(away)
+            .min(std::env::var("DYNMIG_PLAN_MAXPLANNED").ok().and_then(|x| x.parse::<usize>().ok()).unwrap_or(self.settings.max_planned).saturating_sub(planned));
         let mut groups: BTreeMap<&'static str, (&'static GpuModel, Vec<&NodeSnapshot>)> = BTreeMap::new();
         for n in nodes {
             groups.entry(n.model.name).or_insert((n.model, Vec::new())).1.push(n);
@@ -574,9 +612,14 @@ mod tests {
     }
 
     #[test]
-    fn a_node_whose_work_ends_too_late_is_no_candidate() {
-        let nodes = [node("a", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 2)], 48 * 3600)];
-        assert!(planner(1).plan(&nodes, &demand(&[("1g.10gb", 9)])).is_empty());
+    fn a_node_whose_work_ends_late_only_changes_for_unserved_need() {
+        let late = node("a", "7x1g.10gb,7x1g.10gb", &[("1g.10gb", 1)], 48 * 3600);
+        assert!(
+            planner(1).plan(&[late], &demand(&[])).is_empty(),
+            "a surplus is not worth a 48 h wait"
+        );
+        let late = node("a", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 2)], 48 * 3600);
+        assert_eq!(planner(1).plan(&[late], &demand(&[("1g.10gb", 9)])).len(), 1);
     }
 
     #[test]
