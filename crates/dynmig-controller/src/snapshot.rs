@@ -1,6 +1,6 @@
 //! Slurm's jobs and nodes -> the [`ClusterSnapshot`] the policy sees.
 
-use dynmig_core::config::{AllowedLayouts, Config};
+use dynmig_core::config::{expand_hostlist, AllowedLayouts, Config};
 use dynmig_core::geometry::{all_layouts, GpuModel, NodeLayout, ProfileCounts};
 use dynmig_core::gres::TresList;
 use dynmig_core::protocol::intent::NodeIntent;
@@ -92,16 +92,43 @@ pub fn build_snapshot(
         }
     }
     let by_name: HashMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let ends = work_ends(jobs);
     let mut out = Vec::with_capacity(managed.len());
     let mut roles = Vec::with_capacity(managed.len());
     for m in managed {
         let (snap, role) = node_snapshot(m, by_name.get(m.name.as_str()).copied(), now);
+        let snap = snap.map(|mut s| {
+            if let Some(end) = ends.get(m.name.as_str()) {
+                s.work_ends_in = Duration::from_secs(u64::try_from(end - now).unwrap_or(0));
+            }
+            s
+        });
         roles.push((m.name.clone(), role));
         if let Some(s) = snap {
             out.push(s);
         }
     }
     (ClusterSnapshot { nodes: out, pending }, roles)
+}
+
+/// Per node, the latest `end_time` (the time limit's end) of the jobs running or completing
+/// there, seconds since the epoch. Node lists are Slurm hostlists, expanded by the config's
+/// typed parser; a list it refuses is left out (that job then counts on no node).
+pub fn work_ends(jobs: &[JobInfo]) -> HashMap<String, i64> {
+    let mut ends: HashMap<String, i64> = HashMap::new();
+    for j in jobs
+        .iter()
+        .filter(|j| matches!(j.state, JobState::Running | JobState::Completing))
+    {
+        let Ok(names) = expand_hostlist(&j.nodes) else {
+            continue;
+        };
+        for n in names {
+            let e = ends.entry(n).or_insert(j.end_time);
+            *e = (*e).max(j.end_time);
+        }
+    }
+    ends
 }
 
 fn totals(gres: &str) -> BTreeMap<String, u32> {
