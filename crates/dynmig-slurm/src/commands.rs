@@ -171,14 +171,16 @@ impl SlurmApi for SlurmCommands {
             self.limits,
         ) {
             Ok(_) => Ok(true),
-            Err(RunError::Failed { stderr, .. }) if reservation_missing(&stderr) => Ok(false),
+            // scontrol prints "Reservation X not found" on stdout and exits 1 (info_res.c,
+            // 22.05 to 25.11); a failure to reach slurmctld is printed on stderr.
+            Err(RunError::Failed { stderr, .. }) if stderr.is_empty() || reservation_missing(&stderr) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
 }
 
-/// Whether scontrol's error says the reservation does not exist (22.05: `Reservation X not
-/// found` for show, `Requested reservation is invalid` for delete).
+/// Whether scontrol's error says the reservation does not exist (tried on 22.05.8: `delete`
+/// prints `delete_reservation ReservationName=X: Requested reservation is invalid`).
 fn reservation_missing(stderr: &str) -> bool {
     stderr.contains("not found") || stderr.contains("Requested reservation is invalid")
 }
