@@ -161,7 +161,7 @@ pub fn pass(
     let loaded = settings
         .plans
         .as_ref()
-        .map(|path| load_plans(path, managed, events, now));
+        .map(|path| load_plans(path, managed, events, now, !settings.dry_run));
     let mut plans = loaded.as_ref().map(|l| l.plans.clone()).unwrap_or_default();
     let mut ctx = Ctx {
         slurm,

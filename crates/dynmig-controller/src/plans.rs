@@ -29,10 +29,16 @@ fn note(events: &LineLog, now: i64, node: &str, why: &str) {
     );
 }
 
-/// Reads the plans at `path` (a missing file holds none). An unreadable file is moved aside and
-/// logged; a plan for a node that is not managed, or whose target no longer fits its node, is
-/// dropped and logged.
-pub fn load_plans(path: &Path, managed: &[ManagedNode], events: &LineLog, now: i64) -> LoadedPlans {
+/// Reads the plans at `path` (a missing file holds none). With `repair`, an unreadable file is
+/// moved aside and logged, and a plan whose target no longer fits its node is logged; without
+/// (a dry run, `dynmig status`) nothing is changed or logged. A plan for a node that is not
+/// managed, or whose target no longer fits its node, is dropped.
+pub fn load_plans(path: &Path, managed: &[ManagedNode], events: &LineLog, now: i64, repair: bool) -> LoadedPlans {
+    let note = |node: &str, why: &str| {
+        if repair {
+            note(events, now, node, why);
+        }
+    };
     let mut out = LoadedPlans::default();
     let text = match read_text_bounded(path, MAX_PLANS_BYTES) {
         Ok(None) => return out,
@@ -44,10 +50,10 @@ pub fn load_plans(path: &Path, managed: &[ManagedNode], events: &LineLog, now: i
         Ok(r) => r,
         Err(why) => {
             let aside = path.with_extension("json.bad");
-            let _ = std::fs::rename(path, &aside);
+            if repair {
+                let _ = std::fs::rename(path, &aside);
+            }
             note(
-                events,
-                now,
                 "-",
                 &format!(
                     "unreadable plans file {} ({why}): moved to {}; every dynmig reservation without a plan is deleted",
@@ -69,8 +75,6 @@ pub fn load_plans(path: &Path, managed: &[ManagedNode], events: &LineLog, now: i
             Ok(p) => out.plans.set(p),
             Err(e) => {
                 note(
-                    events,
-                    now,
                     &r.node,
                     &format!("plan target '{}' does not fit the node ({e}): plan dropped", r.target),
                 );

@@ -211,7 +211,7 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
 mod tests {
     use super::*;
     use dynmig_core::geometry::A100_80GB;
-    use dynmig_slurm::fake::{idle_node, pending_job};
+    use dynmig_slurm::fake::{idle_node, pending_job, running_job};
 
     fn managed(name: &str) -> ManagedNode {
         ManagedNode {
@@ -281,5 +281,26 @@ mod tests {
         assert_eq!(demand.pending, [("2g.20gb".to_string(), 3)].into());
         assert_eq!(demand.incoming["1g.10gb"], 7);
         assert_eq!(roles[0].1, NodeRole::Applying);
+    }
+
+    #[test]
+    fn work_ends_at_the_latest_time_limit_of_the_jobs_running_on_each_node() {
+        let mut completing = running_job(3, "n2", "", 900);
+        completing.state = JobState::Completing;
+        let mut pending = pending_job(4, "gres:gpu:1g.10gb:1");
+        pending.end_time = 9999;
+        let jobs = vec![
+            running_job(1, "n[1-2]", "", 1200),
+            running_job(2, "n1", "", 1500),
+            completing,
+            pending,
+            running_job(5, "n[1-", "", 9999),
+        ];
+        let ends = work_ends(&jobs);
+        assert_eq!(ends["n1"], 1500);
+        assert_eq!(ends["n2"], 1200);
+        assert_eq!(ends.len(), 2, "pending jobs and unreadable node lists count nowhere");
+        let (s, _) = build_snapshot(&jobs, &[published("n1", "1x7g.80gb,1x7g.80gb")], &[managed("n1")], 1000);
+        assert_eq!(s.nodes[0].work_ends_in, Duration::from_secs(500));
     }
 }

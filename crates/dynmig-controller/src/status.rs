@@ -51,6 +51,7 @@ pub fn status(slurm: &dyn SlurmApi, managed: &[ManagedNode], state_dir: &Path, n
         managed,
         &dynmig_host::fs::LineLog::none(),
         now,
+        false,
     )
     .plans;
     let events = state_dir.join("events.jsonl");

@@ -206,6 +206,39 @@ fn a_planned_node_that_becomes_idle_is_drained_before_its_reservation() {
 }
 
 #[test]
+fn a_reservation_is_brought_forward_when_the_jobs_end_earlier() {
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![
+            running_job(7, "n1", "gres:gpu:7g.80gb:1", 5000),
+            running_job(8, "n1", "gres:gpu:7g.80gb:1", 2000),
+        ],
+    );
+    let dir = tempfile_dir("forward");
+    let m = [managed("n1")];
+    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
+    pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1000, &dir)).unwrap();
+    // The long job is cancelled: the reservation starts when the other one ends.
+    slurm.state.lock().unwrap().jobs.retain(|j| j.id != 7);
+    pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1100, &dir)).unwrap();
+    assert_eq!(slurm.calls().last().unwrap(), "reserve-update dynmig_n1 start=2000");
+    assert_eq!(slurm.state.lock().unwrap().reservations[0].start, 2000);
+    // A dry run reads the plan but changes nothing.
+    let before = std::fs::read_to_string(dir.join("controller-plans.json")).unwrap();
+    let s = PassSettings {
+        dry_run: true,
+        ..with_plans(2000, &dir)
+    };
+    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &s).unwrap();
+    assert_eq!(r.drained.len(), 1, "would start the plan");
+    assert_eq!(slurm.calls().len(), 2);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("controller-plans.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
 fn a_plan_is_moved_and_cancelled() {
     let slurm = FakeSlurm::new(
         vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
