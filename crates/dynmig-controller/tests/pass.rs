@@ -300,6 +300,11 @@ fn the_policy_sees_a_plan_as_planned_and_under_way() {
         &with_plans(1100, &dir),
     )
     .unwrap();
+    let status = dynmig_controller::status::status(&slurm, &[managed("n1")], &dir, 1100).unwrap();
+    assert!(
+        status.contains("planned") && status.contains("reservation dynmig_n1 starts in 200 s"),
+        "{status}"
+    );
     let n = &look.0[0];
     assert_eq!(n.work_ends_in, Duration::from_secs(200));
     assert_eq!(n.planned.as_ref().unwrap().to_string(), "7x1g.10gb,1x7g.80gb");
