@@ -259,13 +259,12 @@ fn run(cli: Cli) -> Result<()> {
                 policy.as_mut(),
                 &dynmig_host::fs::LineLog::none(),
                 &PassSettings {
-                    drain_timeout: config.controller.drain_timeout,
                     dry_run: true,
-                    now: dynmig_host::clock::now_secs(),
+                    ..PassSettings::from_config(&config, dynmig_host::clock::now_secs())
                 },
             )?;
             println!("pending demand: {:?}", r.demand.pending);
-            if r.drained.is_empty() {
+            if r.drained.is_empty() && r.planned.is_empty() && r.moved.is_empty() && r.cancelled.is_empty() {
                 println!("no repartition");
             }
             for d in r.drained {
@@ -273,6 +272,18 @@ fn run(cli: Cli) -> Result<()> {
                     "would drain {}: repartition to {} (serves {:?})",
                     d.node, d.target, d.serves
                 );
+            }
+            for d in r.planned {
+                println!(
+                    "would reserve {} from the end of its jobs: repartition to {} (serves {:?})",
+                    d.node, d.target, d.serves
+                );
+            }
+            for d in r.moved {
+                println!("would move the plan of {} to {}", d.node, d.target);
+            }
+            for n in r.cancelled {
+                println!("would cancel the plan of {n}");
             }
             Ok(())
         }
@@ -282,16 +293,29 @@ fn run(cli: Cli) -> Result<()> {
             let slurm = SlurmCommands::from_config(&config);
             let managed = managed_nodes(&config);
             let events = event_log(&config);
+            let mut first = true;
             loop {
                 let settings = PassSettings {
-                    drain_timeout: config.controller.drain_timeout,
-                    dry_run: false,
-                    now: dynmig_host::clock::now_secs(),
+                    sweep: first,
+                    ..PassSettings::from_config(&config, dynmig_host::clock::now_secs())
                 };
                 match pass(&slurm, &managed, policy.as_mut(), &events, &settings) {
                     Ok(r) => {
+                        first = false;
                         for d in &r.drained {
                             eprintln!("dynmig controller: draining {} to repartition to {}", d.node, d.target);
+                        }
+                        for d in &r.planned {
+                            eprintln!(
+                                "dynmig controller: {} reserved from the end of its jobs, then repartition to {}",
+                                d.node, d.target
+                            );
+                        }
+                        for d in &r.moved {
+                            eprintln!("dynmig controller: plan of {} moved to {}", d.node, d.target);
+                        }
+                        for n in &r.cancelled {
+                            eprintln!("dynmig controller: plan of {n} cancelled");
                         }
                     }
                     Err(e) if once => return Err(e.into()),
@@ -357,7 +381,7 @@ fn run(cli: Cli) -> Result<()> {
                 dynmig_controller::status::status(
                     &SlurmCommands::from_config(&config),
                     &managed_nodes(&config),
-                    &config.paths.state_dir.join("events.jsonl"),
+                    &config.paths.state_dir,
                     dynmig_host::clock::now_secs(),
                 )?
             );

@@ -747,3 +747,94 @@ fn a_missing_mig_device_fails_the_prolog_so_slurm_drains_the_node_and_requeues_t
     let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
     assert!(events.contains("\"kind\":\"prolog_failed\""), "{events}");
 }
+
+/// Seconds since midnight of a `YYYY-MM-DDTHH:MM:SS` time as `scontrol show` prints it (both
+/// times compared come from the same slurmctld, in the same time zone).
+fn time_of_day(t: &str) -> i64 {
+    let hms: Vec<i64> = t
+        .rsplit('T')
+        .next()
+        .unwrap_or("")
+        .split(':')
+        .map(|x| x.parse().unwrap_or(-1))
+        .collect();
+    assert_eq!(hms.len(), 3, "not a Slurm time: '{t}'");
+    hms[0] * 3600 + hms[1] * 60 + hms[2]
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn a_busy_node_is_reserved_at_its_jobs_end_keeps_short_jobs_and_then_repartitions() {
+    let c = Cluster::up(true);
+    // Only n1 may be chosen: an administrator holds n2.
+    c.ok(
+        "scontrol",
+        &["update", "nodename=n2", "state=drain", "reason=test holds n2"],
+    );
+    // A job runs on n1's GPU 0 until its 2-minute time limit.
+    let long_running = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--time=2", "--wrap=sleep 600"]);
+    c.wait_for("the first job to run", Duration::from_secs(30), || {
+        c.job_state(long_running) == "RUNNING"
+    });
+    let ends = field(&c.job(long_running), "EndTime");
+    // Demand for a profile no node has: the controller plans n1's repartition.
+    let wants = c.sbatch(&["--gres=gpu:3g.40gb:1", "--time=1", "--wrap=sleep 1"]);
+    let resv = |c: &Cluster| {
+        let out = c.cmd("scontrol", &["show", "ReservationName=dynmig_n1"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    c.wait_for("the reservation dynmig_n1", Duration::from_secs(30), || {
+        resv(&c).is_some()
+    });
+    let r = resv(&c).unwrap();
+    assert!(
+        r.contains("MAINT") && r.contains("IGNORE_JOBS") && r.contains("Nodes=n1"),
+        "{r}"
+    );
+    assert!(
+        (time_of_day(&field(&r, "StartTime")) - time_of_day(&ends)).abs() <= 2,
+        "the reservation starts when the running job's time limit ends ({ends}): {r}"
+    );
+    let n1 = c.node("n1");
+    assert!(
+        !n1["state_flags"].as_array().unwrap().iter().any(|f| f == "DRAIN"),
+        "n1 was drained: {n1}"
+    );
+    // A job whose time limit ends after the reservation starts does not start on n1's free
+    // GPU; one that ends before it does (backfill), after it in the queue.
+    let too_long = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--time=5", "--wrap=sleep 5"]);
+    std::thread::sleep(Duration::from_secs(4));
+    let job = c.job(too_long);
+    assert_eq!(field(&job, "JobState"), "PENDING", "{job}");
+    assert!(job.contains("ReqNodeNotAvail") || job.contains("Reserved"), "{job}");
+    let short = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--time=1", "--wrap=sleep 10"]);
+    c.wait_for("the short job to run on n1", Duration::from_secs(30), || {
+        matches!(c.job_state(short).as_str(), "RUNNING" | "COMPLETED")
+    });
+    assert_eq!(c.job_state(too_long), "PENDING");
+    let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
+    assert!(events.contains("\"kind\":\"planned\""), "{events}");
+    assert!(
+        !events.contains("\"kind\":\"drain\""),
+        "drained before the jobs ended: {events}"
+    );
+
+    // The first job reaches its time limit: n1 is drained, repartitioned and back, and the
+    // reservation is gone.
+    c.wait_for("n1 back with a 3g.40gb", Duration::from_secs(200), || {
+        let n = c.node("n1");
+        n["gres"].as_str().unwrap_or("").contains("3g.40gb") && n["reason"].as_str().unwrap_or("").is_empty()
+    });
+    assert!(resv(&c).is_none(), "the reservation is still there");
+    c.wait_for("the 3g.40gb job to complete", Duration::from_secs(60), || {
+        c.job_state(wants) == "COMPLETED"
+    });
+    let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"kind\":\"drain\"") && events.contains("\"kind\":\"applied\""),
+        "{events}"
+    );
+    let _ = c.cmd("scancel", &[&too_long.to_string()]);
+}

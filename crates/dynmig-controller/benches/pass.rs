@@ -67,6 +67,10 @@ fn main() {
         drain_timeout: Duration::from_secs(3600),
         dry_run: true,
         now: 1_000_000,
+        drain: dynmig_core::types::DrainMode::Reservation,
+        reservation_duration: Duration::from_secs(600),
+        plans: None,
+        sweep: false,
     };
     let mut policy = DemandDriven::new(PolicyLimits {
         max_concurrent: 10,

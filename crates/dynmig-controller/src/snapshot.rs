@@ -1,6 +1,6 @@
 //! Slurm's jobs and nodes -> the [`ClusterSnapshot`] the policy sees.
 
-use dynmig_core::config::{AllowedLayouts, Config};
+use dynmig_core::config::{expand_hostlist, AllowedLayouts, Config};
 use dynmig_core::geometry::{all_layouts, GpuModel, NodeLayout, ProfileCounts};
 use dynmig_core::gres::TresList;
 use dynmig_core::protocol::intent::NodeIntent;
@@ -92,16 +92,43 @@ pub fn build_snapshot(
         }
     }
     let by_name: HashMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let ends = work_ends(jobs);
     let mut out = Vec::with_capacity(managed.len());
     let mut roles = Vec::with_capacity(managed.len());
     for m in managed {
         let (snap, role) = node_snapshot(m, by_name.get(m.name.as_str()).copied(), now);
+        let snap = snap.map(|mut s| {
+            if let Some(end) = ends.get(m.name.as_str()) {
+                s.work_ends_in = Duration::from_secs(u64::try_from(end - now).unwrap_or(0));
+            }
+            s
+        });
         roles.push((m.name.clone(), role));
         if let Some(s) = snap {
             out.push(s);
         }
     }
     (ClusterSnapshot { nodes: out, pending }, roles)
+}
+
+/// Per node, the latest `end_time` (the time limit's end) of the jobs running or completing
+/// there, seconds since the epoch. Node lists are Slurm hostlists, expanded by the config's
+/// typed parser; a list it refuses is left out (that job then counts on no node).
+pub fn work_ends(jobs: &[JobInfo]) -> HashMap<String, i64> {
+    let mut ends: HashMap<String, i64> = HashMap::new();
+    for j in jobs
+        .iter()
+        .filter(|j| matches!(j.state, JobState::Running | JobState::Completing))
+    {
+        let Ok(names) = expand_hostlist(&j.nodes) else {
+            continue;
+        };
+        for n in names {
+            let e = ends.entry(n).or_insert(j.end_time);
+            *e = (*e).max(j.end_time);
+        }
+    }
+    ends
 }
 
 fn totals(gres: &str) -> BTreeMap<String, u32> {
@@ -186,7 +213,7 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
 mod tests {
     use super::*;
     use dynmig_core::geometry::A100_80GB;
-    use dynmig_slurm::fake::{idle_node, pending_job};
+    use dynmig_slurm::fake::{idle_node, pending_job, running_job};
 
     fn managed(name: &str) -> ManagedNode {
         ManagedNode {
@@ -256,5 +283,26 @@ mod tests {
         assert_eq!(demand.pending, [("2g.20gb".to_string(), 3)].into());
         assert_eq!(demand.incoming["1g.10gb"], 7);
         assert_eq!(roles[0].1, NodeRole::Applying);
+    }
+
+    #[test]
+    fn work_ends_at_the_latest_time_limit_of_the_jobs_running_on_each_node() {
+        let mut completing = running_job(3, "n2", "", 900);
+        completing.state = JobState::Completing;
+        let mut pending = pending_job(4, "gres:gpu:1g.10gb:1");
+        pending.end_time = 9999;
+        let jobs = vec![
+            running_job(1, "n[1-2]", "", 1200),
+            running_job(2, "n1", "", 1500),
+            completing,
+            pending,
+            running_job(5, "n[1-", "", 9999),
+        ];
+        let ends = work_ends(&jobs);
+        assert_eq!(ends["n1"], 1500);
+        assert_eq!(ends["n2"], 1200);
+        assert_eq!(ends.len(), 2, "pending jobs and unreadable node lists count nowhere");
+        let (s, _) = build_snapshot(&jobs, &[published("n1", "1x7g.80gb,1x7g.80gb")], &[managed("n1")], 1000);
+        assert_eq!(s.nodes[0].work_ends_in, Duration::from_secs(500));
     }
 }

@@ -36,15 +36,26 @@ pub fn config_summary(c: &Config) -> String {
     s
 }
 
-/// Nodes with their layouts and roles, pending demand, and the last 10 events of the event
-/// log at `events` (read with a 16 MiB bound; a missing log shows none).
+/// Nodes with their layouts and roles (a planned repartition with its target and when its
+/// reservation starts), pending demand, instances held idle by drains, and the last 10 events
+/// of `<state_dir>/events.jsonl` (read with a 16 MiB bound; a missing log shows none).
 ///
 /// # Errors
 /// Slurm cannot be read.
-pub fn status(slurm: &dyn SlurmApi, managed: &[ManagedNode], events: &Path, now: i64) -> Result<String, SlurmError> {
+pub fn status(slurm: &dyn SlurmApi, managed: &[ManagedNode], state_dir: &Path, now: i64) -> Result<String, SlurmError> {
     let nodes = slurm.nodes()?;
     let jobs = slurm.jobs()?;
     let (snap, roles) = build_snapshot(&jobs, &nodes, managed, now);
+    let plans = crate::plans::load_plans(
+        &state_dir.join("controller-plans.json"),
+        managed,
+        &dynmig_host::fs::LineLog::none(),
+        now,
+        false,
+    )
+    .plans;
+    let events = state_dir.join("events.jsonl");
+    let mut held_idle = 0u32;
     let mut s = String::new();
     let _ = writeln!(s, "{:<10} {:<16} {:<34} REASON", "NODE", "ROLE", "LAYOUT (per GPU)");
     for (name, role) in &roles {
@@ -54,8 +65,28 @@ pub fn status(slurm: &dyn SlurmApi, managed: &[ManagedNode], events: &Path, now:
             .find(|n| &n.name == name)
             .map_or("-".to_string(), |n| n.layout.to_string());
         let (role, reason) = match role {
+            NodeRole::InService | NodeRole::LayoutUnknown if plans.get(name).is_some() => {
+                let p = plans.get(name).expect("checked");
+                (
+                    "planned",
+                    format!(
+                        "repartition to {} when reservation {} starts in {} s (or the node is idle)",
+                        p.target,
+                        p.reservation,
+                        (p.start - now).max(0)
+                    ),
+                )
+            }
             NodeRole::InService => ("in service", String::new()),
-            NodeRole::Draining { .. } => ("draining", String::new()),
+            NodeRole::Draining { .. } => {
+                let idle: u32 = snap
+                    .nodes
+                    .iter()
+                    .find(|n| &n.name == name)
+                    .map_or(0, |n| n.free().values().sum());
+                held_idle += idle;
+                ("draining", String::new())
+            }
             NodeRole::Applying => ("applying", String::new()),
             NodeRole::Failed(w) => ("failed", w.clone()),
             NodeRole::Unavailable(w) => ("unavailable", w.clone()),
@@ -73,7 +104,11 @@ pub fn status(slurm: &dyn SlurmApi, managed: &[ManagedNode], events: &Path, now:
         let _ = writeln!(s, "{name:<10} {role:<16} {layout:<34} {reason}");
     }
     let _ = writeln!(s, "pending demand (instances per profile): {:?}", snap.demand().pending);
-    let text = dynmig_host::fs::read_text_bounded(events, 16 << 20)
+    let _ = writeln!(
+        s,
+        "instances held idle by drains for a repartition (drain waste): {held_idle}"
+    );
+    let text = dynmig_host::fs::read_text_bounded(&events, 16 << 20)
         .ok()
         .flatten()
         .unwrap_or_default();

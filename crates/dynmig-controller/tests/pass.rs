@@ -1,12 +1,15 @@
 //! The controller pass against the fake Slurm.
 
 use dynmig_controller::{pass, ManagedNode, PassSettings};
+use dynmig_core::demand::Demand;
 use dynmig_core::geometry::{all_layouts, NodeLayout, A100_80GB};
 use dynmig_core::policy::{DemandDriven, PolicyLimits};
+use dynmig_core::policy::{NodeSnapshot, Policy, Repartition};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_core::protocol::layout::PublishedLayout;
+use dynmig_core::types::DrainMode;
 use dynmig_host::fs::LineLog;
-use dynmig_slurm::fake::{idle_node, pending_job, FakeSlurm};
+use dynmig_slurm::fake::{idle_node, pending_job, running_job, FakeSlurm};
 use dynmig_slurm::{NodeInfo, NodeState, SlurmApi};
 use std::time::Duration;
 
@@ -39,7 +42,357 @@ fn settings(now: i64) -> PassSettings {
         drain_timeout: Duration::from_secs(600),
         dry_run: false,
         now,
+        drain: DrainMode::Reservation,
+        reservation_duration: Duration::from_secs(600),
+        plans: None,
+        sweep: false,
     }
+}
+
+/// Settings that keep plans in `dir`.
+fn with_plans(now: i64, dir: &std::path::Path) -> PassSettings {
+    PassSettings {
+        plans: Some(dir.join("controller-plans.json")),
+        ..settings(now)
+    }
+}
+
+/// A node running one 7g.80gb job on GPU 0 until `end`.
+fn busy(name: &str, layout: &str) -> NodeInfo {
+    let mut n = node(name, layout);
+    n.state = NodeState::Mixed;
+    n.alloc_cpus = 1;
+    n.gres_used = "gpu:7g.80gb:1(IDX:0)".into();
+    n
+}
+
+/// A policy that returns what the test says.
+struct Says(Vec<(String, String)>);
+
+impl Policy for Says {
+    fn name(&self) -> &'static str {
+        "says"
+    }
+    fn plan(&mut self, nodes: &[NodeSnapshot], _: &Demand) -> Vec<Repartition> {
+        self.0
+            .iter()
+            .map(|(n, t)| Repartition {
+                node: n.clone(),
+                target: NodeLayout::parse(&A100_80GB, 2, t).unwrap(),
+                serves: Default::default(),
+            })
+            .filter(|r| nodes.iter().any(|s| s.name == r.node))
+            .collect()
+    }
+}
+
+#[test]
+fn a_busy_node_gets_a_reservation_at_its_jobs_end_instead_of_a_drain() {
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![
+            running_job(7, "n1", "gres:gpu:7g.80gb:1", 1000 + 300),
+            running_job(8, "n[1-2]", "", 1000 + 120),
+            pending_job(1, "gres:gpu:1g.10gb:1"),
+        ],
+    );
+    let dir = tempfile_dir("reserve");
+    let log = LineLog::to(dir.join("events.jsonl"));
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &log, &with_plans(1000, &dir)).unwrap();
+    assert!(r.drained.is_empty(), "{r:?}");
+    assert_eq!(r.planned.len(), 1);
+    assert_eq!(
+        slurm.calls(),
+        vec!["reserve dynmig_n1 n1 start=1300 minutes=10".to_string()],
+        "the latest time limit of the node's jobs, no drain"
+    );
+    let n1 = slurm.node("n1").unwrap().unwrap();
+    assert!(!n1.is_drain() && n1.reason.is_empty());
+    let plans = std::fs::read_to_string(dir.join("controller-plans.json")).unwrap();
+    assert!(
+        plans.contains("\"node\":\"n1\"") && plans.contains("\"start\":1300"),
+        "{plans}"
+    );
+    assert!(std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .contains("\"kind\":\"planned\""));
+
+    // Next pass: the plan is in the snapshot (counted as under way), nothing new happens.
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &log, &with_plans(1010, &dir)).unwrap();
+    assert!(r.drained.is_empty() && r.planned.is_empty(), "{r:?}");
+    assert_eq!(slurm.calls().len(), 1, "{:?}", slurm.calls());
+
+    // The reservation's start comes: drained with the intent, reservation deleted.
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &log, &with_plans(1300, &dir)).unwrap();
+    assert_eq!(r.drained.len(), 1);
+    let calls = slurm.calls();
+    assert!(calls[1].starts_with("drain n1 dynmig/v1 repartition to="), "{calls:?}");
+    assert_eq!(calls[2], "unreserve dynmig_n1");
+    assert!(slurm.state.lock().unwrap().reservations.is_empty());
+    assert!(!std::fs::read_to_string(dir.join("controller-plans.json"))
+        .unwrap()
+        .contains("n1"));
+}
+
+#[test]
+fn an_idle_node_is_drained_at_once_and_immediate_mode_drains_a_busy_one() {
+    let slurm = FakeSlurm::new(
+        vec![node("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![pending_job(1, "gres:gpu:1g.10gb:1")],
+    );
+    let dir = tempfile_dir("idle");
+    let r = pass(
+        &slurm,
+        &[managed("n1")],
+        &mut policy(),
+        &LineLog::none(),
+        &with_plans(1000, &dir),
+    )
+    .unwrap();
+    assert_eq!((r.drained.len(), r.planned.len()), (1, 0));
+    assert_eq!(slurm.calls().len(), 1);
+    assert!(slurm.calls()[0].starts_with("drain n1 "));
+
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![
+            running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300),
+            pending_job(1, "gres:gpu:1g.10gb:1"),
+        ],
+    );
+    let s = PassSettings {
+        drain: DrainMode::Immediate,
+        ..with_plans(1000, &dir)
+    };
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &LineLog::none(), &s).unwrap();
+    assert_eq!((r.drained.len(), r.planned.len()), (1, 0));
+    assert!(slurm.calls()[0].starts_with("drain n1 "), "{:?}", slurm.calls());
+}
+
+#[test]
+fn a_planned_node_that_becomes_idle_is_drained_before_its_reservation() {
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300)],
+    );
+    let dir = tempfile_dir("early");
+    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
+    pass(
+        &slurm,
+        &[managed("n1")],
+        &mut p,
+        &LineLog::none(),
+        &with_plans(1000, &dir),
+    )
+    .unwrap();
+    // The job ends early.
+    {
+        let mut s = slurm.state.lock().unwrap();
+        s.jobs.clear();
+        s.nodes[0] = node("n1", "1x7g.80gb,1x7g.80gb");
+    }
+    let r = pass(
+        &slurm,
+        &[managed("n1")],
+        &mut Says(vec![]),
+        &LineLog::none(),
+        &with_plans(1100, &dir),
+    )
+    .unwrap();
+    assert_eq!(r.drained.len(), 1);
+    let n1 = slurm.node("n1").unwrap().unwrap();
+    assert_eq!(n1.reason, "dynmig/v1 repartition to=7x1g.10gb,1x7g.80gb");
+    assert!(slurm.state.lock().unwrap().reservations.is_empty());
+}
+
+#[test]
+fn a_reservation_is_brought_forward_when_the_jobs_end_earlier() {
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![
+            running_job(7, "n1", "gres:gpu:7g.80gb:1", 5000),
+            running_job(8, "n1", "gres:gpu:7g.80gb:1", 2000),
+        ],
+    );
+    let dir = tempfile_dir("forward");
+    let m = [managed("n1")];
+    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
+    pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1000, &dir)).unwrap();
+    // The long job is cancelled: the reservation starts when the other one ends.
+    slurm.state.lock().unwrap().jobs.retain(|j| j.id != 7);
+    pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1100, &dir)).unwrap();
+    assert_eq!(slurm.calls().last().unwrap(), "reserve-update dynmig_n1 start=2000");
+    assert_eq!(slurm.state.lock().unwrap().reservations[0].start, 2000);
+    // A dry run reads the plan but changes nothing.
+    let before = std::fs::read_to_string(dir.join("controller-plans.json")).unwrap();
+    let s = PassSettings {
+        dry_run: true,
+        ..with_plans(2000, &dir)
+    };
+    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &s).unwrap();
+    assert_eq!(r.drained.len(), 1, "would start the plan");
+    assert_eq!(slurm.calls().len(), 2);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("controller-plans.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn a_plan_is_moved_and_cancelled() {
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300)],
+    );
+    let dir = tempfile_dir("move");
+    let m = [managed("n1")];
+    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
+    pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1000, &dir)).unwrap();
+    // The policy sees the plan, and moves it.
+    let mut p = Says(vec![("n1".into(), "2x3g.40gb,1x7g.80gb".into())]);
+    let r = pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1010, &dir)).unwrap();
+    assert_eq!(r.moved.len(), 1);
+    assert_eq!(slurm.calls().len(), 1, "same reservation: {:?}", slurm.calls());
+    let plans = std::fs::read_to_string(dir.join("controller-plans.json")).unwrap();
+    assert!(plans.contains("2x3g.40gb,1x7g.80gb"), "{plans}");
+    // The current layout cancels it.
+    let mut p = Says(vec![("n1".into(), "1x7g.80gb,1x7g.80gb".into())]);
+    let r = pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1020, &dir)).unwrap();
+    assert_eq!(r.cancelled, vec!["n1".to_string()]);
+    assert_eq!(slurm.calls().last().unwrap(), "unreserve dynmig_n1");
+    assert!(slurm.state.lock().unwrap().reservations.is_empty());
+    let n1 = slurm.node("n1").unwrap().unwrap();
+    assert!(!n1.is_drain());
+}
+
+#[test]
+fn the_policy_sees_a_plan_as_planned_and_under_way() {
+    struct Look(Vec<NodeSnapshot>);
+    impl Policy for Look {
+        fn name(&self) -> &'static str {
+            "look"
+        }
+        fn plan(&mut self, nodes: &[NodeSnapshot], _: &Demand) -> Vec<Repartition> {
+            self.0 = nodes.to_vec();
+            vec![]
+        }
+    }
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300)],
+    );
+    let dir = tempfile_dir("look");
+    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
+    pass(
+        &slurm,
+        &[managed("n1")],
+        &mut p,
+        &LineLog::none(),
+        &with_plans(1000, &dir),
+    )
+    .unwrap();
+    let mut look = Look(vec![]);
+    pass(
+        &slurm,
+        &[managed("n1")],
+        &mut look,
+        &LineLog::none(),
+        &with_plans(1100, &dir),
+    )
+    .unwrap();
+    let status = dynmig_controller::status::status(&slurm, &[managed("n1")], &dir, 1100).unwrap();
+    assert!(
+        status.contains("planned") && status.contains("reservation dynmig_n1 starts in 200 s"),
+        "{status}"
+    );
+    let n = &look.0[0];
+    assert_eq!(n.work_ends_in, Duration::from_secs(200));
+    assert_eq!(n.planned.as_ref().unwrap().to_string(), "7x1g.10gb,1x7g.80gb");
+    assert!(n.repartitioning && !n.unavailable, "under way, still takes jobs");
+    assert_eq!(n.incoming["1g.10gb"], 7);
+}
+
+#[test]
+fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb"), busy("n2", "1x7g.80gb,1x7g.80gb")],
+        vec![
+            running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300),
+            running_job(8, "n2", "gres:gpu:7g.80gb:1", 2000),
+        ],
+    );
+    let dir = tempfile_dir("restart");
+    let m = [managed("n1"), managed("n2")];
+    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
+    pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1000, &dir)).unwrap();
+    // A reservation without a plan (a controller stopped between the two).
+    slurm
+        .state
+        .lock()
+        .unwrap()
+        .reservations
+        .push(dynmig_slurm::MaintReservation {
+            name: "dynmig_n2".into(),
+            node: "n2".into(),
+            start: 1300,
+            duration: Duration::from_secs(600),
+        });
+    // A new controller process: first pass sweeps, the plan of n1 is read back and kept.
+    let s = PassSettings {
+        sweep: true,
+        ..with_plans(1100, &dir)
+    };
+    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &s).unwrap();
+    assert_eq!(r.repaired.len(), 1, "{r:?}");
+    assert_eq!(r.repaired[0].0, "n2");
+    let names: Vec<String> = slurm
+        .state
+        .lock()
+        .unwrap()
+        .reservations
+        .iter()
+        .map(|r| r.name.clone())
+        .collect();
+    assert_eq!(names, ["dynmig_n1"]);
+    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1300, &dir)).unwrap();
+    assert_eq!(r.drained.len(), 1, "the recovered plan starts on time");
+    assert_eq!(
+        slurm.node("n1").unwrap().unwrap().reason,
+        "dynmig/v1 repartition to=7x1g.10gb,1x7g.80gb"
+    );
+
+    // A plan whose reservation an administrator deleted is dropped; the node is not drained.
+    pass(
+        &slurm,
+        &m,
+        &mut Says(vec![("n2".into(), "7x1g.10gb,1x7g.80gb".into())]),
+        &LineLog::none(),
+        &with_plans(1310, &dir),
+    )
+    .unwrap();
+    slurm.state.lock().unwrap().reservations.clear();
+    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1320, &dir)).unwrap();
+    assert_eq!(r.repaired.len(), 1, "{r:?}");
+    assert!(r.drained.is_empty());
+    assert!(!slurm.node("n2").unwrap().unwrap().is_drain());
+
+    // An unreadable plans file is moved aside, and every dynmig reservation without a plan goes.
+    std::fs::write(dir.join("controller-plans.json"), "{nope").unwrap();
+    slurm
+        .state
+        .lock()
+        .unwrap()
+        .reservations
+        .push(dynmig_slurm::MaintReservation {
+            name: "dynmig_n2".into(),
+            node: "n2".into(),
+            start: 1400,
+            duration: Duration::from_secs(600),
+        });
+    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1330, &dir)).unwrap();
+    assert!(r.repaired.iter().any(|(n, _)| n == "n2"), "{r:?}");
+    assert!(slurm.state.lock().unwrap().reservations.is_empty());
+    assert!(dir.join("controller-plans.json.bad").exists());
 }
 
 #[test]
@@ -51,7 +404,7 @@ fn unmet_demand_drains_one_node_with_a_versioned_intent() {
             pending_job(2, "gres:gpu:1g.10gb:1"),
         ],
     );
-    let dir = tempfile_dir();
+    let dir = tempfile_dir("drain");
     let log = LineLog::to(dir.join("events.jsonl"));
     let r = pass(
         &slurm,
@@ -138,12 +491,9 @@ fn slurm_unreadable_is_an_error_not_a_decision() {
     assert!(pass(&slurm, &[managed("n1")], &mut policy(), &LineLog::none(), &settings(1)).is_err());
 }
 
-fn tempfile_dir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "dynmig-pass-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("dynmig-pass-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }

@@ -34,6 +34,21 @@ pub enum MultiGpu {
     Reject,
 }
 
+/// `[controller] drain`: how the controller takes a busy node out of service for a
+/// repartition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainMode {
+    /// `"reservation"`: a maintenance reservation starting when the node's running jobs must
+    /// end (their time limits); backfill keeps the node busy until then with jobs that end in
+    /// time, and the node is drained when the reservation starts or the node is idle. An idle
+    /// node is drained at once.
+    #[default]
+    Reservation,
+    /// `"immediate"`: drain the node at once; every instance idles until its last job ends.
+    Immediate,
+}
+
 /// Where a job's memory figure came from (`source=` in the AdminComment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EstimateSource {

@@ -54,6 +54,8 @@ fn example_parses_with_its_values() {
     assert_eq!(c.controller.interval, Duration::from_secs(5));
     assert_eq!(c.controller.min_layout_lifetime, Duration::from_secs(120));
     assert_eq!(c.controller.drain_timeout, Duration::from_secs(1800));
+    assert_eq!(c.controller.drain, dynmig_core::types::DrainMode::Reservation);
+    assert_eq!(c.controller.reservation_duration, Duration::from_secs(600));
     assert_eq!(c.controller.max_concurrent_repartitions, 1);
     assert_eq!(
         c.policy,

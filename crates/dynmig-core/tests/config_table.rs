@@ -50,6 +50,8 @@ interval = "5s"
 max_concurrent_repartitions = 1
 min_layout_lifetime = "120s"
 drain_timeout = "30m"
+drain = "reservation"
+reservation_duration = "10m"
 
 [policy]
 kind = "demand"
@@ -212,6 +214,9 @@ fn cases() -> Vec<Case> {
         err("min_layout_lifetime = \"120s\"", "min_layout_lifetime = \"31d\"", "controller.min_layout_lifetime", &["'31d' is out of range", "0 to 30 days"]),
         err("drain_timeout = \"30m\"", "drain_timeout = \"5000000000000000h\"", "controller.drain_timeout", &["'5000000000000000h' is out of range", DUR]),
         ok("drain_timeout = \"30m\"", "drain_timeout = \"30d\""),
+        ok("drain = \"reservation\"", "drain = \"immediate\""),
+        err("drain = \"reservation\"", "drain = \"later\"", "controller.drain", &["unknown variant `later`", "\"reservation\" or \"immediate\""]),
+        err("reservation_duration = \"10m\"", "reservation_duration = \"0s\"", "controller.reservation_duration", &["'0s' is out of range", DUR]),
         err("drain_timeout = \"30m\"", "drain_timeout = \"-5m\"", "controller.drain_timeout", &["bad duration '-5m'", "e.g. \"5s\""]),
         // [policy]
         err_at("kind = \"demand\"", "kind = \"static\"", "policy.forecast_window", "forecast_window", &["applies only to kind = \"demand\""]),

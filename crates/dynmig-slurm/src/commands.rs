@@ -1,7 +1,7 @@
 //! [`SlurmApi`] over Slurm's client commands.
 
 use crate::json::{parse_jobs, parse_nodes};
-use crate::{JobInfo, NodeInfo, SlurmApi, SlurmError};
+use crate::{JobInfo, MaintReservation, NodeInfo, SlurmApi, SlurmError};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_host::process::{run, Limits, RunError};
 use std::ffi::OsStr;
@@ -46,6 +46,12 @@ impl SlurmCommands {
 
     fn scontrol(&self, args: &[&str]) -> Result<String, SlurmError> {
         Ok(run(self.scontrol.as_os_str(), args, self.limits)?)
+    }
+
+    /// `now+<seconds>` for a start at `start` (seconds since the epoch): relative to
+    /// slurmctld's clock, so no time zone is involved.
+    fn start_time(start: i64) -> String {
+        format!("now+{}", (start - dynmig_host::clock::now_secs()).max(0))
     }
 
     fn update_job(&self, job: u32, field: &str, value: &str) -> Result<(), SlurmError> {
@@ -126,6 +132,57 @@ impl SlurmApi for SlurmCommands {
     fn set_job_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError> {
         self.update_job(job, "Comment", comment)
     }
+
+    fn create_reservation(&self, r: &MaintReservation) -> Result<(), SlurmError> {
+        self.scontrol(&[
+            "create",
+            "reservation",
+            &format!("ReservationName={}", r.name),
+            &format!("Nodes={}", r.node),
+            &format!("StartTime={}", Self::start_time(r.start)),
+            &format!("Duration={}", r.minutes()),
+            "Users=root",
+            "Flags=MAINT,IGNORE_JOBS",
+        ])
+        .map(drop)
+    }
+
+    fn update_reservation_start(&self, name: &str, start: i64) -> Result<(), SlurmError> {
+        self.scontrol(&[
+            "update",
+            &format!("ReservationName={name}"),
+            &format!("StartTime={}", Self::start_time(start)),
+        ])
+        .map(drop)
+    }
+
+    fn delete_reservation(&self, name: &str) -> Result<bool, SlurmError> {
+        match self.scontrol(&["delete", &format!("ReservationName={name}")]) {
+            Ok(_) => Ok(true),
+            Err(SlurmError::Command(RunError::Failed { stderr, .. })) if reservation_missing(&stderr) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn reservation_exists(&self, name: &str) -> Result<bool, SlurmError> {
+        match run(
+            self.scontrol.as_os_str(),
+            &["show", &format!("ReservationName={name}")],
+            self.limits,
+        ) {
+            Ok(_) => Ok(true),
+            // scontrol prints "Reservation X not found" on stdout and exits 1 (info_res.c,
+            // 22.05 to 25.11); a failure to reach slurmctld is printed on stderr.
+            Err(RunError::Failed { stderr, .. }) if stderr.is_empty() || reservation_missing(&stderr) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Whether scontrol's error says the reservation does not exist (tried on 22.05.8: `delete`
+/// prints `delete_reservation ReservationName=X: Requested reservation is invalid`).
+fn reservation_missing(stderr: &str) -> bool {
+    stderr.contains("not found") || stderr.contains("Requested reservation is invalid")
 }
 
 /// Runs `sbatch --parsable args...` with the limits of `c` and returns the job id (dev tools

@@ -1,7 +1,7 @@
 //! An in-memory Slurm for tests (feature `fake`): jobs and nodes as plain data, every change
 //! applied the way slurmctld applies it, every call recorded. Production code never uses it.
 
-use crate::{JobInfo, JobState, NodeInfo, NodeState, SlurmApi, SlurmError};
+use crate::{JobInfo, JobState, MaintReservation, NodeInfo, NodeState, SlurmApi, SlurmError};
 use dynmig_core::protocol::intent::NodeIntent;
 use std::sync::Mutex;
 
@@ -18,6 +18,8 @@ pub struct FakeState {
     pub fail: Option<String>,
     /// The clock for `reason_changed_at`, seconds since the epoch.
     pub now: i64,
+    /// Reservations, as created (the fake schedules no jobs, so they only are recorded).
+    pub reservations: Vec<MaintReservation>,
 }
 
 /// An in-memory Slurm.
@@ -63,6 +65,17 @@ pub fn pending_job(id: u32, tres_per_node: &str) -> JobInfo {
         exit_status: 0,
         restarts: 0,
         std_err: String::new(),
+    }
+}
+
+/// A job running on `nodes` (a hostlist) whose time limit ends at `end_time`.
+pub fn running_job(id: u32, nodes: &str, tres_per_node: &str, end_time: i64) -> JobInfo {
+    JobInfo {
+        state: JobState::Running,
+        reason: "None".into(),
+        nodes: nodes.into(),
+        end_time,
+        ..pending_job(id, tres_per_node)
     }
 }
 
@@ -204,6 +217,57 @@ impl SlurmApi for FakeSlurm {
         // The comment is not kept on JobInfo; the recorded call is what tests look at.
         self.change(format!("comment {job} {comment}"), |s| Self::job_mut(s, job).map(drop))
     }
+
+    fn create_reservation(&self, r: &MaintReservation) -> Result<(), SlurmError> {
+        self.change(
+            format!(
+                "reserve {} {} start={} minutes={}",
+                r.name,
+                r.node,
+                r.start,
+                r.minutes()
+            ),
+            |s| {
+                if s.reservations.iter().any(|x| x.name == r.name) {
+                    return Err(SlurmError::Refused(format!("Duplicate reservation name {}", r.name)));
+                }
+                Self::node_mut(s, &r.node)?;
+                s.reservations.push(r.clone());
+                Ok(())
+            },
+        )
+    }
+
+    fn update_reservation_start(&self, name: &str, start: i64) -> Result<(), SlurmError> {
+        self.change(format!("reserve-update {name} start={start}"), |s| {
+            let r = s
+                .reservations
+                .iter_mut()
+                .find(|r| r.name == name)
+                .ok_or_else(|| SlurmError::Refused(format!("Reservation {name} not found")))?;
+            r.start = start;
+            Ok(())
+        })
+    }
+
+    fn delete_reservation(&self, name: &str) -> Result<bool, SlurmError> {
+        let mut existed = false;
+        self.change(format!("unreserve {name}"), |s| {
+            let before = s.reservations.len();
+            s.reservations.retain(|r| r.name != name);
+            existed = s.reservations.len() < before;
+            Ok(())
+        })?;
+        Ok(existed)
+    }
+
+    fn reservation_exists(&self, name: &str) -> Result<bool, SlurmError> {
+        let s = self.lock();
+        match &s.fail {
+            Some(why) => Err(SlurmError::Refused(why.clone())),
+            None => Ok(s.reservations.iter().any(|r| r.name == name)),
+        }
+    }
 }
 
 /// A fake shared between several holders (an agent and a test's re-registration stand-in).
@@ -237,5 +301,17 @@ impl SlurmApi for std::sync::Arc<FakeSlurm> {
     }
     fn set_job_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError> {
         self.as_ref().set_job_comment(job, comment)
+    }
+    fn create_reservation(&self, r: &MaintReservation) -> Result<(), SlurmError> {
+        self.as_ref().create_reservation(r)
+    }
+    fn update_reservation_start(&self, name: &str, start: i64) -> Result<(), SlurmError> {
+        self.as_ref().update_reservation_start(name, start)
+    }
+    fn delete_reservation(&self, name: &str) -> Result<bool, SlurmError> {
+        self.as_ref().delete_reservation(name)
+    }
+    fn reservation_exists(&self, name: &str) -> Result<bool, SlurmError> {
+        self.as_ref().reservation_exists(name)
     }
 }

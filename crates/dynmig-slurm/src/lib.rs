@@ -171,6 +171,28 @@ impl NodeInfo {
     }
 }
 
+/// A maintenance reservation of one node, as dynmig asks Slurm for it: `Flags=MAINT,IGNORE_JOBS`,
+/// `Users=root`, from `start` for `duration`. Slurm's backfill starts no job on the node that
+/// would still run at `start`, and keeps starting jobs that end before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintReservation {
+    /// Reservation name (`dynmig_<node>`).
+    pub name: String,
+    /// The one node.
+    pub node: String,
+    /// Start, seconds since the epoch.
+    pub start: i64,
+    /// Length (Slurm counts whole minutes: rounded up, at least one).
+    pub duration: std::time::Duration,
+}
+
+impl MaintReservation {
+    /// The duration in whole minutes, rounded up, at least 1.
+    pub fn minutes(&self) -> u64 {
+        self.duration.as_secs().div_ceil(60).max(1)
+    }
+}
+
 /// A Slurm call that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SlurmError {
@@ -270,4 +292,29 @@ pub trait SlurmApi {
     /// # Errors
     /// [`SlurmError`].
     fn set_job_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError>;
+
+    /// Creates a maintenance reservation (refused if one of that name exists).
+    ///
+    /// # Errors
+    /// [`SlurmError`].
+    fn create_reservation(&self, r: &MaintReservation) -> Result<(), SlurmError>;
+
+    /// Moves a reservation's start (its duration stays).
+    ///
+    /// # Errors
+    /// [`SlurmError`] (e.g. no such reservation).
+    fn update_reservation_start(&self, name: &str, start: i64) -> Result<(), SlurmError>;
+
+    /// Deletes a reservation. `Ok(false)`: there was none of that name.
+    ///
+    /// # Errors
+    /// [`SlurmError`].
+    fn delete_reservation(&self, name: &str) -> Result<bool, SlurmError>;
+
+    /// Whether a reservation of that name exists (22.05 has no JSON view of reservations:
+    /// only the answer's success is used, never its text).
+    ///
+    /// # Errors
+    /// [`SlurmError`].
+    fn reservation_exists(&self, name: &str) -> Result<bool, SlurmError>;
 }

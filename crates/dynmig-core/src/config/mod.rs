@@ -127,6 +127,14 @@ pub struct ControllerConfig {
     /// `drain_timeout`: a node that has not drained after this long is resumed with its old
     /// layout and the repartition dropped (more than 0). Default 30 min.
     pub drain_timeout: Duration,
+    /// `drain`: how a busy node is taken out of service for a repartition. Default
+    /// [`DrainMode::Reservation`](crate::types::DrainMode::Reservation).
+    pub drain: crate::types::DrainMode,
+    /// `reservation_duration`: length of the maintenance reservation that holds a busy node
+    /// for its repartition (the controller drains the node once it starts and then deletes
+    /// it; if the controller is down, the node returns to service when it ends). More than 0.
+    /// Default 10 min.
+    pub reservation_duration: Duration,
 }
 
 /// `[policy]`: which policy chooses layouts.

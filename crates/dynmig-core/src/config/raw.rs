@@ -79,6 +79,8 @@ pub(super) struct RawController {
     pub max_concurrent_repartitions: S<i64>,
     pub min_layout_lifetime: S<String>,
     pub drain_timeout: S<String>,
+    pub drain: Option<crate::types::DrainMode>,
+    pub reservation_duration: S<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -68,13 +68,16 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         "estimator.history_window" => int(1, 100_000),
         "estimator.max_oom_restarts" => int(0, 10),
         "history.server" | "history.listen" => addr.into(),
-        "history.snapshot_refresh" | "controller.interval" | "controller.drain_timeout" | "policy.forecast_window" => {
-            duration(&positive)
-        }
+        "history.snapshot_refresh"
+        | "controller.interval"
+        | "controller.drain_timeout"
+        | "controller.reservation_duration"
+        | "policy.forecast_window" => duration(&positive),
         "controller.min_layout_lifetime" => duration(&format!("from 0 to {MAX_DURATION_TEXT}")),
         "controller.max_concurrent_repartitions" => int(1, 10_000),
         "jobs.whole_gpu" => "\"full-profile\", \"estimate\" or \"reject\"".into(),
         "jobs.multi_gpu" => "\"full-profile\" or \"reject\"".into(),
+        "controller.drain" => "\"reservation\" or \"immediate\"".into(),
         "policy.kind" => "\"demand\", \"static\" or \"none\"".into(),
         "policy.min_gain" => int(1, 1000),
         "node_group.name" => "a quoted name of letters, digits, '-', '_' and '.', e.g. \"a100\"".into(),
@@ -436,6 +439,13 @@ fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigErr
             &c.drain_timeout,
             "controller.drain_timeout",
             Duration::from_secs(30 * 60),
+            true,
+        )?,
+        drain: c.drain.unwrap_or_default(),
+        reservation_duration: cx.duration(
+            &c.reservation_duration,
+            "controller.reservation_duration",
+            Duration::from_secs(10 * 60),
             true,
         )?,
     })

@@ -13,6 +13,16 @@ pub enum EventKind {
     Drain,
     /// A drained node's jobs outlived `drain_timeout`; the repartition was dropped.
     DrainTimeout,
+    /// The controller planned a busy node's repartition for when its jobs must end (a
+    /// maintenance reservation); the node keeps taking jobs that end before then.
+    Planned,
+    /// A planned repartition got another target (same reservation).
+    PlanMoved,
+    /// A planned repartition was cancelled (its reservation deleted).
+    PlanCancelled,
+    /// A plan and Slurm disagreed (a reservation without a plan, a plan without its
+    /// reservation, a planned node drained by an administrator): repaired to a safe state.
+    PlanRepaired,
     /// The agent began an apply.
     ApplyStart,
     /// The agent applied a layout and the node is back.

@@ -7,6 +7,7 @@
 //! | [`layout::PublishedLayout`] | agent -> controller, through the node's `Extra` field | `dynmig/v1 layout=<layout>` |
 //! | [`journal::Journal`] | agent -> the agent after a crash | JSON, versioned, typed steps |
 //! | [`event::Event`] | every part -> `dynmig status`, the demo report | JSON lines, typed kinds |
+//! | [`plan::Plans`] | the controller -> itself after a restart (`controller-plans.json`) | JSON, versioned |
 //!
 //! Every codec is versioned (`dynmig/v1`), so that an administrator's own reason or comment
 //! is never taken for ours, and a later dynmig can tell an old record from a new one.
@@ -16,6 +17,7 @@ pub mod event;
 pub mod intent;
 pub mod journal;
 pub mod layout;
+pub mod plan;
 
 /// The version tag every dynmig text field starts with.
 pub const TAG: &str = "dynmig/v1";
