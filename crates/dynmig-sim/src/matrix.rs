@@ -62,7 +62,7 @@ pub struct Setup {
     pub nodes: usize,
     /// GPUs per node.
     pub gpus_per_node: usize,
-    /// Days of the workload (`None`: 30 for a trace, 7 synthetic).
+    /// Days of the workload (`None`: 30, the trace's default, for traces and synthetic alike).
     pub days: Option<f64>,
     /// Load.
     pub load: Load,
@@ -117,7 +117,13 @@ pub fn run_cell(cell: &Cell, setup: &Setup, pods: &BTreeMap<String, Vec<Pod>>) -
                 .ok_or_else(|| anyhow!("trace '{}' was not read", cell.trace))?,
         )
     };
-    let (wl, load) = build_workload(source, setup.days, setup.load, cell.seed, &cell.params)?;
+    // Synthetic arrivals run as long as the trace's window, so every cell has the same
+    // search and evaluation windows.
+    let days = match source {
+        Source::Synthetic => setup.days.or(Some(30.0)),
+        Source::Trace(_) => setup.days,
+    };
+    let (wl, load) = build_workload(source, days, setup.load, cell.seed, &cell.params)?;
     let mut cfg = SimConfig::new(cell.model, setup.nodes, setup.gpus_per_node);
     cfg.drain = cell.drain;
     cfg.seed = cell.seed;
