@@ -6,13 +6,11 @@ use crate::model::ModelParams;
 use crate::placement::{Placement, ALL_PLACEMENTS};
 use crate::policies::PolicyLimits;
 use crate::requests::{RequestParams, SourceShares};
-use crate::workload::alibaba::read_pods;
-use crate::workload::synthetic::{synthetic_workload, SyntheticParams};
-use crate::workload::trace::{trace_workload, TraceParams};
-use crate::workload::Workload;
+use crate::workload::alibaba::{pods_of, Pod};
+use crate::workload::{build_workload, Load, Source};
 use crate::{charts, compare, report};
 use anyhow::{bail, Context, Result};
-use dynmig_core::geometry::{model_by_name, model_names};
+use dynmig_core::geometry::{model_by_name, model_names, GpuModel};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,10 +18,10 @@ use std::time::Duration;
 /// Arguments of `dynmig simulate`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
-    /// The Alibaba trace CSV [default: the trace shipped with dynmig,
-    /// crates/dynmig-sim/data/README.md].
-    #[arg(long)]
-    pub trace: Option<PathBuf>,
+    /// The Alibaba trace: `default` or `gpushare40` (the pod lists shipped with dynmig,
+    /// crates/dynmig-sim/data/README.md), or the path of a v2023 pod-list CSV.
+    #[arg(long, default_value = "default")]
+    pub trace: String,
     /// Use the synthetic SMART-MIG-like generator instead of the trace.
     #[arg(long)]
     pub synthetic: bool,
@@ -43,13 +41,47 @@ pub struct SimulateArgs {
     /// GPUs per node.
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: usize,
-    /// Policies, comma-separated: none, static, twice-daily, dynamic, time-of-day.
+    /// Policies, comma-separated: none, static, static-oracle, twice-daily,
+    /// twice-daily-oracle, dynamic, time-of-day, plan, consolidate.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "none,static,twice-daily,dynamic,time-of-day"
+        default_value = "none,static,static-oracle,twice-daily,twice-daily-oracle,dynamic,time-of-day,plan,consolidate"
     )]
     pub policies: Vec<PolicyName>,
+    /// Search window `A,B` in days of the workload: static and twice-daily are searched on
+    /// the jobs released in `[A, B)` [default: 0,14, or the first half of a workload shorter
+    /// than 15 days].
+    #[arg(long, value_delimiter = ',', num_args = 2)]
+    pub search_days: Option<Vec<f64>>,
+    /// Evaluation window start, days: every policy is judged on the jobs released from day D
+    /// on [default: 14, or the second half of a workload shorter than 15 days].
+    #[arg(long)]
+    pub eval_from: Option<f64>,
+    /// Run the goal matrix instead: traces x models x seeds x drain scopes, every policy;
+    /// per (trace, model, drain) the mean and range over seeds (docs/simulate.md).
+    #[arg(long)]
+    pub matrix: bool,
+    /// Run the sensitivity grid instead: due-date ranges x gamma x time-limit factor on the
+    /// default trace, A100-40GB; the ranking of the policies at each point.
+    #[arg(long)]
+    pub sensitivity: bool,
+    /// Seeds of --matrix and --sensitivity: `A-B` or a comma-separated list [default: 1-8
+    /// for --matrix, 1-2 for --sensitivity].
+    #[arg(long)]
+    pub seeds: Option<String>,
+    /// Traces of --matrix, comma-separated: default, gpushare40, synthetic, or paths.
+    #[arg(long, value_delimiter = ',', default_value = "default,gpushare40,synthetic")]
+    pub matrix_traces: Vec<String>,
+    /// GPU models of --matrix, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "A100-40GB,H100-80GB")]
+    pub matrix_models: Vec<String>,
+    /// Drain scopes of --matrix, comma-separated (node, gpu).
+    #[arg(long, value_delimiter = ',', default_value = "node,gpu")]
+    pub matrix_drains: Vec<String>,
+    /// Threads of --matrix and --sensitivity [default: available parallelism].
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Placement rules, comma-separated (slurm, edf, eft, largest-first, smallest-first,
     /// random), or `all`.
     #[arg(long, value_delimiter = ',', default_value = "slurm")]
@@ -82,7 +114,8 @@ pub struct SimulateArgs {
     /// Seed (workload draws and random placement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write table.md, table.csv, results.json, et.svg and day-<policy>.svg here.
+    /// Write table.md, table.csv, results.json, et.svg and day-<policy>.svg here (--matrix:
+    /// matrix.md and matrix.json; --sensitivity: sensitivity.md and sensitivity.json).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Day to chart, counted from 0 [default: the middle day].
@@ -146,38 +179,69 @@ fn request_params(a: &SimulateArgs) -> Result<RequestParams> {
     Ok(r)
 }
 
-fn workload(a: &SimulateArgs, m: &ModelParams, load: f64) -> Result<Workload> {
-    if a.synthetic {
-        let p = SyntheticParams {
-            days: a.days.unwrap_or(7.0),
-            jobs_per_hour: SyntheticParams::default().jobs_per_hour * load,
-            seed: a.seed,
-            ..Default::default()
-        };
-        synthetic_workload(&p, m)
-    } else {
-        let pods = match &a.trace {
-            Some(p) => read_pods(p)?,
-            None => crate::workload::alibaba::embedded_pods()?,
-        };
-        let p = TraceParams {
-            days: a.days.unwrap_or(30.0),
-            load,
-            seed: a.seed,
-            ..Default::default()
-        };
-        trace_workload(&pods, &p, m)
+/// The source of the workload of `a` (`pods` holds the trace's pods, read by the caller).
+fn source<'p>(a: &SimulateArgs, pods: &'p Option<Vec<Pod>>) -> Source<'p> {
+    match pods {
+        Some(p) if !a.synthetic => Source::Trace(p),
+        _ => Source::Synthetic,
     }
 }
 
-/// Runs `dynmig simulate`.
+/// `--load`: a factor or `auto` (for a cluster of `gpus` GPUs).
 ///
 /// # Errors
-/// Bad arguments (the message says what is allowed), an unreadable trace, a failed run, or
-/// an output file that cannot be written.
-pub fn run(a: &SimulateArgs) -> Result<()> {
-    let model = model_by_name(&a.model)
-        .with_context(|| format!("unknown GPU model '{}'; allowed: {}", a.model, model_names().join(", ")))?;
+/// Neither a number > 0 nor `auto`.
+pub fn parse_load(load: &str, gpus: usize) -> Result<Load> {
+    if load == "auto" {
+        return Ok(Load::Auto { gpus });
+    }
+    match load.parse::<f64>() {
+        Ok(f) if f > 0.0 && f.is_finite() => Ok(Load::Factor(f)),
+        _ => bail!("--load {load}: allowed a number > 0 or auto"),
+    }
+}
+
+/// A GPU model by name.
+///
+/// # Errors
+/// Unknown (the message lists the known ones).
+pub fn parse_model(name: &str) -> Result<&'static GpuModel> {
+    model_by_name(name).with_context(|| format!("unknown GPU model '{name}'; allowed: {}", model_names().join(", ")))
+}
+
+/// A drain scope by name.
+///
+/// # Errors
+/// Neither `node` nor `gpu`.
+pub fn parse_drain(name: &str) -> Result<DrainScope> {
+    Ok(match name {
+        "node" => DrainScope::Node,
+        "gpu" => DrainScope::Gpu,
+        d => bail!("unknown drain scope '{d}'; allowed: node, gpu"),
+    })
+}
+
+/// The model parameters of `a` (`--due`).
+///
+/// # Errors
+/// A due range out of range.
+pub fn model_params(a: &SimulateArgs) -> Result<ModelParams> {
+    let (lo, hi) = (a.due[0], a.due[1]);
+    if !(lo >= 1.0 && hi >= lo) {
+        bail!("--due {lo},{hi}: allowed LO >= 1 and HI >= LO");
+    }
+    Ok(ModelParams {
+        due_lo: lo,
+        due_hi: hi,
+        ..Default::default()
+    })
+}
+
+/// The evaluation options of `a`: policies, placements, dynamic limits, periods, windows.
+///
+/// # Errors
+/// An unknown placement.
+pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
     let placements: Vec<Placement> = if a.placements.iter().any(|p| p == "all") {
         ALL_PLACEMENTS.to_vec()
     } else {
@@ -187,37 +251,40 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
             .collect::<Result<_, String>>()
             .map_err(anyhow::Error::msg)?
     };
-    let drain = match a.drain.as_str() {
-        "node" => DrainScope::Node,
-        "gpu" => DrainScope::Gpu,
-        d => bail!("unknown drain scope '{d}'; allowed: node, gpu"),
-    };
+    Ok(EvalOptions {
+        policies: a.policies.clone(),
+        placements,
+        limits: PolicyLimits {
+            max_concurrent: a.max_concurrent.unwrap_or((a.nodes / 8).max(1)),
+            min_layout_lifetime: Duration::from_secs_f64(a.min_layout_lifetime),
+            min_gain: 1,
+        },
+        periods: a.periods,
+        search_days: a.search_days.as_ref().map(|v| (v[0], v[1])),
+        eval_from_days: a.eval_from,
+        ..Default::default()
+    })
+}
+
+/// Runs `dynmig simulate`.
+///
+/// # Errors
+/// Bad arguments (the message says what is allowed), an unreadable trace, a failed run, or
+/// an output file that cannot be written.
+pub fn run(a: &SimulateArgs) -> Result<()> {
+    let model = parse_model(&a.model)?;
+    let drain = parse_drain(&a.drain)?;
     if a.nodes == 0 || a.gpus_per_node == 0 || a.gpus_per_node > 64 {
         bail!("nodes must be >= 1 and gpus-per-node 1 to 64");
     }
-    let (lo, hi) = (a.due[0], a.due[1]);
-    if !(lo >= 1.0 && hi >= lo) {
-        bail!("--due {lo},{hi}: allowed LO >= 1 and HI >= LO");
-    }
-    let m = ModelParams {
-        due_lo: lo,
-        due_hi: hi,
-        ..Default::default()
-    };
+    let m = model_params(a)?;
     let gpus = a.nodes * a.gpus_per_node;
-    let load = if a.load == "auto" {
-        let base = workload(a, &m, 1.0)?;
-        let peak = base.peak_gpu_demand();
-        if peak <= 0.0 {
-            bail!("the workload has no GPU demand");
-        }
-        gpus as f64 / peak
-    } else {
-        a.load
-            .parse::<f64>()
-            .with_context(|| format!("--load {}: allowed a number > 0 or auto", a.load))?
-    };
-    let mut wl = workload(a, &m, load)?;
+    let load = parse_load(&a.load, gpus)?;
+    if a.matrix || a.sensitivity {
+        return crate::matrix_cli::run(a, load, &m, model, drain);
+    }
+    let pods = if a.synthetic { None } else { Some(pods_of(&a.trace)?) };
+    let (mut wl, load) = build_workload(source(a, &pods), a.days, load, a.seed, &m)?;
     if a.batch {
         wl = wl.all_at_once();
     }
@@ -233,21 +300,10 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
     cfg.seed = a.seed;
     cfg.sample_interval_s = 300.0;
     cfg.requests = request_params(a)?;
-    let opts = EvalOptions {
-        policies: if a.compare_requests {
-            a.compare_policies.clone()
-        } else {
-            a.policies.clone()
-        },
-        placements,
-        limits: PolicyLimits {
-            max_concurrent: a.max_concurrent.unwrap_or((a.nodes / 8).max(1)),
-            min_layout_lifetime: Duration::from_secs_f64(a.min_layout_lifetime),
-            min_gain: 1,
-        },
-        periods: a.periods,
-        ..Default::default()
-    };
+    let mut opts = eval_options(a)?;
+    if a.compare_requests {
+        opts.policies = a.compare_policies.clone();
+    }
     eprintln!(
         "{}: {} jobs (load x{load:.2}) on {} nodes x {} {} ({} GPUs), peak whole-GPU demand {:.1} GPUs",
         wl.description,

@@ -64,9 +64,17 @@ pub fn compare_requests(
     }
     let mut rows = Vec::new();
     let whole = &by_mode[0].1;
-    for (i, w) in whole.iter().enumerate() {
+    for w in whole {
         for (mode, ms) in &by_mode {
-            let m = ms[i].clone();
+            // Rows matched by name: a row omitted in one mode (every candidate skipped)
+            // leaves the others in place.
+            let Some(m) = ms
+                .iter()
+                .find(|m| m.policy == w.policy && m.placement == w.placement)
+                .cloned()
+            else {
+                continue;
+            };
             rows.push(CompareRow {
                 mode: *mode,
                 throughput_vs_whole: m.jobs_per_hour / w.jobs_per_hour,

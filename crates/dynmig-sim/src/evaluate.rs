@@ -1,64 +1,90 @@
-//! Runs every policy side by side on one workload: `none`, the best `static` layout (searched),
-//! the best `twice-daily` pair, `dynamic` (the controller's policy) and the learned
-//! `time-of-day` schedule, for each placement rule; then bounds and ET.
+//! Runs every policy side by side on one workload and judges each on the same evaluation
+//! window (docs/simulate.md, "Fair baselines"): `none`; the best `static` layout and the best
+//! `twice-daily` pair searched on the jobs of the search window only (fair) and, as
+//! references, searched on the whole workload (`static-oracle`, `twice-daily-oracle`);
+//! `dynamic` (the controller's policy) and the learned `time-of-day` schedule; for each
+//! placement rule; then bounds and ET.
 
 use crate::bounds::{bounds, Bounds};
-use crate::cluster::Cluster;
 use crate::engine::{simulate, RunResult, SimConfig};
-use crate::metrics::{metrics, normalise, Metrics};
+use crate::metrics::{judged_jobs, metrics, normalise, Metrics};
 use crate::placement::Placement;
-use crate::policies::mix::{mix_for_demand, uniform};
 use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
+use crate::search::{describe_job, spec_layouts, unrunnable, Ranked, Searcher};
+use crate::window::{fmt_days, released_in, windows, Windows};
 use crate::workload::Workload;
 use anyhow::{bail, Result};
-use dynmig_core::geometry::{distinct_multisets, NodeLayout};
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// A policy to compare, by name.
+/// A policy to compare, by name (one row of the report per placement).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PolicyName {
     /// Whole GPUs.
     None,
-    /// Best static layout.
+    /// Best static layout searched on the search window (fair).
     Static,
-    /// Best day/night pair.
+    /// Best static layout searched on the whole workload and judged jobs (a reference).
+    StaticOracle,
+    /// Best day/night pair searched on the search window (fair).
     TwiceDaily,
+    /// Best day/night pair searched on the whole workload (a reference).
+    TwiceDailyOracle,
     /// The controller's demand-driven policy.
     Dynamic,
     /// Learned time-of-day schedule.
     TimeOfDay,
     /// The planning policy, speed objective.
     Plan,
-    /// The planning policy, consolidate objective.
+    /// The planning policy, consolidate objective (fewest GPUs busy).
     Consolidate,
 }
 
 /// Every policy, in report order.
-pub const ALL_POLICIES: [PolicyName; 5] = [
+pub const ALL_POLICIES: [PolicyName; 9] = [
     PolicyName::None,
     PolicyName::Static,
+    PolicyName::StaticOracle,
     PolicyName::TwiceDaily,
+    PolicyName::TwiceDailyOracle,
     PolicyName::Dynamic,
     PolicyName::TimeOfDay,
+    PolicyName::Plan,
+    PolicyName::Consolidate,
 ];
+
+impl PolicyName {
+    /// The name on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyName::None => "none",
+            PolicyName::Static => "static",
+            PolicyName::StaticOracle => "static-oracle",
+            PolicyName::TwiceDaily => "twice-daily",
+            PolicyName::TwiceDailyOracle => "twice-daily-oracle",
+            PolicyName::Dynamic => "dynamic",
+            PolicyName::TimeOfDay => "time-of-day",
+            PolicyName::Plan => "plan",
+            PolicyName::Consolidate => "consolidate",
+        }
+    }
+}
+
+impl std::fmt::Display for PolicyName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 impl std::str::FromStr for PolicyName {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "none" => PolicyName::None,
-            "static" => PolicyName::Static,
-            "twice-daily" => PolicyName::TwiceDaily,
-            "dynamic" => PolicyName::Dynamic,
-            "time-of-day" => PolicyName::TimeOfDay,
-            "plan" => PolicyName::Plan,
-            "consolidate" => PolicyName::Consolidate,
-            _ => {
-                return Err(format!(
-                    "unknown policy '{s}'; allowed: none, static, twice-daily, dynamic, time-of-day, plan, consolidate"
-                ))
-            }
+        let s = s.to_ascii_lowercase();
+        ALL_POLICIES.iter().copied().find(|p| p.as_str() == s).ok_or_else(|| {
+            format!(
+                "unknown policy '{s}'; allowed: {}",
+                ALL_POLICIES.map(PolicyName::as_str).join(", ")
+            )
         })
     }
 }
@@ -66,7 +92,7 @@ impl std::str::FromStr for PolicyName {
 /// Options of an evaluation.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
-    /// Policies to run.
+    /// Policies to run, in report order.
     pub policies: Vec<PolicyName>,
     /// Placement rules to run each policy with.
     pub placements: Vec<Placement>,
@@ -79,6 +105,14 @@ pub struct EvalOptions {
     /// Twice-daily candidates: pairs among this many best static layouts, plus the demand mix
     /// pair (3).
     pub top_static: usize,
+    /// Search window `[A, B)` in days of the workload [default: `[0, 14)`, see
+    /// [`crate::window::windows`]].
+    pub search_days: Option<(f64, f64)>,
+    /// Start of the evaluation window in days [default: 14].
+    pub eval_from_days: Option<f64>,
+    /// Print a warning to stderr for each candidate skipped (they are listed in
+    /// [`Evaluation::skipped`] either way).
+    pub warn: bool,
 }
 
 impl Default for EvalOptions {
@@ -90,6 +124,9 @@ impl Default for EvalOptions {
             periods: 4,
             day_night: (8.0 * 3600.0, 20.0 * 3600.0),
             top_static: 3,
+            search_days: None,
+            eval_from_days: None,
+            warn: true,
         }
     }
 }
@@ -99,69 +136,194 @@ impl Default for EvalOptions {
 pub struct Evaluation {
     /// One row per policy and placement, ET filled in.
     pub rows: Vec<Metrics>,
-    /// The bounds (the same for every row).
+    /// The bounds (the same for every row; over the whole workload).
     pub bounds: Bounds,
     /// The runs of the rows, for charts (samples kept).
     #[serde(skip)]
     pub runs: Vec<RunResult>,
-    /// Every static and twice-daily candidate tried: (placement, name, ET).
+    /// Every static and twice-daily candidate tried: (placement, name, ET), the name starting
+    /// with `fair` (searched on the search window) or `oracle`.
     pub candidates: Vec<(String, String, f64)>,
+    /// The search and evaluation windows.
+    pub windows: Windows,
+    /// Warnings: candidates skipped (naming the job they cannot run) and rows omitted.
+    pub skipped: Vec<String>,
 }
 
-/// Mean concurrency per profile of single-GPU jobs (at their smallest fitting profile) and of
-/// multi-GPU GPUs, over jobs released in `[from, to)` seconds of the day (all if `None`).
-fn demand_mix(wl: &Workload, c: &Cluster, window: Option<(f64, f64)>) -> (Vec<f64>, f64) {
-    let mut d = vec![0.0; c.profiles.len()];
-    let mut multi = 0.0;
-    let horizon = wl.jobs.last().map_or(1.0, |j| j.release.max(1.0));
-    let share = window.map_or(1.0, |(a, b)| {
-        if b > a {
-            (b - a) / 86400.0
-        } else {
-            (86400.0 - a + b) / 86400.0
+/// Which search a row's policy comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Search {
+    /// On the jobs of the search window.
+    Fair,
+    /// On the whole workload, judged on the evaluation window.
+    Oracle,
+}
+
+/// The searches done for one placement, kept for the rows that need them.
+#[derive(Default)]
+struct Found {
+    statics: Option<(Vec<Ranked>, usize)>,
+    pairs: Option<(Vec<Ranked>, usize)>,
+}
+
+/// The rows of one placement: runs each policy on the whole workload, judged on the window.
+struct Bench<'a> {
+    wl: &'a Workload,
+    search_wl: &'a Workload,
+    c: SimConfig,
+    opts: &'a EvalOptions,
+    win: &'a Windows,
+    b: &'a Bounds,
+    progress: &'a dyn Fn(&str, u64),
+    searchers: [Option<Searcher<'a>>; 2],
+    found: [Found; 2],
+    skipped: Vec<String>,
+}
+
+impl<'a> Bench<'a> {
+    fn warn(&mut self, msg: String) {
+        if self.opts.warn {
+            eprintln!("warning: {msg}");
         }
-    });
-    for j in &wl.jobs {
-        if let Some((a, b)) = window {
-            let tod = j.release % 86400.0;
-            let inside = if a < b {
-                tod >= a && tod < b
-            } else {
-                tod >= a || tod < b
+        self.skipped.push(msg);
+    }
+
+    /// Runs `spec` on the whole workload and judges it.
+    fn run(&self, spec: &PolicySpec, row: &str, detail: &str) -> Result<(Metrics, RunResult)> {
+        let label = format!("{}/{row}", self.c.placement);
+        let t0 = Instant::now();
+        let mut r = simulate(self.wl, spec, &self.c, &|d| (self.progress)(&label, d))?;
+        let wall = t0.elapsed().as_secs_f64();
+        r.policy = row.to_string();
+        let mut m = metrics(self.wl, &r, self.b, detail, wall, self.c.window_start_s);
+        m.policy = row.to_string();
+        Ok((m, r))
+    }
+
+    /// The searcher of `which`, created on first use (`None` when the search window holds no
+    /// job).
+    fn searcher(&mut self, which: Search) -> Result<Option<&mut Searcher<'a>>> {
+        let i = which as usize;
+        if self.searchers[i].is_none() {
+            let (wl, from) = match which {
+                Search::Fair if self.search_wl.jobs.is_empty() => return Ok(None),
+                Search::Fair => (self.search_wl, self.win.search_days.0 * 86400.0),
+                Search::Oracle => (self.wl, self.c.window_start_s),
             };
-            if !inside {
+            let mut cfg = self.c.clone();
+            cfg.window_start_s = from;
+            let tag = match which {
+                Search::Fair => "fair",
+                Search::Oracle => "oracle",
+            };
+            self.searchers[i] = Some(Searcher::new(wl, &cfg, tag, self.opts.warn, self.progress)?);
+        }
+        Ok(self.searchers[i].as_mut())
+    }
+}
+
+impl Bench<'_> {
+    /// The static candidates of `which`, searched once (`None`: nothing to search on).
+    fn statics(&mut self, which: Search) -> Result<Option<(Vec<Ranked>, usize)>> {
+        let i = which as usize;
+        if self.found[i].statics.is_none() {
+            let progress = self.progress;
+            let Some(s) = self.searcher(which)? else {
+                return Ok(None);
+            };
+            let r = s.statics(progress);
+            self.found[i].statics = Some(r);
+        }
+        Ok(self.found[i].statics.clone())
+    }
+
+    /// The twice-daily candidates of `which` (pairs among its best statics), searched once.
+    fn pairs(&mut self, which: Search) -> Result<Option<(Vec<Ranked>, usize)>> {
+        let i = which as usize;
+        if self.found[i].pairs.is_none() {
+            let Some((statics, _)) = self.statics(which)? else {
+                return Ok(None);
+            };
+            let (progress, top, dn) = (self.progress, self.opts.top_static, self.opts.day_night);
+            let Some(s) = self.searcher(which)? else {
+                return Ok(None);
+            };
+            let r = s.pairs(&statics, top, dn, progress);
+            self.found[i].pairs = Some(r);
+        }
+        Ok(self.found[i].pairs.clone())
+    }
+
+    /// Row `row`: the best of `ranked` that can run the whole workload, run on it and judged
+    /// on the window; `None` (with a warning) when every candidate was skipped.
+    fn best_row(
+        &mut self,
+        row: &str,
+        which: Search,
+        ranked: Option<(Vec<Ranked>, usize)>,
+    ) -> Result<Option<(Metrics, RunResult)>> {
+        let (a, b) = self.win.search_days;
+        let Some((ranked, n)) = ranked else {
+            self.warn(format!(
+                "{row} row omitted: the search window, days [{}, {}), holds no job",
+                fmt_days(a),
+                fmt_days(b)
+            ));
+            return Ok(None);
+        };
+        let mut whence = match which {
+            Search::Fair => format!("searched on days [{}, {})", fmt_days(a), fmt_days(b)),
+            Search::Oracle => "searched on the whole workload, ranked on the judged jobs (oracle)".to_string(),
+        };
+        if which == Search::Fair && !self.win.note.is_empty() {
+            whence = format!("{whence} ({})", self.win.note);
+        }
+        let skipped = n - ranked.len();
+        let skipped = if skipped > 0 {
+            format!(", {skipped} skipped")
+        } else {
+            String::new()
+        };
+        for (k, cand) in ranked.iter().enumerate() {
+            if let Some(j) = unrunnable(&spec_layouts(&cand.spec), self.c.model, self.wl) {
+                let msg = format!(
+                    "{row}: the search's #{} '{}' skipped: it cannot run {} of the whole workload",
+                    k + 1,
+                    cand.name,
+                    describe_job(j)
+                );
+                self.warn(msg);
                 continue;
             }
+            let pick = if k == 0 {
+                String::new()
+            } else {
+                format!(" (#{} of the search)", k + 1)
+            };
+            let detail = format!("{whence}, best of {n}{skipped}{pick}: {}", cand.name);
+            match self.run(&cand.spec, row, &detail) {
+                Ok(x) => return Ok(Some(x)),
+                Err(e) => self.warn(format!(
+                    "{row}: '{}' skipped: its run on the whole workload failed: {e:#}",
+                    cand.name
+                )),
+            }
         }
-        if j.gpus > 1 {
-            multi += f64::from(j.gpus) * j.work;
-        } else if let Some(p) = c.smallest_fitting(j.mem_mib) {
-            d[p] += j.time_on(c.profiles[p].compute_slices, c.model.compute_slices);
-        }
+        self.warn(format!("{row} row omitted: every candidate was skipped"));
+        Ok(None)
     }
-    let span = horizon * share;
-    (d.into_iter().map(|x| x / span).collect(), multi / span)
-}
-
-fn describe(layouts: &[NodeLayout]) -> String {
-    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
-    for n in layouts {
-        for g in &n.gpus {
-            *counts.entry(g.to_string()).or_insert(0) += 1;
-        }
-    }
-    let mut v: Vec<_> = counts.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.iter()
-        .map(|(l, n)| format!("{n}x[{l}]"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Runs the comparison. `progress(label, done_jobs)` is told about each run's progress.
+/// Every row runs on the whole workload and is judged on the jobs released in the evaluation
+/// window ([`crate::window::windows`] from `opts`); `static` and `twice-daily` are searched
+/// on the jobs released in the search window only, `static-oracle` and
+/// `twice-daily-oracle` on the whole workload.
 ///
 /// # Errors
-/// A run failed (see [`simulate`]).
+/// Windows out of range, no job in the evaluation window, or a run of `none`, `dynamic` or
+/// `time-of-day` failed (see [`simulate`]). A static or twice-daily candidate that cannot
+/// run is skipped with a warning ([`Evaluation::skipped`]), never an error.
 pub fn evaluate(
     wl: &Workload,
     cfg: &SimConfig,
@@ -171,167 +333,107 @@ pub fn evaluate(
     if wl.jobs.is_empty() {
         bail!("the workload has no jobs");
     }
+    let win = windows(wl, opts.search_days, opts.eval_from_days)?;
+    let from_s = win.eval_from_s();
+    let judged = judged_jobs(wl, from_s);
+    if judged == 0 {
+        bail!(
+            "no job is released in the evaluation window (from day {})",
+            win.eval_from_days
+        );
+    }
     let gpus = cfg.nodes * cfg.gpus_per_node;
     let b = bounds(wl, cfg.model, gpus, &cfg.power);
-    let mean_work = wl.jobs.iter().map(|j| j.work).sum::<f64>() / wl.jobs.len() as f64;
-    let probe = Cluster::new(cfg.model, cfg.gpus_per_node, &[], cfg.power.clone())?;
-    let cands = distinct_multisets(cfg.model);
-    let (all_d, all_multi) = demand_mix(wl, &probe, None);
-    let whole = if all_multi > 0.0 {
-        ((all_multi / cfg.gpus_per_node as f64).ceil() as usize).clamp(1, cfg.nodes)
-    } else {
-        0
-    };
+    let mean_work = wl
+        .jobs
+        .iter()
+        .filter(|j| j.release >= from_s)
+        .map(|j| j.work)
+        .sum::<f64>()
+        / judged as f64;
+    let (a, z) = win.search_days;
+    let search_wl = released_in(wl, a * 86400.0, z * 86400.0);
     let mut rows = Vec::new();
     let mut runs = Vec::new();
     let mut tried = Vec::new();
+    let mut skipped = Vec::new();
     for &pl in &opts.placements {
         let mut c = cfg.clone();
         c.placement = pl;
-        let mut quiet = c.clone();
-        quiet.sample_interval_s = 0.0;
-        let run = |spec: &PolicySpec, cfg: &SimConfig, label: &str| -> Result<(RunResult, f64)> {
-            let t0 = Instant::now();
-            let r = simulate(wl, spec, cfg, &|d| progress(label, d))?;
-            Ok((r, t0.elapsed().as_secs_f64()))
+        c.window_start_s = from_s;
+        let mut bench = Bench {
+            wl,
+            search_wl: &search_wl,
+            c,
+            opts,
+            win: &win,
+            b: &b,
+            progress,
+            searchers: [None, None],
+            found: [Found::default(), Found::default()],
+            skipped: Vec::new(),
         };
         // The reference: none (always run; ET needs it).
-        let (none_r, none_w) = run(&PolicySpec::None, &c, &format!("{pl}/none"))?;
-        let none_m = metrics(wl, &none_r, &b, "whole GPUs", none_w);
-        let score = |m: &Metrics| -> f64 {
-            let mut v = vec![none_m.clone(), m.clone()];
-            normalise(&mut v, mean_work);
-            v[1].et
-        };
+        let none = bench.run(&PolicySpec::None, "none", "whole GPUs")?;
         let mut out: Vec<(Metrics, RunResult)> = Vec::new();
-        if opts.policies.contains(&PolicyName::None) {
-            out.push((none_m.clone(), none_r));
-        }
-        let need_static = opts
-            .policies
-            .iter()
-            .any(|p| matches!(p, PolicyName::Static | PolicyName::TwiceDaily));
-        let mut statics: Vec<(f64, String, Vec<NodeLayout>)> = Vec::new();
-        if need_static {
-            let mut specs: Vec<(String, Vec<NodeLayout>)> = cands
-                .iter()
-                .map(|l| {
-                    (
-                        format!("{whole} whole nodes, rest {l}"),
-                        uniform(cfg.model, cfg.nodes, cfg.gpus_per_node, l, whole),
-                    )
-                })
-                .collect();
-            let mix = mix_for_demand(
-                cfg.model,
-                &probe.profiles,
-                cfg.nodes,
-                cfg.gpus_per_node,
-                &all_d,
-                all_multi,
-                &cands,
-            );
-            specs.push((format!("demand mix: {}", describe(&mix)), mix));
-            for (name, l) in specs {
-                let (r, w) = run(&PolicySpec::Static(l.clone()), &quiet, &format!("{pl}/static {name}"))?;
-                let m = metrics(wl, &r, &b, &name, w);
-                let et = score(&m);
-                tried.push((pl.to_string(), format!("static {name}"), et));
-                statics.push((et, name, l));
-            }
-            statics.sort_by(|a, b| a.0.total_cmp(&b.0));
-        }
-        if opts.policies.contains(&PolicyName::Static) {
-            let (_, name, l) = &statics[0];
-            let (r, w) = run(&PolicySpec::Static(l.clone()), &c, &format!("{pl}/static"))?;
-            out.push((
-                metrics(wl, &r, &b, &format!("best of {}: {name}", cands.len() + 1), w),
-                r,
-            ));
-        }
-        if opts.policies.contains(&PolicyName::TwiceDaily) {
-            let (day, night) = opts.day_night;
-            let mut pairs: Vec<(String, Vec<NodeLayout>, Vec<NodeLayout>)> = Vec::new();
-            let top = &statics[..opts.top_static.min(statics.len())];
-            for a in top {
-                for b2 in top {
-                    if a.1 != b2.1 {
-                        pairs.push((format!("day {} / night {}", a.1, b2.1), a.2.clone(), b2.2.clone()));
-                    }
+        for &p in &opts.policies {
+            let row = match p {
+                PolicyName::None => Some(none.clone()),
+                PolicyName::Static => {
+                    let r = bench.statics(Search::Fair)?;
+                    bench.best_row("static", Search::Fair, r)?
                 }
-            }
-            let (dd, dm) = demand_mix(wl, &probe, Some((day, night)));
-            let (nd, nm) = demand_mix(wl, &probe, Some((night, day)));
-            let dmix = mix_for_demand(
-                cfg.model,
-                &probe.profiles,
-                cfg.nodes,
-                cfg.gpus_per_node,
-                &dd,
-                dm,
-                &cands,
-            );
-            let nmix = mix_for_demand(
-                cfg.model,
-                &probe.profiles,
-                cfg.nodes,
-                cfg.gpus_per_node,
-                &nd,
-                nm,
-                &cands,
-            );
-            pairs.push(("day and night demand mixes".into(), dmix, nmix));
-            let sched = |d: &Vec<NodeLayout>, n: &Vec<NodeLayout>| {
-                let mut v = vec![
-                    (Duration::from_secs_f64(day), d.clone()),
-                    (Duration::from_secs_f64(night), n.clone()),
-                ];
-                v.sort_by_key(|x| x.0);
-                PolicySpec::Scheduled(v)
+                PolicyName::StaticOracle => {
+                    let r = bench.statics(Search::Oracle)?;
+                    bench.best_row("static-oracle", Search::Oracle, r)?
+                }
+                PolicyName::TwiceDaily => {
+                    let r = bench.pairs(Search::Fair)?;
+                    bench.best_row("twice-daily", Search::Fair, r)?
+                }
+                PolicyName::TwiceDailyOracle => {
+                    let r = bench.pairs(Search::Oracle)?;
+                    bench.best_row("twice-daily-oracle", Search::Oracle, r)?
+                }
+                PolicyName::Dynamic => {
+                    let detail = format!(
+                        "DemandDriven, max {} nodes at once, min lifetime {:?}, interval {} s",
+                        opts.limits.max_concurrent, opts.limits.min_layout_lifetime, cfg.policy_interval_s
+                    );
+                    Some(bench.run(&PolicySpec::Dynamic(opts.limits.clone()), "dynamic", &detail)?)
+                }
+                PolicyName::TimeOfDay => {
+                    let detail = format!("{} periods a day, relearned each midnight", opts.periods);
+                    let spec = PolicySpec::Learned { periods: opts.periods };
+                    Some(bench.run(&spec, "time-of-day", &detail)?)
+                }
+                PolicyName::Plan | PolicyName::Consolidate => {
+                    let objective = if p == PolicyName::Plan {
+                        Objective::Speed
+                    } else {
+                        Objective::Consolidate
+                    };
+                    let spec = PolicySpec::Plan(PlannerSettings::new(opts.limits.clone(), objective));
+                    let detail = format!(
+                        "Planner ({objective:?}), max {} nodes at once, interval {} s, drain {:?} at {:?}",
+                        opts.limits.max_concurrent, cfg.policy_interval_s, cfg.drain, cfg.timing
+                    );
+                    Some(bench.run(&spec, p.as_str(), &detail)?)
+                }
             };
-            let mut best: Option<(f64, String, PolicySpec)> = None;
-            for (name, d, n) in pairs {
-                let spec = sched(&d, &n);
-                let (r, w) = run(&spec, &quiet, &format!("{pl}/twice-daily {name}"))?;
-                let et = score(&metrics(wl, &r, &b, &name, w));
-                tried.push((pl.to_string(), format!("twice-daily {name}"), et));
-                if best.as_ref().is_none_or(|x| et < x.0) {
-                    best = Some((et, name, spec));
-                }
-            }
-            if let Some((_, name, spec)) = best {
-                let (r, w) = run(&spec, &c, &format!("{pl}/twice-daily"))?;
-                out.push((metrics(wl, &r, &b, &name, w), r));
-            }
+            out.extend(row);
         }
-        if opts.policies.contains(&PolicyName::Dynamic) {
-            let (r, w) = run(&PolicySpec::Dynamic(opts.limits.clone()), &c, &format!("{pl}/dynamic"))?;
-            let detail = format!(
-                "DemandDriven, max {} nodes at once, min lifetime {:?}, interval {} s",
-                opts.limits.max_concurrent, opts.limits.min_layout_lifetime, cfg.policy_interval_s
-            );
-            out.push((metrics(wl, &r, &b, &detail, w), r));
-        }
-        for (name, objective) in [
-            (PolicyName::Plan, Objective::Speed),
-            (PolicyName::Consolidate, Objective::Consolidate),
-        ] {
-            if opts.policies.contains(&name) {
-                let spec = PolicySpec::Plan(PlannerSettings::new(opts.limits.clone(), objective));
-                let (r, w) = run(&spec, &c, &format!("{pl}/{}", spec.name()))?;
-                let detail = format!(
-                    "Planner ({objective:?}), max {} nodes at once, interval {} s, drain {:?} at {:?}",
-                    opts.limits.max_concurrent, cfg.policy_interval_s, cfg.drain, cfg.timing
+        for (tag, s) in ["fair", "oracle"].iter().zip(&bench.searchers) {
+            if let Some(s) = s {
+                tried.extend(
+                    s.tried
+                        .iter()
+                        .map(|(n, et)| (pl.to_string(), format!("{tag} {n}"), *et)),
                 );
-                out.push((metrics(wl, &r, &b, &detail, w), r));
+                skipped.extend(s.skipped.iter().cloned());
             }
         }
-        if opts.policies.contains(&PolicyName::TimeOfDay) {
-            let spec = PolicySpec::Learned { periods: opts.periods };
-            let (r, w) = run(&spec, &c, &format!("{pl}/time-of-day"))?;
-            let detail = format!("{} periods a day, relearned each midnight", opts.periods);
-            out.push((metrics(wl, &r, &b, &detail, w), r));
-        }
+        skipped.append(&mut bench.skipped);
         for (m, r) in out {
             rows.push(m);
             runs.push(r);
@@ -343,5 +445,7 @@ pub fn evaluate(
         bounds: b,
         runs,
         candidates: tried,
+        windows: win,
+        skipped,
     })
 }

@@ -2,9 +2,10 @@
 
 use crate::evaluate::Evaluation;
 use crate::metrics::Metrics;
+use crate::window::fmt_days;
 use anyhow::Result;
 
-const HEAD: [&str; 18] = [
+const HEAD: [&str; 20] = [
     "policy",
     "placement",
     "energy/job MJ",
@@ -14,11 +15,13 @@ const HEAD: [&str; 18] = [
     "ET",
     "ET/none",
     "ET/static",
+    "ET/oracle",
     "makespan h",
     "util %",
     "wait p50 s",
     "wait p99 s",
     "reconfigs",
+    "drain waste GPU-h",
     "inst changes",
     "OOM restarts",
     "events",
@@ -36,11 +39,13 @@ fn cells(m: &Metrics) -> Vec<String> {
         format!("{:.3}", m.et),
         ratio(m.et_vs_none),
         ratio(m.et_vs_static),
+        ratio(m.et_vs_oracle),
         format!("{:.1}", m.makespan_s / 3600.0),
         format!("{:.1}", 100.0 * m.utilisation),
         format!("{:.0}", m.wait_p50_s),
         format!("{:.0}", m.wait_p99_s),
         m.reconfigs.to_string(),
+        format!("{:.1}", m.drain_waste_gpu_s / 3600.0),
         m.instance_changes.to_string(),
         m.oom_restarts.to_string(),
         m.events.to_string(),
@@ -48,9 +53,26 @@ fn cells(m: &Metrics) -> Vec<String> {
     ]
 }
 
+/// Which jobs were judged and where the fair baselines were searched.
+fn window_line(e: &Evaluation) -> String {
+    let w = &e.windows;
+    let jobs = e.rows.first().map_or(0, |m| m.jobs);
+    let mut s = format!(
+        "judged: {jobs} jobs released in days [{}, {:.1}]; static and twice-daily searched on days [{}, {}), the oracles on the whole workload",
+        fmt_days(w.eval_from_days),
+        w.span_days,
+        fmt_days(w.search_days.0),
+        fmt_days(w.search_days.1)
+    );
+    if !w.note.is_empty() {
+        s.push_str(&format!(" ({})", w.note));
+    }
+    s
+}
+
 fn bounds_line(e: &Evaluation) -> String {
     format!(
-        "lower bounds: energy/job {:.3} MJ, mean tardiness {:.0} s, makespan {:.1} h",
+        "lower bounds (whole workload): energy/job {:.3} MJ, mean tardiness {:.0} s, makespan {:.1} h",
         e.bounds.energy_per_job_j / 1e6,
         e.bounds.mean_tardiness_s,
         e.bounds.makespan_s / 3600.0
@@ -104,12 +126,20 @@ pub fn aligned(head: &[&str], rows: &[Vec<String>]) -> String {
 pub fn terminal(e: &Evaluation) -> String {
     let rows: Vec<Vec<String>> = e.rows.iter().map(cells).collect();
     let mut s = aligned(&HEAD, &rows);
+    s.push_str(&window_line(e));
+    s.push('\n');
     s.push_str(&bounds_line(e));
     s.push('\n');
     for m in &e.rows {
         s.push_str(&format!("  {} / {}: {}\n", m.policy, m.placement, m.detail));
     }
+    s.push_str(&skipped_lines(e));
     s
+}
+
+/// The warnings of the evaluation (candidates skipped, rows omitted), one line each.
+fn skipped_lines(e: &Evaluation) -> String {
+    e.skipped.iter().map(|w| format!("  warning: {w}\n")).collect()
 }
 
 /// Markdown table.
@@ -118,7 +148,11 @@ pub fn markdown(e: &Evaluation) -> String {
     for m in &e.rows {
         s.push_str(&format!("| {} |\n", cells(m).join(" | ")));
     }
-    s.push_str(&format!("\n{}\n", bounds_line(e)));
+    s.push_str(&format!("\n{}\n\n{}\n", window_line(e), bounds_line(e)));
+    if !e.skipped.is_empty() {
+        s.push('\n');
+        s.push_str(&skipped_lines(e));
+    }
     s
 }
 

@@ -484,7 +484,10 @@ impl Planner {
         free_nodes.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
         // Need the current mix cannot serve is worth waiting for; a mere surplus is not.
         let max_wait = if gain >= f64::from(self.settings.limits.min_gain.max(1)) {
-            std::env::var("DYNMIG_PLAN_GAINWAIT").ok().and_then(|x| x.parse::<u64>().ok()).map_or(Duration::MAX, |h| Duration::from_secs(h * 3600))
+            std::env::var("DYNMIG_PLAN_GAINWAIT")
+                .ok()
+                .and_then(|x| x.parse::<u64>().ok())
+                .map_or(Duration::MAX, |h| Duration::from_secs(h * 3600))
         } else {
             self.settings.max_wait
         };
@@ -527,12 +530,13 @@ impl Policy for Planner {
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         let away = nodes.iter().filter(|n| n.repartitioning && n.planned.is_none()).count();
         let planned = nodes.iter().filter(|n| n.planned.is_some()).count();
-        let mut budget = self
-            .settings
-            .limits
-            .max_concurrent
-            .saturating_sub(away)
-            .min(std::env::var("DYNMIG_PLAN_MAXPLANNED").ok().and_then(|x| x.parse::<usize>().ok()).unwrap_or(self.settings.max_planned).saturating_sub(planned));
+        let mut budget = self.settings.limits.max_concurrent.saturating_sub(away).min(
+            std::env::var("DYNMIG_PLAN_MAXPLANNED")
+                .ok()
+                .and_then(|x| x.parse::<usize>().ok())
+                .unwrap_or(self.settings.max_planned)
+                .saturating_sub(planned),
+        );
         let mut groups: BTreeMap<&'static str, (&'static GpuModel, Vec<&NodeSnapshot>)> = BTreeMap::new();
         for n in nodes {
             groups.entry(n.model.name).or_insert((n.model, Vec::new())).1.push(n);

@@ -7,7 +7,7 @@
 //! (crates/dynmig-sim/data/README.md). Cite: Weng et al., "Beware of Fragmentation: Scheduling
 //! GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC 2023.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -47,12 +47,53 @@ impl Pod {
     }
 }
 
-/// Reads pods from the trace's CSV text.
+/// The columns of a v2023 pod list, in the publisher's order.
+pub const POD_COLUMNS: [&str; 11] = [
+    "name",
+    "cpu_milli",
+    "memory_mib",
+    "num_gpu",
+    "gpu_milli",
+    "gpu_spec",
+    "qos",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+];
+
+/// Reads pods from the trace's CSV text: any v2023 pod list (`openb_pod_list_*.csv`; empty
+/// `gpu_spec`, `deletion_time` and `scheduled_time` fields are allowed). Columns are matched by
+/// name, so their order does not matter and extra columns are ignored.
 ///
 /// # Errors
-/// A malformed row, with its line number.
+/// A column of [`POD_COLUMNS`] is missing (the message lists the columns expected and the
+/// columns found, e.g. for the node list `openb_node_list_gpu_node.csv`), or a malformed row,
+/// with its line number.
 pub fn parse_pods(csv_text: &str) -> Result<Vec<Pod>> {
-    let mut rdr = csv::Reader::from_reader(csv_text.as_bytes());
+    let text = csv_text.strip_prefix('\u{feff}').unwrap_or(csv_text);
+    let mut rdr = csv::ReaderBuilder::new()
+        .trim(csv::Trim::Headers)
+        .from_reader(text.as_bytes());
+    let found: Vec<String> = rdr
+        .headers()
+        .context("reading the header line")?
+        .iter()
+        .map(String::from)
+        .collect();
+    let missing: Vec<&str> = POD_COLUMNS
+        .iter()
+        .copied()
+        .filter(|c| !found.iter().any(|f| f == c))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "not an Alibaba v2023 pod list (openb_pod_list_*.csv): missing column(s) {}; expected columns: {}; found columns: {}",
+            missing.join(", "),
+            POD_COLUMNS.join(","),
+            found.join(",")
+        );
+    }
     let mut pods = Vec::new();
     for (i, row) in rdr.deserialize().enumerate() {
         pods.push(row.with_context(|| format!("trace line {}", i + 2))?);
@@ -60,13 +101,14 @@ pub fn parse_pods(csv_text: &str) -> Result<Vec<Pod>> {
     Ok(pods)
 }
 
-/// Reads the trace file at `path`.
-///
-/// # Errors
-/// The file cannot be read (the message names it) or a row is malformed.
-/// The trace shipped with dynmig (crates/dynmig-sim/data/README.md): the default of
-/// `dynmig simulate --trace`.
+/// The trace shipped with dynmig (crates/dynmig-sim/data/README.md):
+/// `openb_pod_list_default.csv`, the default of `dynmig simulate --trace`.
 pub const EMBEDDED_TRACE: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_default.csv");
+
+/// The publisher's re-sampled pod list with more fractional-GPU pods,
+/// `openb_pod_list_gpushare40.csv`, shipped beside [`EMBEDDED_TRACE`]
+/// (`dynmig simulate --trace gpushare40`).
+pub const EMBEDDED_GPUSHARE40: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_gpushare40.csv");
 
 /// The pods of [`EMBEDDED_TRACE`].
 ///
@@ -74,6 +116,22 @@ pub const EMBEDDED_TRACE: &str = include_str!("../../data/alibaba-gpu-v2023/open
 /// None in practice: the embedded text is a valid trace (tested).
 pub fn embedded_pods() -> Result<Vec<Pod>> {
     parse_pods(EMBEDDED_TRACE).context("parsing the embedded trace")
+}
+
+/// Names of the shipped traces that [`pods_of`] takes instead of a path.
+pub const SHIPPED_TRACES: [&str; 2] = ["default", "gpushare40"];
+
+/// The pods of a trace named on the command line: `default` or `gpushare40` (shipped, see
+/// [`SHIPPED_TRACES`]), or else a path to a pod-list CSV.
+///
+/// # Errors
+/// The file cannot be read or is not a pod list.
+pub fn pods_of(trace: &str) -> Result<Vec<Pod>> {
+    match trace {
+        "default" => embedded_pods(),
+        "gpushare40" => parse_pods(EMBEDDED_GPUSHARE40).context("parsing the embedded gpushare40 trace"),
+        path => read_pods(std::path::Path::new(path)),
+    }
 }
 
 /// Reads and parses a trace file.
@@ -91,5 +149,6 @@ mod embedded_tests {
     fn the_embedded_trace_is_the_whole_published_file() {
         // 8,152 pods, as the publisher's file holds (crates/dynmig-sim/data/README.md).
         assert_eq!(super::embedded_pods().unwrap().len(), 8152);
+        assert_eq!(super::pods_of("gpushare40").unwrap().len(), 8152);
     }
 }

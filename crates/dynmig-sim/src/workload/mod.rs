@@ -5,8 +5,80 @@ pub mod alibaba;
 pub mod synthetic;
 pub mod trace;
 
-use crate::model::Job;
+use crate::model::{Job, ModelParams};
+use alibaba::Pod;
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use synthetic::{synthetic_workload, SyntheticParams};
+use trace::{trace_workload, TraceParams};
+
+/// Where a workload comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'p> {
+    /// Pods of an Alibaba pod list ([`trace`]): the last `days` days (default 30).
+    Trace(&'p [Pod]),
+    /// The SMART-MIG-like generator ([`synthetic`]): `days` days (default 7), its 100 jobs/h
+    /// scaled by the load.
+    Synthetic,
+}
+
+/// How heavy a workload is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Load {
+    /// This factor (trace copies; synthetic: jobs per hour x factor).
+    Factor(f64),
+    /// The factor at which the whole-GPU demand of the day's busiest hour equals `gpus`
+    /// (measured on the workload at factor 1).
+    Auto {
+        /// GPUs of the cluster.
+        gpus: usize,
+    },
+}
+
+/// Builds a workload from `source`, `days` (`None`: 30 for a trace, 7 synthetic), `load` and
+/// `seed`; returns it and the load factor used.
+///
+/// # Errors
+/// Parameters out of range, no job left, or no GPU demand (auto load).
+pub fn build_workload(
+    source: Source<'_>,
+    days: Option<f64>,
+    load: Load,
+    seed: u64,
+    m: &ModelParams,
+) -> Result<(Workload, f64)> {
+    let make = |factor: f64| match source {
+        Source::Synthetic => {
+            let p = SyntheticParams {
+                days: days.unwrap_or(7.0),
+                jobs_per_hour: SyntheticParams::default().jobs_per_hour * factor,
+                seed,
+                ..Default::default()
+            };
+            synthetic_workload(&p, m)
+        }
+        Source::Trace(pods) => {
+            let p = TraceParams {
+                days: days.unwrap_or(30.0),
+                load: factor,
+                seed,
+                ..Default::default()
+            };
+            trace_workload(pods, &p, m)
+        }
+    };
+    let factor = match load {
+        Load::Factor(f) => f,
+        Load::Auto { gpus } => {
+            let peak = make(1.0)?.peak_gpu_demand();
+            if peak <= 0.0 {
+                bail!("the workload has no GPU demand");
+            }
+            gpus as f64 / peak
+        }
+    };
+    Ok((make(factor)?, factor))
+}
 
 /// Jobs sorted by release time, with ids equal to their index.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,0 +1,457 @@
+//! The goal matrix and the sensitivity grid (docs/simulate.md): many independent
+//! evaluations ("cells": a trace, a GPU model, a drain scope, a seed and model parameters),
+//! run in parallel on all cores, then summarised per group of cells over their seeds.
+//! Tables: [`crate::matrix_report`].
+
+use crate::engine::{DrainScope, SimConfig};
+use crate::evaluate::{evaluate, EvalOptions};
+use crate::metrics::Metrics;
+use crate::model::ModelParams;
+use crate::workload::alibaba::Pod;
+use crate::workload::{build_workload, Load, Source};
+use anyhow::{anyhow, Result};
+use dynmig_core::geometry::GpuModel;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// The name of the synthetic source among the traces of a matrix.
+pub const SYNTHETIC: &str = "synthetic";
+
+/// One evaluation of a matrix or grid.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    /// `default`, `gpushare40`, a path (keys of the pods map) or [`SYNTHETIC`].
+    pub trace: String,
+    /// GPU model.
+    pub model: &'static GpuModel,
+    /// What a repartition drains.
+    pub drain: DrainScope,
+    /// Seed of the workload draws and the random placement.
+    pub seed: u64,
+    /// Model parameters (due dates, gammas, time limits).
+    pub params: ModelParams,
+    /// Grid point, e.g. `due 1-1.5, gamma 0.5, f 1` (empty in the matrix).
+    pub point: String,
+}
+
+impl Cell {
+    /// The group the cell is summarised in: everything but the seed.
+    pub fn group(&self) -> String {
+        let drain = drain_name(self.drain);
+        if self.point.is_empty() {
+            format!("{} / {} / drain {drain}", self.trace, self.model.name)
+        } else {
+            format!("{} / {} / drain {drain} / {}", self.trace, self.model.name, self.point)
+        }
+    }
+}
+
+/// The drain scope in lower case (`node`, `gpu`).
+pub fn drain_name(d: DrainScope) -> String {
+    format!("{d:?}").to_ascii_lowercase()
+}
+
+/// What every cell shares: the cluster, the workload's length and load, the engine's knobs
+/// and the evaluation's options.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Nodes.
+    pub nodes: usize,
+    /// GPUs per node.
+    pub gpus_per_node: usize,
+    /// Days of the workload (`None`: 30, the trace's default, for traces and synthetic alike).
+    pub days: Option<f64>,
+    /// Load.
+    pub load: Load,
+    /// Seconds per instance create or destroy.
+    pub reconfig_cost_s: f64,
+    /// Seconds between calls of the dynamic policy.
+    pub policy_interval_s: f64,
+    /// The evaluation's options (policies, windows, ...); warnings are collected, not printed.
+    pub opts: EvalOptions,
+}
+
+/// What one cell gave.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellOutcome {
+    /// The cell's group ([`Cell::group`]).
+    pub group: String,
+    /// Trace.
+    pub trace: String,
+    /// GPU model.
+    pub model: String,
+    /// `node` or `gpu`.
+    pub drain: String,
+    /// Grid point (empty in the matrix).
+    pub point: String,
+    /// Seed.
+    pub seed: u64,
+    /// The workload.
+    pub workload: String,
+    /// Jobs of the workload.
+    pub jobs: usize,
+    /// Load factor.
+    pub load: f64,
+    /// One row per policy (Slurm-like placement unless the options say otherwise).
+    pub rows: Vec<Metrics>,
+    /// Candidates skipped and rows omitted.
+    pub skipped: Vec<String>,
+    /// Wall time of the cell, s.
+    pub wall_s: f64,
+}
+
+/// Runs one cell.
+///
+/// # Errors
+/// The workload cannot be built or the evaluation failed.
+pub fn run_cell(cell: &Cell, setup: &Setup, pods: &BTreeMap<String, Vec<Pod>>) -> Result<CellOutcome> {
+    let t0 = Instant::now();
+    let source = if cell.trace == SYNTHETIC {
+        Source::Synthetic
+    } else {
+        Source::Trace(
+            pods.get(&cell.trace)
+                .ok_or_else(|| anyhow!("trace '{}' was not read", cell.trace))?,
+        )
+    };
+    // Synthetic arrivals run as long as the trace's window, so every cell has the same
+    // search and evaluation windows.
+    let days = match source {
+        Source::Synthetic => setup.days.or(Some(30.0)),
+        Source::Trace(_) => setup.days,
+    };
+    let (wl, load) = build_workload(source, days, setup.load, cell.seed, &cell.params)?;
+    let mut cfg = SimConfig::new(cell.model, setup.nodes, setup.gpus_per_node);
+    cfg.drain = cell.drain;
+    cfg.seed = cell.seed;
+    cfg.reconfig_cost_s = setup.reconfig_cost_s;
+    cfg.policy_interval_s = setup.policy_interval_s;
+    let mut opts = setup.opts.clone();
+    opts.warn = false;
+    let ev = evaluate(&wl, &cfg, &opts, &|_, _| {})?;
+    Ok(CellOutcome {
+        group: cell.group(),
+        trace: cell.trace.clone(),
+        model: cell.model.name.to_string(),
+        drain: drain_name(cell.drain),
+        point: cell.point.clone(),
+        seed: cell.seed,
+        workload: wl.description.clone(),
+        jobs: wl.jobs.len(),
+        load,
+        rows: ev.rows,
+        skipped: ev.skipped,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs `cells` on `threads` threads (at least 1), each taking the next cell not yet taken;
+/// prints a progress line per finished cell to stderr. Results in the order of `cells`.
+pub fn run_cells(
+    cells: &[Cell],
+    setup: &Setup,
+    pods: &BTreeMap<String, Vec<Pod>>,
+    threads: usize,
+) -> Vec<Result<CellOutcome>> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<Result<CellOutcome>>>> = Mutex::new((0..cells.len()).map(|_| None).collect());
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(cells.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(cell) = cells.get(i) else { break };
+                let r = run_cell(cell, setup, pods);
+                let k = done.fetch_add(1, Ordering::SeqCst) + 1;
+                let what = match &r {
+                    Ok(o) => {
+                        let et = |p: &str| {
+                            o.rows
+                                .iter()
+                                .find(|m| m.policy == p)
+                                .map_or("-".to_string(), |m| format!("{:.3}", m.et_vs_static))
+                        };
+                        format!(
+                            "{} jobs, {:.1} s, ET/static: dynamic {}, static-oracle {}",
+                            o.jobs,
+                            o.wall_s,
+                            et("dynamic"),
+                            et("static-oracle")
+                        )
+                    }
+                    Err(e) => format!("failed: {e:#}"),
+                };
+                eprintln!(
+                    "[{k}/{}] {:.0} s: {} / seed {}: {what}",
+                    cells.len(),
+                    t0.elapsed().as_secs_f64(),
+                    cell.group(),
+                    cell.seed
+                );
+                if let Ok(mut v) = out.lock() {
+                    v[i] = Some(r);
+                }
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(anyhow!("cell not run"))))
+        .collect()
+}
+
+/// Mean, least and greatest of a figure over seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    /// Mean.
+    pub mean: f64,
+    /// Least.
+    pub min: f64,
+    /// Greatest.
+    pub max: f64,
+}
+
+impl Stat {
+    /// Of the finite values of `v` (NaN when there is none).
+    pub fn of(v: impl IntoIterator<Item = f64>) -> Self {
+        let v: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return Self {
+                mean: f64::NAN,
+                min: f64::NAN,
+                max: f64::NAN,
+            };
+        }
+        Self {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+}
+
+/// One policy over the seeds of a group.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicySummary {
+    /// Policy (row name).
+    pub policy: String,
+    /// Seeds with this row.
+    pub seeds: usize,
+    /// ET (none = 1).
+    pub et: Stat,
+    /// ET over fair static's.
+    pub et_vs_static: Stat,
+    /// ET over static-oracle's.
+    pub et_vs_oracle: Stat,
+    /// Energy per judged job, MJ.
+    pub energy_per_job_mj: Stat,
+    /// Mean tardiness, s.
+    pub tardiness_s: Stat,
+    /// Share of judged jobs late.
+    pub late_share: Stat,
+    /// Median wait, s.
+    pub wait_p50_s: Stat,
+    /// 99th-percentile wait, s.
+    pub wait_p99_s: Stat,
+    /// Drain waste from the window start, GPU-hours.
+    pub drain_waste_gpu_h: Stat,
+    /// Repartitions.
+    pub reconfigs: Stat,
+}
+
+/// A group of cells (all but the seed equal) summarised over seeds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Group {
+    /// [`Cell::group`].
+    pub group: String,
+    /// Trace.
+    pub trace: String,
+    /// GPU model.
+    pub model: String,
+    /// Drain scope.
+    pub drain: String,
+    /// Grid point (empty in the matrix).
+    pub point: String,
+    /// Seeds that ran.
+    pub seeds: Vec<u64>,
+    /// Jobs per seed, mean.
+    pub jobs: f64,
+    /// Candidates skipped or rows omitted over all seeds.
+    pub skipped: usize,
+    /// One entry per policy, in row order.
+    pub policies: Vec<PolicySummary>,
+}
+
+impl Group {
+    /// Policies by mean ET, best first.
+    pub fn ranking(&self) -> Vec<&PolicySummary> {
+        let mut v: Vec<&PolicySummary> = self.policies.iter().collect();
+        v.sort_by(|a, b| a.et.mean.total_cmp(&b.et.mean));
+        v
+    }
+}
+
+/// Summarises the outcomes that ran, per group, in the order the groups first appear.
+pub fn summarise(outcomes: &[&CellOutcome]) -> Vec<Group> {
+    let mut order: Vec<String> = Vec::new();
+    let mut by: BTreeMap<String, Vec<&CellOutcome>> = BTreeMap::new();
+    for o in outcomes {
+        if !by.contains_key(&o.group) {
+            order.push(o.group.clone());
+        }
+        by.entry(o.group.clone()).or_default().push(o);
+    }
+    order
+        .into_iter()
+        .map(|g| {
+            let cells = &by[&g];
+            let first = cells[0];
+            let mut names: Vec<String> = Vec::new();
+            for c in cells {
+                for m in &c.rows {
+                    if !names.contains(&m.policy) {
+                        names.push(m.policy.clone());
+                    }
+                }
+            }
+            let policies = names
+                .into_iter()
+                .map(|p| {
+                    let rows: Vec<&Metrics> = cells
+                        .iter()
+                        .filter_map(|c| c.rows.iter().find(|m| m.policy == p))
+                        .collect();
+                    let st = |f: &dyn Fn(&Metrics) -> f64| Stat::of(rows.iter().map(|m| f(m)));
+                    PolicySummary {
+                        seeds: rows.len(),
+                        et: st(&|m| m.et),
+                        et_vs_static: st(&|m| m.et_vs_static),
+                        et_vs_oracle: st(&|m| m.et_vs_oracle),
+                        energy_per_job_mj: st(&|m| m.energy_per_job_j / 1e6),
+                        tardiness_s: st(&|m| m.mean_tardiness_s),
+                        late_share: st(&|m| m.late_share),
+                        wait_p50_s: st(&|m| m.wait_p50_s),
+                        wait_p99_s: st(&|m| m.wait_p99_s),
+                        drain_waste_gpu_h: st(&|m| m.drain_waste_gpu_s / 3600.0),
+                        reconfigs: st(&|m| m.reconfigs as f64),
+                        policy: p,
+                    }
+                })
+                .collect();
+            Group {
+                group: g.clone(),
+                trace: first.trace.clone(),
+                model: first.model.clone(),
+                drain: first.drain.clone(),
+                point: first.point.clone(),
+                seeds: cells.iter().map(|c| c.seed).collect(),
+                jobs: cells.iter().map(|c| c.jobs as f64).sum::<f64>() / cells.len() as f64,
+                skipped: cells.iter().map(|c| c.skipped.len()).sum(),
+                policies,
+            }
+        })
+        .collect()
+}
+
+/// Parses seeds: `A-B` (inclusive) or a comma-separated list.
+///
+/// # Errors
+/// Not a range or list of integers, or an empty range.
+pub fn parse_seeds(s: &str) -> Result<Vec<u64>> {
+    let bad = || anyhow!("--seeds {s}: allowed A-B (A <= B) or a comma-separated list of integers");
+    if let Some((a, b)) = s.split_once('-') {
+        let (a, b): (u64, u64) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a > b {
+            return Err(bad());
+        }
+        return Ok((a..=b).collect());
+    }
+    let v: Vec<u64> = s
+        .split(',')
+        .map(|x| x.trim().parse().map_err(|_| bad()))
+        .collect::<Result<_>>()?;
+    if v.is_empty() {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
+/// The due-date ranges of the sensitivity grid.
+pub const GRID_DUE: [(f64, f64); 2] = [(1.0, 1.5), (2.0, 4.0)];
+/// The speed-scaling exponents of the grid (both gammas set to each).
+pub const GRID_GAMMA: [f64; 3] = [0.5, 0.7, 0.9];
+/// The time-limit factors of the grid.
+pub const GRID_F: [f64; 2] = [1.0, 5.0];
+
+/// The sensitivity grid's cells: every due range x gamma x time-limit factor x seed, on
+/// `trace` with `model` and `drain`; other parameters from `base`.
+pub fn grid_cells(
+    trace: &str,
+    model: &'static GpuModel,
+    drain: DrainScope,
+    seeds: &[u64],
+    base: &ModelParams,
+) -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for (lo, hi) in GRID_DUE {
+        for g in GRID_GAMMA {
+            for f in GRID_F {
+                let params = ModelParams {
+                    due_lo: lo,
+                    due_hi: hi,
+                    gamma_training: g,
+                    gamma_inference: g,
+                    time_limit_f: f,
+                    ..base.clone()
+                };
+                for &seed in seeds {
+                    cells.push(Cell {
+                        trace: trace.to_string(),
+                        model,
+                        drain,
+                        seed,
+                        params: params.clone(),
+                        point: format!("due {lo}-{hi}, gamma {g}, f {f}"),
+                    });
+                }
+            }
+        }
+    }
+    cells
+}
+
+/// The matrix's cells: every trace x model x drain x seed with `params`.
+pub fn matrix_cells(
+    traces: &[String],
+    models: &[&'static GpuModel],
+    drains: &[DrainScope],
+    seeds: &[u64],
+    params: &ModelParams,
+) -> Vec<Cell> {
+    let mut cells = Vec::new();
+    for t in traces {
+        for &m in models {
+            for &d in drains {
+                for &seed in seeds {
+                    cells.push(Cell {
+                        trace: t.clone(),
+                        model: m,
+                        drain: d,
+                        seed,
+                        params: params.clone(),
+                        point: String::new(),
+                    });
+                }
+            }
+        }
+    }
+    cells
+}

@@ -1,0 +1,323 @@
+//! The search of the best `static` layout and the best `twice-daily` pair on one workload:
+//! candidates are simulated and ranked by ET (normalised against `none` on the same workload).
+//! A candidate that cannot run some job is skipped with a warning naming the job, never a
+//! fatal error ([`unrunnable`]; a failed run is skipped the same way).
+//!
+//! [`crate::evaluate`] searches twice: on the jobs of the search window only (the fair
+//! baselines) and on the whole workload, judged on the evaluation window (the oracles).
+
+use crate::bounds::{bounds, Bounds};
+use crate::cluster::Cluster;
+use crate::engine::{simulate, SimConfig};
+use crate::metrics::{metrics, normalise, Metrics};
+use crate::model::Job;
+use crate::policies::mix::{mix_for_demand, uniform};
+use crate::policies::PolicySpec;
+use crate::workload::Workload;
+use anyhow::Result;
+use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout, ProfileCounts};
+use std::time::Duration;
+
+/// A candidate that ran: its ET on the searched workload, its name and its policy.
+#[derive(Debug, Clone)]
+pub struct Ranked {
+    /// ET on the searched workload (its `none` = 1).
+    pub et: f64,
+    /// What it is, e.g. `2 whole nodes, rest 2x3g.20gb`.
+    pub name: String,
+    /// The policy to run it.
+    pub spec: PolicySpec,
+}
+
+/// The layouts a policy may put in force (the static layout, each period's layouts); empty
+/// for policies that choose layouts as they go.
+pub fn spec_layouts(spec: &PolicySpec) -> Vec<&[NodeLayout]> {
+    match spec {
+        PolicySpec::Static(l) => vec![l.as_slice()],
+        PolicySpec::Scheduled(p) => p.iter().map(|x| x.1.as_slice()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The first job of `wl` that none of `periods` (each a cluster layout) can ever run, if any:
+/// a single-GPU job needs some instance whose profile memory holds its `mem_mib` (the
+/// simulator lets a job use any free instance at least as large as its smallest fitting
+/// profile); a job of `g` GPUs needs a node with at least `g` full-GPU instances.
+pub fn unrunnable<'w>(periods: &[&[NodeLayout]], model: &GpuModel, wl: &'w Workload) -> Option<&'w Job> {
+    let mut max_mem = 0u64;
+    let mut max_full = 0u32;
+    for layouts in periods {
+        for node in layouts.iter() {
+            let mut full = 0u32;
+            for g in &node.gpus {
+                for (name, n) in g.iter() {
+                    let Some(p) = model.profile(name) else { continue };
+                    if n == 0 {
+                        continue;
+                    }
+                    max_mem = max_mem.max(p.memory_mib);
+                    if p.compute_slices == model.compute_slices {
+                        full += n;
+                    }
+                }
+            }
+            max_full = max_full.max(full);
+        }
+    }
+    wl.jobs.iter().find(|j| {
+        if j.gpus > 1 {
+            j.gpus > max_full
+        } else {
+            j.mem_mib > max_mem
+        }
+    })
+}
+
+/// A job for a warning: id, GPUs, memory and release day.
+pub fn describe_job(j: &Job) -> String {
+    format!(
+        "job {} ({} GPU{}, {} MiB per GPU, released on day {:.2})",
+        j.id,
+        j.gpus,
+        if j.gpus == 1 { "" } else { "s" },
+        j.mem_mib,
+        j.release / 86400.0
+    )
+}
+
+/// Why `j` cannot run under layouts that do not hold it.
+fn why(j: &Job) -> String {
+    if j.gpus > 1 {
+        format!("no node has {} full-GPU instances", j.gpus)
+    } else {
+        format!("no instance has {} MiB", j.mem_mib)
+    }
+}
+
+/// Mean concurrency per profile of single-GPU jobs (at their smallest fitting profile) and of
+/// multi-GPU GPUs, over jobs released in `[from, to)` seconds of the day (all if `None`),
+/// per second of the span the workload's releases cover.
+pub fn demand_mix(wl: &Workload, c: &Cluster, window: Option<(f64, f64)>) -> (Vec<f64>, f64) {
+    let mut d = vec![0.0; c.profiles.len()];
+    let mut multi = 0.0;
+    let first = wl.jobs.first().map_or(0.0, |j| j.release);
+    let horizon = wl.jobs.last().map_or(1.0, |j| (j.release - first).max(1.0));
+    let share = window.map_or(1.0, |(a, b)| {
+        if b > a {
+            (b - a) / 86400.0
+        } else {
+            (86400.0 - a + b) / 86400.0
+        }
+    });
+    for j in &wl.jobs {
+        if let Some((a, b)) = window {
+            let tod = j.release % 86400.0;
+            let inside = if a < b {
+                tod >= a && tod < b
+            } else {
+                tod >= a || tod < b
+            };
+            if !inside {
+                continue;
+            }
+        }
+        if j.gpus > 1 {
+            multi += f64::from(j.gpus) * j.work;
+        } else if let Some(p) = c.smallest_fitting(j.mem_mib) {
+            d[p] += j.time_on(c.profiles[p].compute_slices, c.model.compute_slices);
+        }
+    }
+    let span = horizon * share;
+    (d.into_iter().map(|x| x / span).collect(), multi / span)
+}
+
+/// A cluster layout in short, e.g. `112x[2x3g.20gb] 16x[1x7g.40gb]`.
+pub fn describe(layouts: &[NodeLayout]) -> String {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for n in layouts {
+        for g in &n.gpus {
+            *counts.entry(g.to_string()).or_insert(0) += 1;
+        }
+    }
+    let mut v: Vec<_> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.iter()
+        .map(|(l, n)| format!("{n}x[{l}]"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs and ranks candidates on one workload.
+pub struct Searcher<'a> {
+    wl: &'a Workload,
+    cfg: SimConfig,
+    tag: String,
+    b: Bounds,
+    mean_work: f64,
+    none: Metrics,
+    probe: Cluster,
+    cands: Vec<ProfileCounts>,
+    warn: bool,
+    /// Every candidate that ran: (name, ET).
+    pub tried: Vec<(String, f64)>,
+    /// Warnings about the candidates skipped.
+    pub skipped: Vec<String>,
+}
+
+impl<'a> Searcher<'a> {
+    /// A searcher on `wl`, judging on jobs released from `cfg.window_start_s` on (samples
+    /// off); `tag` (e.g. `fair`, `oracle`) prefixes its progress labels and warnings; `warn`:
+    /// print warnings to stderr as well. Runs `none` on `wl`, the reference of ET.
+    ///
+    /// # Errors
+    /// The `none` run failed (a job fits no profile of the model, or needs more GPUs than a
+    /// node has).
+    pub fn new(wl: &'a Workload, cfg: &SimConfig, tag: &str, warn: bool, progress: &dyn Fn(&str, u64)) -> Result<Self> {
+        let mut cfg = cfg.clone();
+        cfg.sample_interval_s = 0.0;
+        let gpus = cfg.nodes * cfg.gpus_per_node;
+        let b = bounds(wl, cfg.model, gpus, &cfg.power);
+        let judged: Vec<&Job> = wl.jobs.iter().filter(|j| j.release >= cfg.window_start_s).collect();
+        let mean_work = judged.iter().map(|j| j.work).sum::<f64>() / judged.len().max(1) as f64;
+        let label = format!("{}/{tag} none", cfg.placement);
+        let r = simulate(wl, &PolicySpec::None, &cfg, &|d| progress(&label, d))?;
+        let none = metrics(wl, &r, &b, "whole GPUs", 0.0, cfg.window_start_s);
+        let probe = Cluster::new(cfg.model, cfg.gpus_per_node, &[], cfg.power.clone())?;
+        Ok(Self {
+            wl,
+            cands: distinct_multisets(cfg.model),
+            cfg,
+            tag: tag.to_string(),
+            b,
+            mean_work,
+            none,
+            probe,
+            warn,
+            tried: Vec::new(),
+            skipped: Vec::new(),
+        })
+    }
+
+    /// Notes a skipped candidate (and prints it when asked to).
+    fn skip(&mut self, msg: String) {
+        if self.warn {
+            eprintln!("warning: {msg}");
+        }
+        self.skipped.push(msg);
+    }
+
+    /// ET of `spec` on the searched workload, or `None` (with a warning) if it cannot run
+    /// some job or its run failed.
+    fn score(&mut self, kind: &str, name: &str, spec: &PolicySpec, progress: &dyn Fn(&str, u64)) -> Option<f64> {
+        if let Some(j) = unrunnable(&spec_layouts(spec), self.cfg.model, self.wl) {
+            let msg = format!(
+                "{} {kind} candidate '{name}' skipped: it cannot run {} ({})",
+                self.tag,
+                describe_job(j),
+                why(j)
+            );
+            self.skip(msg);
+            return None;
+        }
+        let label = format!("{}/{} {kind} {name}", self.cfg.placement, self.tag);
+        match simulate(self.wl, spec, &self.cfg, &|d| progress(&label, d)) {
+            Err(e) => {
+                let msg = format!("{} {kind} candidate '{name}' skipped: its run failed: {e:#}", self.tag);
+                self.skip(msg);
+                None
+            }
+            Ok(r) => {
+                let m = metrics(self.wl, &r, &self.b, name, 0.0, self.cfg.window_start_s);
+                let mut v = vec![self.none.clone(), m];
+                normalise(&mut v, self.mean_work);
+                let et = v[1].et;
+                self.tried.push((format!("{kind} {name}"), et));
+                Some(et)
+            }
+        }
+    }
+
+    /// Candidates of `static`, best first: each of the model's distinct GPU layouts on every
+    /// GPU but `whole` whole nodes (enough full GPUs for the multi-GPU demand), and the layout
+    /// that follows the demand mix. Also returns how many were tried.
+    pub fn statics(&mut self, progress: &dyn Fn(&str, u64)) -> (Vec<Ranked>, usize) {
+        let (nodes, gpn, model) = (self.cfg.nodes, self.cfg.gpus_per_node, self.cfg.model);
+        let (d, multi) = demand_mix(self.wl, &self.probe, None);
+        let whole = if multi > 0.0 {
+            ((multi / gpn as f64).ceil() as usize).clamp(1, nodes)
+        } else {
+            0
+        };
+        let mut specs: Vec<(String, Vec<NodeLayout>)> = self
+            .cands
+            .iter()
+            .map(|l| {
+                (
+                    format!("{whole} whole nodes, rest {l}"),
+                    uniform(model, nodes, gpn, l, whole),
+                )
+            })
+            .collect();
+        let mix = mix_for_demand(model, &self.probe.profiles, nodes, gpn, &d, multi, &self.cands);
+        specs.push((format!("demand mix: {}", describe(&mix)), mix));
+        let n = specs.len();
+        let mut out = Vec::new();
+        for (name, l) in specs {
+            let spec = PolicySpec::Static(l);
+            if let Some(et) = self.score("static", &name, &spec, progress) {
+                out.push(Ranked { et, name, spec });
+            }
+        }
+        out.sort_by(|a, b| a.et.total_cmp(&b.et));
+        (out, n)
+    }
+
+    /// Candidates of `twice-daily`, best first: every ordered pair (day, night) among the
+    /// `top` best of `statics`, and the pair of the day's and the night's demand mixes; day
+    /// starts at `day_night.0` and night at `day_night.1` (s after midnight). Also returns
+    /// how many were tried.
+    pub fn pairs(
+        &mut self,
+        statics: &[Ranked],
+        top: usize,
+        day_night: (f64, f64),
+        progress: &dyn Fn(&str, u64),
+    ) -> (Vec<Ranked>, usize) {
+        let (nodes, gpn, model) = (self.cfg.nodes, self.cfg.gpus_per_node, self.cfg.model);
+        let (day, night) = day_night;
+        let layouts = |s: &Ranked| match &s.spec {
+            PolicySpec::Static(l) => l.clone(),
+            _ => Vec::new(),
+        };
+        let mut pairs: Vec<(String, Vec<NodeLayout>, Vec<NodeLayout>)> = Vec::new();
+        let top = &statics[..top.min(statics.len())];
+        for a in top {
+            for b in top {
+                if a.name != b.name {
+                    pairs.push((format!("day {} / night {}", a.name, b.name), layouts(a), layouts(b)));
+                }
+            }
+        }
+        let (dd, dm) = demand_mix(self.wl, &self.probe, Some((day, night)));
+        let (nd, nm) = demand_mix(self.wl, &self.probe, Some((night, day)));
+        let dmix = mix_for_demand(model, &self.probe.profiles, nodes, gpn, &dd, dm, &self.cands);
+        let nmix = mix_for_demand(model, &self.probe.profiles, nodes, gpn, &nd, nm, &self.cands);
+        pairs.push((
+            format!("day demand mix: {} / night {}", describe(&dmix), describe(&nmix)),
+            dmix,
+            nmix,
+        ));
+        let n = pairs.len();
+        let mut out = Vec::new();
+        for (name, d, nl) in pairs {
+            let mut v = vec![(Duration::from_secs_f64(day), d), (Duration::from_secs_f64(night), nl)];
+            v.sort_by_key(|x| x.0);
+            let spec = PolicySpec::Scheduled(v);
+            if let Some(et) = self.score("twice-daily", &name, &spec, progress) {
+                out.push(Ranked { et, name, spec });
+            }
+        }
+        out.sort_by(|a, b| a.et.total_cmp(&b.et));
+        (out, n)
+    }
+}

@@ -1,0 +1,76 @@
+//! Every v2023 pod list parses; a CSV of another format is refused naming the columns.
+
+use dynmig_sim::model::ModelParams;
+use dynmig_sim::workload::alibaba::{parse_pods, pods_of, read_pods, POD_COLUMNS};
+use dynmig_sim::workload::trace::{trace_workload, TraceParams};
+use std::path::PathBuf;
+
+#[test]
+fn both_shipped_traces_parse_and_give_workloads() {
+    for name in ["default", "gpushare40"] {
+        let pods = pods_of(name).unwrap();
+        assert_eq!(pods.len(), 8152, "{name}");
+        // Pods that never ran have no scheduled time (empty field).
+        assert!(pods.iter().any(|p| p.scheduled_time.is_none()), "{name}");
+        let wl = trace_workload(&pods, &TraceParams::default(), &ModelParams::default()).unwrap();
+        assert!(wl.jobs.len() > 5000, "{name}: {}", wl.jobs.len());
+    }
+    // gpushare40 has more fractional single-GPU pods than the default list.
+    let frac = |n: &str| {
+        pods_of(n)
+            .unwrap()
+            .iter()
+            .filter(|p| p.num_gpu == 1 && p.gpu_milli < 1000)
+            .count()
+    };
+    assert!(frac("gpushare40") > frac("default"));
+}
+
+#[test]
+fn empty_optional_fields_parse() {
+    let csv =
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+p0,1,1,1,500,,BE,Pending,950000,,
+";
+    let p = &parse_pods(csv).unwrap()[0];
+    assert_eq!(
+        (p.deletion_time, p.scheduled_time, p.gpu_spec.as_str()),
+        (None, None, "")
+    );
+}
+
+#[test]
+fn another_csv_is_refused_naming_expected_and_found_columns() {
+    let e = parse_pods("sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,64000,262144,2,P100\n").unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains(&format!("expected columns: {}", POD_COLUMNS.join(","))),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("found columns: sn,cpu_milli,memory_mib,gpu,model"),
+        "{msg}"
+    );
+    assert!(msg.contains("missing column(s) name, num_gpu"), "{msg}");
+}
+
+#[test]
+fn the_node_list_of_the_real_trace_is_refused() {
+    // ../shared/traces/... from the workspace root.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv");
+    if !path.exists() {
+        println!("note: {} is absent; test skipped", path.display());
+        return;
+    }
+    let msg = format!("{:#}", read_pods(&path).unwrap_err());
+    assert!(
+        msg.contains("expected columns: name,cpu_milli,memory_mib,num_gpu"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("found columns: sn,cpu_milli,memory_mib,gpu,model"),
+        "{msg}"
+    );
+    assert!(msg.contains("openb_node_list_gpu_node.csv"), "{msg}");
+}
