@@ -175,9 +175,11 @@ pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f
 /// Fills in ET and its ratios (to `none`, `static` and `static-oracle` of the same
 /// placement; NaN where that row is absent). Energy and tardiness are normalised by the reference row's
 /// (the `none` row with the same placement, else the first row): `e = energy per job /
-/// e_ref`, `t = mean tardiness / t_ref`; when the reference's mean tardiness is below 0.1% of
-/// the mean run time of a job on a full GPU (`mean_work_s`), `t_ref` is that mean run time. ET = (e + a t) / (1 + a), a = 1, so
-/// the reference's ET is 1.
+/// e_ref`, `t = mean tardiness / t_ref`, with `t_ref` the larger of the reference's mean
+/// tardiness and the mean run time of a job on a full GPU (`mean_work_s`): a reference that is
+/// almost never late would otherwise blow every other row's tardiness term up (a nearly idle
+/// cluster). ET = (e + a t) / (1 + a), a = 1, so the reference's ET is 1 when it is late by
+/// more than a mean run time.
 pub fn normalise(rows: &mut [Metrics], mean_work_s: f64) {
     let alpha = 1.0;
     let placements: Vec<String> = rows.iter().map(|r| r.placement.clone()).collect();
@@ -186,11 +188,7 @@ pub fn normalise(rows: &mut [Metrics], mean_work_s: f64) {
         let Some(&first) = idx.first() else { continue };
         let rf = idx.iter().copied().find(|i| rows[*i].policy == "none").unwrap_or(first);
         let e_ref = rows[rf].energy_per_job_j.max(1e-9);
-        let t_ref = if rows[rf].mean_tardiness_s > 1e-3 * mean_work_s {
-            rows[rf].mean_tardiness_s
-        } else {
-            mean_work_s.max(1e-9)
-        };
+        let t_ref = rows[rf].mean_tardiness_s.max(mean_work_s).max(1e-9);
         for &i in &idx {
             let r = &mut rows[i];
             r.et = (r.energy_per_job_j / e_ref + alpha * r.mean_tardiness_s / t_ref) / (1.0 + alpha);

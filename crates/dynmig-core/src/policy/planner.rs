@@ -24,9 +24,8 @@
 //! 4. **Which nodes**: nodes already in a wanted layout keep it; plans (reservations) whose
 //!    target is still wanted stay; others are moved to a wanted layout or cancelled. Then the
 //!    nodes whose running work must end soonest (their jobs' time limits: idle nodes first)
-//!    change, at most `max_concurrent` at once, none younger than `min_layout_lifetime`, and
-//!    for a change that only gives back surplus partitions none whose work ends later than
-//!    `max_wait`. A node's change waits for its running jobs (a reservation at
+//!    change, at most `max_concurrent` at once, none younger than `min_layout_lifetime`, none
+//!    whose work ends later than `max_wait`. A node's change waits for its running jobs (a reservation at
 //!    their time limit), so backfill keeps it busy meanwhile.
 
 use super::{Policy, PolicyLimits, Repartition};
@@ -58,9 +57,10 @@ pub struct PlannerSettings {
     /// How far ahead the learned need counts (2 h: about the time a reservation waits for
     /// the running work of a node; trace p90 run time 2.05 h, docs/model.md).
     pub horizon: Duration,
-    /// A busy node whose running work ends later than this is no candidate for a change that
-    /// only gives back surplus partitions (4 h); need the current mix cannot serve takes the
-    /// nodes whose work ends soonest, however late that is.
+    /// A busy node whose running work ends later than this is no candidate (4 h, twice the
+    /// horizon: a change that lands later serves a need the plan cannot foresee). Waiting for
+    /// any node however late was tried and is worse: held nodes keep the concurrency budget
+    /// for days and refuse long jobs meanwhile (docs/policy.md).
     pub max_wait: Duration,
     /// Extra share of need planned for (0.1).
     pub headroom: f64,
@@ -208,11 +208,15 @@ fn add_layout(supply: &mut [f64], l: &ProfileCounts, profiles: &[&'static Profil
     }
 }
 
-/// Compute slices of `need` that `supply` cannot serve: larger needs first, each from the
-/// smallest instance with enough memory.
-fn uncovered(supply: &[f64], need: &[f64], profiles: &[&'static ProfileSpec]) -> f64 {
+/// How badly `supply` serves `need`: the largest share of any profile's need left unserved,
+/// then the compute slices of need left unserved. Larger needs are served first, each from
+/// the smallest instance with enough memory. The share comes first so that when no mix can
+/// serve everything (an overload: the need counts queued jobs), every profile gets the same
+/// share of its need rather than the largest profiles all of theirs.
+fn shortfall(supply: &[f64], need: &[f64], profiles: &[&'static ProfileSpec]) -> (f64, f64) {
     let mut avail = supply.to_vec();
     let mut left = 0.0;
+    let mut worst: f64 = 0.0;
     for c in (0..profiles.len()).rev() {
         let mut want = need[c];
         for q in 0..profiles.len() {
@@ -226,9 +230,18 @@ fn uncovered(supply: &[f64], need: &[f64], profiles: &[&'static ProfileSpec]) ->
             avail[q] -= take;
             want -= take;
         }
-        left += want.max(0.0) * f64::from(profiles[c].compute_slices);
+        let want = want.max(0.0);
+        if need[c] > 0.0 {
+            worst = worst.max(want / need[c]);
+        }
+        left += want * f64::from(profiles[c].compute_slices);
     }
-    left
+    (worst, left)
+}
+
+/// Whether shortfall `a` is better than `b` by more than rounding.
+fn better(a: (f64, f64), b: (f64, f64)) -> bool {
+    a.0 < b.0 - 1e-9 || (a.0 <= b.0 + 1e-9 && a.1 < b.1 - 1e-9)
 }
 
 fn add(a: &mut [f64], b: &[f64], sign: f64) {
@@ -262,24 +275,23 @@ fn compose(
                 add(&mut supply, &whole_s, 1.0);
             }
             while kinds.len() < nodes {
-                let u0 = uncovered(&supply, need, profiles);
-                if u0 <= 1e-9 {
+                let s0 = shortfall(&supply, need, profiles);
+                if s0.1 <= 1e-9 {
                     break;
                 }
-                let mut best: Option<(f64, usize)> = None;
+                let mut best: Option<((f64, f64), usize)> = None;
                 for (i, s) in &options {
                     let mut t = supply.clone();
                     add(&mut t, &whole_s, -1.0);
                     add(&mut t, s, 1.0);
-                    let u = uncovered(&t, need, profiles);
-                    if best.is_none_or(|(b, _)| u < b - 1e-9) {
+                    let u = shortfall(&t, need, profiles);
+                    if best.is_none_or(|(b, _)| better(u, b)) {
                         best = Some((u, *i));
                     }
                 }
-                let Some((u, i)) = best.filter(|(u, _)| *u < u0 - 1e-9) else {
+                let Some((_, i)) = best.filter(|(u, _)| better(*u, s0)) else {
                     break;
                 };
-                let _ = u;
                 add(&mut supply, &whole_s, -1.0);
                 add(&mut supply, &options[i].1, 1.0);
                 kinds.push(allowed[i].clone());
@@ -287,20 +299,20 @@ fn compose(
         }
         Objective::Consolidate => {
             while kinds.len() < nodes {
-                let u0 = uncovered(&supply, need, profiles);
-                if u0 <= 1e-9 {
+                let s0 = shortfall(&supply, need, profiles);
+                if s0.1 <= 1e-9 {
                     break;
                 }
-                let mut best: Option<(f64, usize)> = None;
+                let mut best: Option<((f64, f64), usize)> = None;
                 for (i, s) in &options {
                     let mut t = supply.clone();
                     add(&mut t, s, 1.0);
-                    let u = uncovered(&t, need, profiles);
-                    if best.is_none_or(|(b, _)| u < b - 1e-9) {
+                    let u = shortfall(&t, need, profiles);
+                    if best.is_none_or(|(b, _)| better(u, b)) {
                         best = Some((u, *i));
                     }
                 }
-                let Some((_, i)) = best.filter(|(u, _)| *u < u0 - 1e-9) else {
+                let Some((_, i)) = best.filter(|(u, _)| better(*u, s0)) else {
                     break;
                 };
                 add(&mut supply, &options[i].1, 1.0);
@@ -431,19 +443,19 @@ impl Planner {
             add_layout(&mut desired, l, &profiles, gpn as f64);
         }
         let partitioned_wanted = kinds.iter().filter(|l| **l != whole).count();
-        let gain = uncovered(&current, &need, &profiles) - uncovered(&desired, &need, &profiles);
+        let (now_s, want_s) = (
+            shortfall(&current, &need, &profiles),
+            shortfall(&desired, &need, &profiles),
+        );
+        let gain = if better(want_s, now_s) {
+            (now_s.1 - want_s.1).max(f64::from(self.settings.limits.min_gain.max(1)))
+        } else {
+            0.0
+        };
         let surplus = self.settings.objective == Objective::Speed && partitioned_now > partitioned_wanted;
         let consolidate = self.settings.objective == Objective::Consolidate && partitioned_now != partitioned_wanted;
         if gain < f64::from(self.settings.limits.min_gain.max(1)) && !surplus && !consolidate {
             return;
-        }
-        if std::env::var_os("DYNMIG_PLAN_DEBUG").is_some() {
-            eprintln!(
-                "tod {:.2} need {:?} gain {gain:.0} partitioned {partitioned_now}->{partitioned_wanted} ends {:?}",
-                tod.as_secs_f64() / 3600.0,
-                need,
-                nodes.iter().map(|n| n.work_ends_in.as_secs() / 60).collect::<Vec<_>>()
-            );
         }
         let mut wanted: Vec<NodeLayout> = kinds
             .iter()
@@ -482,15 +494,7 @@ impl Planner {
             }
         }
         free_nodes.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
-        // Need the current mix cannot serve is worth waiting for; a mere surplus is not.
-        let max_wait = if gain >= f64::from(self.settings.limits.min_gain.max(1)) {
-            std::env::var("DYNMIG_PLAN_GAINWAIT")
-                .ok()
-                .and_then(|x| x.parse::<u64>().ok())
-                .map_or(Duration::MAX, |h| Duration::from_secs(h * 3600))
-        } else {
-            self.settings.max_wait
-        };
+        let max_wait = self.settings.max_wait;
         for n in free_nodes {
             if *budget == 0 || wanted.is_empty() {
                 break;
@@ -530,13 +534,12 @@ impl Policy for Planner {
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         let away = nodes.iter().filter(|n| n.repartitioning && n.planned.is_none()).count();
         let planned = nodes.iter().filter(|n| n.planned.is_some()).count();
-        let mut budget = self.settings.limits.max_concurrent.saturating_sub(away).min(
-            std::env::var("DYNMIG_PLAN_MAXPLANNED")
-                .ok()
-                .and_then(|x| x.parse::<usize>().ok())
-                .unwrap_or(self.settings.max_planned)
-                .saturating_sub(planned),
-        );
+        let mut budget = self
+            .settings
+            .limits
+            .max_concurrent
+            .saturating_sub(away)
+            .min(self.settings.max_planned.saturating_sub(planned));
         let mut groups: BTreeMap<&'static str, (&'static GpuModel, Vec<&NodeSnapshot>)> = BTreeMap::new();
         for n in nodes {
             groups.entry(n.model.name).or_insert((n.model, Vec::new())).1.push(n);
@@ -616,14 +619,16 @@ mod tests {
     }
 
     #[test]
-    fn a_node_whose_work_ends_late_only_changes_for_unserved_need() {
+    fn a_node_whose_work_ends_too_late_is_no_candidate() {
         let late = node("a", "7x1g.10gb,7x1g.10gb", &[("1g.10gb", 1)], 48 * 3600);
+        assert!(planner(1).plan(&[late], &demand(&[])).is_empty(), "a surplus");
+        let late = node("a", "1x7g.80gb,1x7g.80gb", &[("1g.10gb", 2)], 48 * 3600);
         assert!(
-            planner(1).plan(&[late], &demand(&[])).is_empty(),
-            "a surplus is not worth a 48 h wait"
+            planner(1).plan(&[late], &demand(&[("1g.10gb", 9)])).is_empty(),
+            "a need"
         );
-        let late = node("a", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 2)], 48 * 3600);
-        assert_eq!(planner(1).plan(&[late], &demand(&[("1g.10gb", 9)])).len(), 1);
+        let soon = node("a", "1x7g.80gb,1x7g.80gb", &[("1g.10gb", 2)], 3600);
+        assert_eq!(planner(1).plan(&[soon], &demand(&[("1g.10gb", 9)])).len(), 1);
     }
 
     #[test]
@@ -682,7 +687,34 @@ mod tests {
     }
 
     #[test]
-    fn uncovered_serves_large_needs_from_the_smallest_fitting_instance() {
+    fn an_overload_is_shared_between_profiles() {
+        let ps = profiles_of(&A100_80GB, &all_layouts(&A100_80GB));
+        let i3 = ps.iter().position(|p| p.name == "3g.40gb").unwrap();
+        let i7 = ps.iter().position(|p| p.name == "7g.80gb").unwrap();
+        let mut need = vec![0.0; ps.len()];
+        need[i3] = 100.0;
+        need[i7] = 10.0;
+        let whole = ProfileCounts::parse(&A100_80GB, "1x7g.80gb").unwrap();
+        let split = ProfileCounts::parse(&A100_80GB, "2x3g.40gb").unwrap();
+        let kinds = compose(
+            Objective::Speed,
+            8,
+            1,
+            &need,
+            &[whole.clone(), split.clone()],
+            &whole,
+            &ps,
+        );
+        let n_split = kinds.iter().filter(|k| **k == split).count();
+        assert!(
+            (2..8).contains(&n_split),
+            "neither profile gets all the GPUs: {n_split} of 8 split"
+        );
+        assert!(shortfall(&[0.0; 6][..ps.len()], &need, &ps).0 == 1.0);
+    }
+
+    #[test]
+    fn shortfall_serves_large_needs_from_the_smallest_fitting_instance() {
         let ps = profiles_of(&A100_80GB, &all_layouts(&A100_80GB));
         let i1 = ps.iter().position(|p| p.name == "1g.10gb").unwrap();
         let i7 = ps.iter().position(|p| p.name == "7g.80gb").unwrap();
@@ -690,6 +722,6 @@ mod tests {
         supply[i7] = 1.0;
         let mut need = vec![0.0; ps.len()];
         need[i1] = 2.0;
-        assert_eq!(uncovered(&supply, &need, &ps), 1.0, "one 1g job on the 7g, one left");
+        assert_eq!(shortfall(&supply, &need, &ps).1, 1.0, "one 1g job on the 7g, one left");
     }
 }
