@@ -7,7 +7,8 @@
 use criterion::{black_box, Criterion};
 use dynmig_controller::{pass, ManagedNode, PassSettings};
 use dynmig_core::geometry::{all_layouts, NodeLayout, A100_80GB};
-use dynmig_core::policy::{DemandDriven, PolicyLimits};
+use dynmig_core::policy::planner::{Objective, Planner, PlannerSettings};
+use dynmig_core::policy::{DemandDriven, Policy, PolicyLimits};
 use dynmig_core::protocol::layout::PublishedLayout;
 use dynmig_host::fs::LineLog;
 use dynmig_slurm::fake::{idle_node, pending_job, FakeSlurm};
@@ -72,30 +73,40 @@ fn main() {
         plans: None,
         sweep: false,
     };
-    let mut policy = DemandDriven::new(PolicyLimits {
+    let limits = PolicyLimits {
         max_concurrent: 10,
         min_layout_lifetime: Duration::ZERO,
         min_gain: 1,
-    });
+    };
     let log = LineLog::none();
     let mut c = Criterion::default().sample_size(20).configure_from_args();
-    c.bench_function("controller pass, 1000 nodes x 8 GPUs, 10000 pending jobs", |b| {
-        b.iter(|| black_box(pass(&slurm, &managed, &mut policy, &log, &settings).expect("pass")))
-    });
-    let mut times: Vec<Duration> = (0..200)
-        .map(|_| {
-            let t = Instant::now();
-            black_box(pass(&slurm, &managed, &mut policy, &log, &settings).expect("pass"));
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
-    let r = pass(&slurm, &managed, &mut policy, &log, &settings).expect("pass");
-    println!(
-        "controller pass (1000 nodes x 8 GPUs, 10000 pending jobs, fake Slurm, dry run): median {:.2} ms, p99 {:.2} ms over 200 passes; {} repartitions planned",
-        times[100].as_secs_f64() * 1e3,
-        times[197].as_secs_f64() * 1e3,
-        r.drained.len()
-    );
+    let policies: Vec<(&str, Box<dyn Policy>)> = vec![
+        ("demand", Box::new(DemandDriven::new(limits.clone()))),
+        (
+            "plan",
+            Box::new(Planner::new(PlannerSettings::new(limits.clone(), Objective::Speed))),
+        ),
+    ];
+    for (name, mut policy) in policies {
+        c.bench_function(
+            &format!("controller pass ({name}), 1000 nodes x 8 GPUs, 10000 pending jobs"),
+            |b| b.iter(|| black_box(pass(&slurm, &managed, policy.as_mut(), &log, &settings).expect("pass"))),
+        );
+        let mut times: Vec<Duration> = (0..200)
+            .map(|_| {
+                let t = Instant::now();
+                black_box(pass(&slurm, &managed, policy.as_mut(), &log, &settings).expect("pass"));
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        let r = pass(&slurm, &managed, policy.as_mut(), &log, &settings).expect("pass");
+        println!(
+            "controller pass, policy {name} (1000 nodes x 8 GPUs, 10000 pending jobs, fake Slurm, dry run): median {:.2} ms, p99 {:.2} ms over 200 passes; {} repartitions planned",
+            times[100].as_secs_f64() * 1e3,
+            times[197].as_secs_f64() * 1e3,
+            r.drained.len() + r.planned.len()
+        );
+    }
     c.final_summary();
 }

@@ -19,6 +19,7 @@ pub use snapshot::{build_snapshot, managed_nodes, work_ends, ManagedNode, NodeRo
 use dynmig_core::config::{Config, PolicyConfig};
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::NodeLayout;
+use dynmig_core::policy::planner::{Objective, Planner, PlannerSettings};
 use dynmig_core::policy::{DemandDriven, NoChange, Policy, PolicyLimits, Repartition};
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_core::protocol::intent::NodeIntent;
@@ -41,6 +42,27 @@ pub fn policy_from_config(config: &Config) -> Box<dyn Policy> {
             min_layout_lifetime: c.min_layout_lifetime,
             min_gain,
         })),
+        PolicyConfig::Plan {
+            consolidate,
+            horizon,
+            max_wait,
+            min_gain,
+        } => {
+            let limits = PolicyLimits {
+                max_concurrent: c.max_concurrent_repartitions as usize,
+                min_layout_lifetime: c.min_layout_lifetime,
+                min_gain,
+            };
+            let objective = if consolidate {
+                Objective::Consolidate
+            } else {
+                Objective::Speed
+            };
+            let mut s = PlannerSettings::new(limits, objective);
+            s.horizon = horizon;
+            s.max_wait = max_wait;
+            Box::new(Planner::new(s))
+        }
         PolicyConfig::Static | PolicyConfig::None => Box::new(NoChange),
     }
 }
@@ -252,7 +274,9 @@ impl Ctx<'_> {
         }
         self.check_plans(&mut snapshot.nodes, plans)?;
         let demand = snapshot.demand();
-        let decisions = policy.plan(&snapshot.nodes, &demand);
+        // The time of day in UTC: time-of-day policies learn their bins on this clock.
+        let time_of_day = Duration::from_secs(self.settings.now.rem_euclid(86_400).unsigned_abs());
+        let decisions = policy.plan_at(time_of_day, &snapshot.nodes, &demand);
         self.report.demand = demand;
         for r in decisions {
             let Some(snap) = snapshot.nodes.iter().find(|n| n.name == r.node) else {

@@ -171,7 +171,7 @@ fn bad_enum_values_list_the_allowed_ones() {
     assert!(e.contains("`full-profile`, `estimate`, `reject`"), "{e}");
     let t = example_with("kind = \"demand\"", "kind = \"learned\"");
     let e = bad(&t, "policy.kind", line_of(&t, "kind ="));
-    assert!(e.contains("`demand`, `static`, `none`"), "{e}");
+    assert!(e.contains("`demand`, `plan`, `consolidate`, `static`, `none`"), "{e}");
     let t = example_with("backend = \"simulated\"", "backend = \"fake\"");
     let e = bad(&t, "node_group.backend", line_of(&t, "backend ="));
     assert!(e.contains("expected `simulated` or `nvml`"), "{e}");
@@ -370,4 +370,28 @@ fn media_extension_layouts_are_accepted_in_the_config() {
     };
     assert_eq!(list[1].count("1g.10gb+me"), 1);
     assert_eq!(list[1].to_string(), "1x1g.10gb+me+6x1g.10gb");
+}
+
+#[test]
+fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
+    let t = example_with(
+        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
+        "kind = \"consolidate\"\nhorizon = \"90m\"\nmax_wait = \"1h\"",
+    );
+    let c = parse_config(&t).unwrap();
+    assert_eq!(
+        c.policy,
+        PolicyConfig::Plan {
+            consolidate: true,
+            horizon: Duration::from_secs(5400),
+            max_wait: Duration::from_secs(3600),
+            min_gain: 1
+        }
+    );
+    let t = example_with(
+        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
+        "kind = \"static\"\nhorizon = \"2h\"",
+    );
+    let e = bad(&t, "policy.horizon", line_of(&t, "horizon ="));
+    assert!(e.contains("applies only to kind = \"plan\" or \"consolidate\""), "{e}");
 }

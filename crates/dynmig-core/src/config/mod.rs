@@ -148,6 +148,19 @@ pub enum PolicyConfig {
         /// runnable (at least 1). Default 1.
         min_gain: u32,
     },
+    /// `kind = "plan"` or `"consolidate"`: the planning policy
+    /// ([`crate::policy::planner::Planner`], docs/policy.md).
+    Plan {
+        /// Whether it serves the need with as few nodes as possible (`consolidate`).
+        consolidate: bool,
+        /// `horizon`: how far ahead the learned time-of-day need counts. Default 2 h.
+        horizon: Duration,
+        /// `max_wait`: a busy node whose running jobs' time limits end later is no candidate.
+        /// Default 4 h.
+        max_wait: Duration,
+        /// `min_gain`: compute slices of need a change must newly serve. Default 1.
+        min_gain: u32,
+    },
     /// `kind = "static"`: every node keeps its group's `initial_layout`.
     Static,
     /// `kind = "none"`: dynmig never changes a layout.

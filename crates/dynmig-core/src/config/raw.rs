@@ -88,6 +88,8 @@ pub(super) struct RawController {
 pub(super) enum PolicyKind {
     #[default]
     Demand,
+    Plan,
+    Consolidate,
     Static,
     None,
 }
@@ -99,6 +101,8 @@ pub(super) struct RawPolicy {
     pub kind: PolicyKind,
     pub forecast_window: S<String>,
     pub min_gain: S<i64>,
+    pub horizon: S<String>,
+    pub max_wait: S<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -72,13 +72,15 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         | "controller.interval"
         | "controller.drain_timeout"
         | "controller.reservation_duration"
-        | "policy.forecast_window" => duration(&positive),
+        | "policy.forecast_window"
+        | "policy.horizon"
+        | "policy.max_wait" => duration(&positive),
         "controller.min_layout_lifetime" => duration(&format!("from 0 to {MAX_DURATION_TEXT}")),
         "controller.max_concurrent_repartitions" => int(1, 10_000),
         "jobs.whole_gpu" => "\"full-profile\", \"estimate\" or \"reject\"".into(),
         "jobs.multi_gpu" => "\"full-profile\" or \"reject\"".into(),
         "controller.drain" => "\"reservation\" or \"immediate\"".into(),
-        "policy.kind" => "\"demand\", \"static\" or \"none\"".into(),
+        "policy.kind" => "\"plan\", \"consolidate\", \"demand\", \"static\" or \"none\"".into(),
         "policy.min_gain" => int(1, 1000),
         "node_group.name" => "a quoted name of letters, digits, '-', '_' and '.', e.g. \"a100\"".into(),
         "node_group.nodes" => "a quoted hostlist or a list of them, e.g. \"n[1-2]\" or [\"n1\", \"n2\"]".into(),
@@ -452,17 +454,45 @@ fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigErr
 }
 
 fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
+    let planning = matches!(p.kind, PolicyKind::Plan | PolicyKind::Consolidate);
     if p.kind != PolicyKind::Demand {
-        let only_demand =
-            |key: &str| format!("policy.{key} applies only to kind = \"demand\"; remove it or set kind = \"demand\"");
         if let Some(v) = &p.forecast_window {
-            return Err(cx.err(v, "policy.forecast_window", only_demand("forecast_window")));
+            return Err(cx.err(
+                v,
+                "policy.forecast_window",
+                "policy.forecast_window applies only to kind = \"demand\"; remove it or set kind = \"demand\"",
+            ));
         }
+    }
+    if !planning {
+        for (v, key) in [(&p.horizon, "horizon"), (&p.max_wait, "max_wait")] {
+            if let Some(v) = v {
+                return Err(cx.err(
+                    v,
+                    &format!("policy.{key}"),
+                    format!(
+                        "policy.{key} applies only to kind = \"plan\" or \"consolidate\"; remove it or set one of them"
+                    ),
+                ));
+            }
+        }
+    }
+    if !planning && p.kind != PolicyKind::Demand {
         if let Some(v) = &p.min_gain {
-            return Err(cx.err(v, "policy.min_gain", only_demand("min_gain")));
+            return Err(cx.err(
+                v,
+                "policy.min_gain",
+                "policy.min_gain applies only to kind = \"plan\", \"consolidate\" or \"demand\"; remove it or set one of them",
+            ));
         }
     }
     Ok(match p.kind {
+        PolicyKind::Plan | PolicyKind::Consolidate => PolicyConfig::Plan {
+            consolidate: p.kind == PolicyKind::Consolidate,
+            horizon: cx.duration(&p.horizon, "policy.horizon", Duration::from_secs(2 * 3600), true)?,
+            max_wait: cx.duration(&p.max_wait, "policy.max_wait", Duration::from_secs(4 * 3600), true)?,
+            min_gain: cx.count(&p.min_gain, "policy.min_gain", 1, 1, 1_000)?,
+        },
         PolicyKind::Demand => PolicyConfig::Demand {
             forecast_window: cx.duration(
                 &p.forecast_window,
