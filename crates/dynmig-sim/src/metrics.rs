@@ -59,6 +59,12 @@ pub struct Metrics {
     /// repartition ([`RunResult::drain_waste_gpu_s`]).
     #[serde(default)]
     pub drain_waste_gpu_s: f64,
+    /// GPU-hours, from the window start, of GPUs that ran no job ([`RunResult::idle_gpu_s`]):
+    /// what could be powered down or lent to whole-GPU work.
+    pub idle_gpu_h: f64,
+    /// Energy per judged job if those idle GPUs had been powered off (their idle power not
+    /// drawn; waking them is not modelled), J.
+    pub energy_per_job_off_j: f64,
     /// GPU-instance creates and destroys.
     pub instance_changes: u64,
     /// Energy lower bound per job, J.
@@ -157,6 +163,8 @@ pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f
         wait_p99_s: quantile(&waits, 0.99),
         reconfigs: r.reconfigs,
         drain_waste_gpu_s: r.drain_waste_gpu_s,
+        idle_gpu_h: r.idle_gpu_s / 3600.0,
+        energy_per_job_off_j: (window_energy - r.idle_w * r.idle_gpu_s).max(0.0) / n,
         instance_changes: r.instance_changes,
         energy_lb_per_job_j: b.energy_per_job_j,
         energy_over_lb: r.energy_j / b.energy_j - 1.0,

@@ -5,7 +5,7 @@ use crate::metrics::Metrics;
 use crate::window::fmt_days;
 use anyhow::Result;
 
-const HEAD: [&str; 20] = [
+const HEAD: [&str; 22] = [
     "policy",
     "placement",
     "energy/job MJ",
@@ -22,6 +22,8 @@ const HEAD: [&str; 20] = [
     "wait p99 s",
     "reconfigs",
     "drain waste GPU-h",
+    "idle GPU-h",
+    "E/job idle off MJ",
     "inst changes",
     "OOM restarts",
     "events",
@@ -46,6 +48,8 @@ fn cells(m: &Metrics) -> Vec<String> {
         format!("{:.0}", m.wait_p99_s),
         m.reconfigs.to_string(),
         format!("{:.1}", m.drain_waste_gpu_s / 3600.0),
+        format!("{:.0}", m.idle_gpu_h),
+        format!("{:.3}", m.energy_per_job_off_j / 1e6),
         m.instance_changes.to_string(),
         m.oom_restarts.to_string(),
         m.events.to_string(),

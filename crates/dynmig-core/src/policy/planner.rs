@@ -269,6 +269,9 @@ fn compose(
         .collect();
     let mut kinds: Vec<ProfileCounts> = Vec::with_capacity(nodes);
     let mut supply = vec![0.0; profiles.len()];
+    // Large clusters move in steps of 1/64 of their nodes, so that a decision costs the
+    // same for 16 nodes as for 1,000 (at most 64 steps).
+    let step = (nodes / 64).max(1);
     match objective {
         Objective::Speed => {
             for _ in 0..nodes {
@@ -280,10 +283,11 @@ fn compose(
                     break;
                 }
                 let mut best: Option<((f64, f64), usize)> = None;
+                let k = step.min(nodes - kinds.len()) as f64;
                 for (i, s) in &options {
                     let mut t = supply.clone();
-                    add(&mut t, &whole_s, -1.0);
-                    add(&mut t, s, 1.0);
+                    add(&mut t, &whole_s, -k);
+                    add(&mut t, s, k);
                     let u = shortfall(&t, need, profiles);
                     if best.is_none_or(|(b, _)| better(u, b)) {
                         best = Some((u, *i));
@@ -292,9 +296,11 @@ fn compose(
                 let Some((_, i)) = best.filter(|(u, _)| better(*u, s0)) else {
                     break;
                 };
-                add(&mut supply, &whole_s, -1.0);
-                add(&mut supply, &options[i].1, 1.0);
-                kinds.push(allowed[i].clone());
+                add(&mut supply, &whole_s, -k);
+                add(&mut supply, &options[i].1, k);
+                for _ in 0..k as usize {
+                    kinds.push(allowed[i].clone());
+                }
             }
         }
         Objective::Consolidate => {
@@ -304,9 +310,10 @@ fn compose(
                     break;
                 }
                 let mut best: Option<((f64, f64), usize)> = None;
+                let k = step.min(nodes - kinds.len()) as f64;
                 for (i, s) in &options {
                     let mut t = supply.clone();
-                    add(&mut t, s, 1.0);
+                    add(&mut t, s, k);
                     let u = shortfall(&t, need, profiles);
                     if best.is_none_or(|(b, _)| better(u, b)) {
                         best = Some((u, *i));
@@ -315,8 +322,10 @@ fn compose(
                 let Some((_, i)) = best.filter(|(u, _)| better(*u, s0)) else {
                     break;
                 };
-                add(&mut supply, &options[i].1, 1.0);
-                kinds.push(allowed[i].clone());
+                add(&mut supply, &options[i].1, k);
+                for _ in 0..k as usize {
+                    kinds.push(allowed[i].clone());
+                }
             }
         }
     }
@@ -346,13 +355,47 @@ fn distance(a: &NodeLayout, b: &NodeLayout) -> u32 {
         .sum()
 }
 
-fn take(wanted: &mut Vec<NodeLayout>, l: &NodeLayout) -> bool {
-    match wanted.iter().position(|w| w == l) {
-        Some(i) => {
-            wanted.swap_remove(i);
-            true
+/// Wanted node layouts: each distinct layout and how many nodes should still get it.
+#[derive(Debug, Default)]
+struct Wanted(Vec<(NodeLayout, usize)>);
+
+impl Wanted {
+    fn new(kinds: &[ProfileCounts], gpn: usize) -> Self {
+        let mut w = Wanted::default();
+        for k in kinds {
+            let l = NodeLayout {
+                gpus: vec![k.clone(); gpn],
+            };
+            match w.0.iter_mut().find(|(x, _)| *x == l) {
+                Some((_, n)) => *n += 1,
+                None => w.0.push((l, 1)),
+            }
         }
-        None => false,
+        w
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|(_, n)| *n == 0)
+    }
+
+    /// Takes one `l` if it is still wanted.
+    fn take(&mut self, l: &NodeLayout) -> bool {
+        match self.0.iter_mut().find(|(x, n)| *n > 0 && x == l) {
+            Some((_, n)) => {
+                *n -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the wanted layout closest to `l` (fewest instance changes; first on ties).
+    fn take_nearest(&mut self, l: &NodeLayout) -> Option<NodeLayout> {
+        let i = (0..self.0.len())
+            .filter(|i| self.0[*i].1 > 0)
+            .min_by_key(|i| (distance(l, &self.0[*i].0), *i))?;
+        self.0[i].1 -= 1;
+        Some(self.0[i].0.clone())
     }
 }
 
@@ -457,35 +500,29 @@ impl Planner {
         if gain < f64::from(self.settings.limits.min_gain.max(1)) && !surplus && !consolidate {
             return;
         }
-        let mut wanted: Vec<NodeLayout> = kinds
-            .iter()
-            .map(|l| NodeLayout {
-                gpus: vec![l.clone(); gpn],
-            })
-            .collect();
+        let mut wanted = Wanted::new(&kinds, gpn);
         // 4. Which nodes.
         let mut free_nodes: Vec<&NodeSnapshot> = Vec::new();
         let mut stale_plans: Vec<&NodeSnapshot> = Vec::new();
         for n in nodes {
             if n.unavailable {
-                take(&mut wanted, &n.layout);
+                wanted.take(&n.layout);
             } else if let Some(t) = &n.planned {
-                if !take(&mut wanted, t) {
+                if !wanted.take(t) {
                     stale_plans.push(n);
                 }
-            } else if !take(&mut wanted, &n.layout) {
+            } else if !wanted.take(&n.layout) {
                 free_nodes.push(n);
             }
         }
         for n in stale_plans {
-            if take(&mut wanted, &n.layout) {
+            if wanted.take(&n.layout) {
                 out.push(Repartition {
                     node: n.name.clone(),
                     target: n.layout.clone(),
                     serves: BTreeMap::new(),
                 });
-            } else if let Some(i) = nearest(&wanted, &n.layout) {
-                let target = wanted.swap_remove(i);
+            } else if let Some(target) = wanted.take_nearest(&n.layout) {
                 out.push(Repartition {
                     node: n.name.clone(),
                     target,
@@ -502,8 +539,7 @@ impl Planner {
             if n.layout_age < self.settings.limits.min_layout_lifetime || n.work_ends_in > max_wait {
                 continue;
             }
-            let Some(i) = nearest(&wanted, &n.layout) else { break };
-            let target = wanted.swap_remove(i);
+            let Some(target) = wanted.take_nearest(&n.layout) else { break };
             out.push(Repartition {
                 node: n.name.clone(),
                 target,
@@ -512,11 +548,6 @@ impl Planner {
             *budget -= 1;
         }
     }
-}
-
-/// The wanted layout closest to `l` (fewest instance changes; first on ties).
-fn nearest(wanted: &[NodeLayout], l: &NodeLayout) -> Option<usize> {
-    (0..wanted.len()).min_by_key(|i| (distance(l, &wanted[*i]), *i))
 }
 
 impl Policy for Planner {
