@@ -79,6 +79,10 @@ pub struct SimConfig {
     /// Longest time limit a user may ask, s: the partition's `MaxTime` (48 h, a common Slurm
     /// site setting). A job that runs longer than that gets its run time as its limit.
     pub max_time_limit_s: f64,
+    /// How long the reservation of a blocked multi-GPU job at the head of the queue is reused
+    /// before it is computed again, s: Slurm's backfill scheduler plans every `bf_interval`
+    /// (30 s by default, SchedMD's slurm.conf manual), not at every event. 0: at every event.
+    pub backfill_interval_s: f64,
     /// Start of the evaluation window, s: [`RunResult::window_energy_j`] and
     /// [`RunResult::drain_waste_gpu_s`] count from here (0: the whole run).
     pub window_start_s: f64,
@@ -102,6 +106,7 @@ impl SimConfig {
             power: PowerModel::for_model(model),
             requests: RequestParams::default(),
             window_start_s: 0.0,
+            backfill_interval_s: 30.0,
             max_time_limit_s: 48.0 * 3600.0,
         }
     }
@@ -302,6 +307,9 @@ struct Sim<'a> {
     held: BTreeSet<usize>,
     /// What the policy sees, kept up to date.
     view: View,
+    /// The last reservation computed: for which head job, until when it is reused, and what
+    /// it was.
+    resv_cache: Option<(u32, i64, Option<(usize, i64)>)>,
 }
 
 impl<'a> Sim<'a> {
@@ -373,6 +381,7 @@ impl<'a> Sim<'a> {
             idle_gpu_s: 0.0,
             held: BTreeSet::new(),
             view: View::default(),
+            resv_cache: None,
             c,
         })
     }
@@ -942,7 +951,19 @@ impl<'a> Sim<'a> {
         if class < np || self.find(job, class, None).is_some() {
             return None;
         }
-        let n = class - np;
+        if let Some((j, until, r)) = self.resv_cache {
+            if j == job && self.now < until {
+                return r;
+            }
+        }
+        let r = self.compute_reservation(class - np);
+        let every = (self.cfg.backfill_interval_s * 1000.0).round() as i64;
+        self.resv_cache = Some((job, self.now + every, r));
+        r
+    }
+
+    /// The node where `n` full-GPU instances free soonest, and when.
+    fn compute_reservation(&self, n: usize) -> Option<(usize, i64)> {
         let mut best: Option<(i64, usize)> = None;
         for node in 0..self.c.nodes() {
             let mut free = 0usize;

@@ -539,7 +539,9 @@ impl Planner {
             if n.layout_age < self.settings.limits.min_layout_lifetime || n.work_ends_in > max_wait {
                 continue;
             }
-            let Some(target) = wanted.take_nearest(&n.layout) else { break };
+            let Some(target) = wanted.take_nearest(&n.layout) else {
+                break;
+            };
             out.push(Repartition {
                 node: n.name.clone(),
                 target,
