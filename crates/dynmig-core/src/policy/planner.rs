@@ -3,10 +3,12 @@
 //!
 //! Each call, per GPU model:
 //! 1. **Need**: instances per profile that running jobs hold (by the profile they asked for)
-//!    plus those pending jobs ask for. The need is also learned per time-of-day bin (the mean
+//!    plus those pending jobs ask for, the pending ones scaled down to the part of the queue
+//!    beyond `queue_tolerance` times the running jobs (a shorter queue is cheaper to wait
+//!    out than to run on smaller instances). The need is also learned per time-of-day bin (the mean
 //!    of each bin's observations on a day, folded into the bin with weight `memory`), and the
 //!    plan serves the larger of the need now and the learned need of the bins of the next
-//!    `horizon`, plus `headroom`.
+//!    `horizon`, plus `headroom` (0 by default).
 //! 2. **Mix**: a multiset of node layouts (each node one layout on all its GPUs) that covers
 //!    the need. [`Objective::Speed`] starts from whole GPUs and partitions one node at a time,
 //!    each time the layout that leaves the least need uncovered, and stops as soon as the need
@@ -62,12 +64,24 @@ pub struct PlannerSettings {
     /// any node however late was tried and is worse: held nodes keep the concurrency budget
     /// for days and refuse long jobs meanwhile (docs/policy.md).
     pub max_wait: Duration,
-    /// Extra share of need planned for (0.1).
+    /// Extra share of need planned for (0: the learned need of the next `horizon` already
+    /// looks ahead; 0.1 partitioned a cluster that whole GPUs just served at its daily peak,
+    /// docs/policy.md).
     pub headroom: f64,
     /// Time-of-day bins per day (24).
     pub bins: u32,
     /// Weight of a new day's observation of a bin (0.5).
     pub memory: f64,
+    /// Queued jobs count as need only beyond this many times the running jobs (1.0). By
+    /// Little's law a queue of `q` times the running jobs means a wait of about `q` run
+    /// times; a job moved to a smaller instance runs `(7/c)^gamma - 1` run times longer, about
+    /// one for a 3g instance (gamma 0.85, docs/model.md). Below that queue, waiting for a
+    /// larger instance makes jobs less late than running on a smaller one.
+    pub queue_tolerance: f64,
+    /// How a job's speed grows with compute slices, the exponent of `(c/C)^speedup` (0.7:
+    /// between the simulator's 0.6 for inference and 0.85 for training, SMART-MIG's curves,
+    /// docs/model.md). Used only to weigh running jobs by the share of a whole GPU they hold.
+    pub speedup: f64,
     /// Most nodes with a planned change that has not started (a reservation: they still run
     /// jobs that end in time), besides the `max_concurrent` draining or reconfiguring ones
     /// (4 x `max_concurrent`).
@@ -81,10 +95,12 @@ impl PlannerSettings {
             objective,
             horizon: Duration::from_secs(2 * 3600),
             max_wait: Duration::from_secs(4 * 3600),
-            headroom: 0.1,
+            headroom: 0.0,
             bins: 24,
             memory: 0.5,
             max_planned: 4 * limits.max_concurrent,
+            queue_tolerance: 1.0,
+            speedup: 0.7,
             limits,
         }
     }
@@ -441,15 +457,38 @@ impl Planner {
         }
         let allowed = &first.allowed;
         // 1. Need.
+        // A running job counts as the share of a whole GPU's time it would need there: a job
+        // on `c` of `C` compute slices runs `(C/c)^speedup` times longer than on the whole
+        // GPU, so it holds `(c/C)^speedup` of a whole GPU's time. Counting it as one instance
+        // instead made partitions feed on themselves: slower jobs, more of them running at
+        // once, more need, more partitions (docs/policy.md).
+        let full_slices = f64::from(model.compute_slices);
         let mut now = Need::new();
         for n in nodes {
+            let (mut held, mut jobs) = (0.0, 0.0);
+            for (p, c) in &n.busy {
+                let slices = model.profile(p).map_or(full_slices, |s| f64::from(s.compute_slices));
+                held += f64::from(*c) * (slices / full_slices).powf(self.settings.speedup);
+                jobs += f64::from(*c);
+            }
+            let factor = if jobs > 0.0 { held / jobs } else { 1.0 };
             for (p, c) in &n.running {
-                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c);
+                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c) * factor;
             }
         }
+        // Queued jobs count only beyond `queue_tolerance` x the running ones (module docs).
+        let running: f64 = now.values().sum();
+        let pending: f64 = demand
+            .pending
+            .iter()
+            .filter(|(p, _)| model.profile(p).is_some())
+            .map(|(_, c)| f64::from(*c))
+            .sum();
+        let excess = (pending - self.settings.queue_tolerance.max(0.0) * running).max(0.0);
+        let share = if pending > 0.0 { excess / pending } else { 0.0 };
         for (p, c) in &demand.pending {
             if model.profile(p).is_some() {
-                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c);
+                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c) * share;
             }
         }
         let planned_need = self.learn_and_forecast(model.name, tod, &now);
@@ -502,6 +541,7 @@ impl Planner {
         }
         let mut wanted = Wanted::new(&kinds, gpn);
         // 4. Which nodes.
+        let planned_nodes = nodes.iter().filter(|n| n.planned.is_some()).count();
         let mut free_nodes: Vec<&NodeSnapshot> = Vec::new();
         let mut stale_plans: Vec<&NodeSnapshot> = Vec::new();
         for n in nodes {
@@ -531,7 +571,20 @@ impl Planner {
             }
         }
         free_nodes.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
-        let max_wait = self.settings.max_wait;
+        // Need the current mix leaves unserved is served by the nodes that free soonest, none
+        // later than `max_wait`. A surplus (no need unserved) may wait for any node, one
+        // planned change at a time: holding a node costs nothing while capacity is spare,
+        // and without it partitions taken at a peak would never come back.
+        let need_driven = gain >= f64::from(self.settings.limits.min_gain.max(1));
+        let max_wait = if need_driven {
+            self.settings.max_wait
+        } else {
+            if planned_nodes >= self.settings.limits.max_concurrent.max(1) {
+                return;
+            }
+            *budget = (*budget).min(1);
+            Duration::MAX
+        };
         for n in free_nodes {
             if *budget == 0 || wanted.is_empty() {
                 break;
@@ -652,9 +705,7 @@ mod tests {
     }
 
     #[test]
-    fn a_node_whose_work_ends_too_late_is_no_candidate() {
-        let late = node("a", "7x1g.10gb,7x1g.10gb", &[("1g.10gb", 1)], 48 * 3600);
-        assert!(planner(1).plan(&[late], &demand(&[])).is_empty(), "a surplus");
+    fn need_waits_at_most_max_wait_a_surplus_any_time_one_at_a_time() {
         let late = node("a", "1x7g.80gb,1x7g.80gb", &[("1g.10gb", 2)], 48 * 3600);
         assert!(
             planner(1).plan(&[late], &demand(&[("1g.10gb", 9)])).is_empty(),
@@ -662,6 +713,14 @@ mod tests {
         );
         let soon = node("a", "1x7g.80gb,1x7g.80gb", &[("1g.10gb", 2)], 3600);
         assert_eq!(planner(1).plan(&[soon], &demand(&[("1g.10gb", 9)])).len(), 1);
+        let late = node("a", "7x1g.10gb,7x1g.10gb", &[("1g.10gb", 1)], 48 * 3600);
+        let plan = planner(1).plan(&[late.clone()], &demand(&[]));
+        assert_eq!(plan.len(), 1, "a surplus reserves the node however late: {plan:?}");
+        let mut held = node("b", "7x1g.10gb,7x1g.10gb", &[("1g.10gb", 1)], 48 * 3600);
+        held.planned = Some(NodeLayout::parse(&A100_80GB, 2, "1x7g.80gb,1x7g.80gb").unwrap());
+        held.repartitioning = true;
+        let plan = planner(1).plan(&[late, held], &demand(&[]));
+        assert!(plan.is_empty(), "one surplus change at a time: {plan:?}");
     }
 
     #[test]
@@ -717,6 +776,22 @@ mod tests {
         ];
         let plan = p.plan(&nodes, &demand(&[("1g.10gb", 3)]));
         assert_eq!(plan.len(), 1, "one node serves three 1g jobs: {plan:?}");
+    }
+
+    #[test]
+    fn a_queue_shorter_than_the_running_jobs_is_waited_out_on_whole_gpus() {
+        let busy = |name| node(name, "1x7g.80gb,1x7g.80gb", &[("1g.10gb", 2)], 600);
+        let nodes = [
+            busy("a"),
+            busy("b"),
+            busy("c"),
+            node("d", "1x7g.80gb,1x7g.80gb", &[], 0),
+        ];
+        assert!(
+            planner(1).plan(&nodes, &demand(&[("1g.10gb", 6)])).is_empty(),
+            "6 queued behind 6 running: wait"
+        );
+        assert_eq!(planner(1).plan(&nodes, &demand(&[("1g.10gb", 12)])).len(), 1);
     }
 
     #[test]
