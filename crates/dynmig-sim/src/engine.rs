@@ -22,6 +22,9 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// An EASY reservation: the node and the time (ms) its full-GPU instances are free.
+type Reservation = Option<(usize, i64)>;
+
 /// What a repartition drains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DrainScope {
@@ -309,7 +312,7 @@ struct Sim<'a> {
     view: View,
     /// The last reservation computed: for which head job, until when it is reused, and what
     /// it was.
-    resv_cache: Option<(u32, i64, Option<(usize, i64)>)>,
+    resv_cache: Option<(u32, i64, Reservation)>,
 }
 
 impl<'a> Sim<'a> {

@@ -714,7 +714,7 @@ mod tests {
         let soon = node("a", "1x7g.80gb,1x7g.80gb", &[("1g.10gb", 2)], 3600);
         assert_eq!(planner(1).plan(&[soon], &demand(&[("1g.10gb", 9)])).len(), 1);
         let late = node("a", "7x1g.10gb,7x1g.10gb", &[("1g.10gb", 1)], 48 * 3600);
-        let plan = planner(1).plan(&[late.clone()], &demand(&[]));
+        let plan = planner(1).plan(std::slice::from_ref(&late), &demand(&[]));
         assert_eq!(plan.len(), 1, "a surplus reserves the node however late: {plan:?}");
         let mut held = node("b", "7x1g.10gb,7x1g.10gb", &[("1g.10gb", 1)], 48 * 3600);
         held.planned = Some(NodeLayout::parse(&A100_80GB, 2, "1x7g.80gb,1x7g.80gb").unwrap());
