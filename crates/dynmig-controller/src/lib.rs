@@ -61,6 +61,8 @@ pub fn policy_from_config(config: &Config) -> Box<dyn Policy> {
             let mut s = PlannerSettings::new(limits, objective);
             s.horizon = horizon;
             s.max_wait = max_wait;
+            // Slurm runs a job only on an instance of the GRES type it asked for.
+            s.exact_profiles = true;
             Box::new(Planner::new(s))
         }
         PolicyConfig::Static | PolicyConfig::None => Box::new(NoChange),

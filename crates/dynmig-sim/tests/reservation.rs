@@ -55,7 +55,10 @@ fn run(timing: DrainTiming) -> RunResult {
 #[test]
 fn a_reservation_keeps_the_node_busy_with_jobs_that_end_in_time() {
     let r = run(DrainTiming::Reservation);
-    assert_eq!(r.jobs[1].start_ms, 4_000_000, "B ends before A's limit: backfilled at once");
+    assert_eq!(
+        r.jobs[1].start_ms, 4_000_000,
+        "B ends before A's limit: backfilled at once"
+    );
     assert!(
         r.jobs[2].start_ms >= 10_800_000,
         "C would run past the reservation: it waits for the new layout ({})",

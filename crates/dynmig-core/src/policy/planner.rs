@@ -82,6 +82,10 @@ pub struct PlannerSettings {
     /// between the simulator's 0.6 for inference and 0.85 for training, SMART-MIG's curves,
     /// docs/model.md). Used only to weigh running jobs by the share of a whole GPU they hold.
     pub speedup: f64,
+    /// Whether a job runs only on an instance of the profile it asked for (true: Slurm's typed
+    /// GRES, what the controller sees) or on any instance with enough memory (false: the
+    /// simulator's placement, docs/model.md).
+    pub exact_profiles: bool,
     /// Most nodes with a planned change that has not started (a reservation: they still run
     /// jobs that end in time), besides the `max_concurrent` draining or reconfiguring ones
     /// (4 x `max_concurrent`).
@@ -101,6 +105,7 @@ impl PlannerSettings {
             max_planned: 4 * limits.max_concurrent,
             queue_tolerance: 1.0,
             speedup: 0.7,
+            exact_profiles: false,
             limits,
         }
     }
@@ -226,10 +231,11 @@ fn add_layout(supply: &mut [f64], l: &ProfileCounts, profiles: &[&'static Profil
 
 /// How badly `supply` serves `need`: the largest share of any profile's need left unserved,
 /// then the compute slices of need left unserved. Larger needs are served first, each from
-/// the smallest instance with enough memory. The share comes first so that when no mix can
+/// the smallest instance with enough memory, or, with `exact`, from instances of its own
+/// profile only (Slurm: a job asking `gpu:2g.20gb` runs on a 2g.20gb instance and no other). The share comes first so that when no mix can
 /// serve everything (an overload: the need counts queued jobs), every profile gets the same
 /// share of its need rather than the largest profiles all of theirs.
-fn shortfall(supply: &[f64], need: &[f64], profiles: &[&'static ProfileSpec]) -> (f64, f64) {
+fn shortfall(supply: &[f64], need: &[f64], profiles: &[&'static ProfileSpec], exact: bool) -> (f64, f64) {
     let mut avail = supply.to_vec();
     let mut left = 0.0;
     let mut worst: f64 = 0.0;
@@ -239,7 +245,12 @@ fn shortfall(supply: &[f64], need: &[f64], profiles: &[&'static ProfileSpec]) ->
             if want <= 0.0 {
                 break;
             }
-            if profiles[q].memory_mib < profiles[c].memory_mib || avail[q] <= 0.0 {
+            let fits = if exact {
+                q == c
+            } else {
+                profiles[q].memory_mib >= profiles[c].memory_mib
+            };
+            if !fits || avail[q] <= 0.0 {
                 continue;
             }
             let take = want.min(avail[q]);
@@ -267,8 +278,10 @@ fn add(a: &mut [f64], b: &[f64], sign: f64) {
 }
 
 /// The node layouts (one per node, each GPU the same) that cover `need` (see the module docs).
+#[allow(clippy::too_many_arguments)]
 fn compose(
     objective: Objective,
+    exact: bool,
     nodes: usize,
     gpn: usize,
     need: &[f64],
@@ -294,7 +307,7 @@ fn compose(
                 add(&mut supply, &whole_s, 1.0);
             }
             while kinds.len() < nodes {
-                let s0 = shortfall(&supply, need, profiles);
+                let s0 = shortfall(&supply, need, profiles, exact);
                 if s0.1 <= 1e-9 {
                     break;
                 }
@@ -304,7 +317,7 @@ fn compose(
                     let mut t = supply.clone();
                     add(&mut t, &whole_s, -k);
                     add(&mut t, s, k);
-                    let u = shortfall(&t, need, profiles);
+                    let u = shortfall(&t, need, profiles, exact);
                     if best.is_none_or(|(b, _)| better(u, b)) {
                         best = Some((u, *i));
                     }
@@ -321,7 +334,7 @@ fn compose(
         }
         Objective::Consolidate => {
             while kinds.len() < nodes {
-                let s0 = shortfall(&supply, need, profiles);
+                let s0 = shortfall(&supply, need, profiles, exact);
                 if s0.1 <= 1e-9 {
                     break;
                 }
@@ -330,7 +343,7 @@ fn compose(
                 for (i, s) in &options {
                     let mut t = supply.clone();
                     add(&mut t, s, k);
-                    let u = shortfall(&t, need, profiles);
+                    let u = shortfall(&t, need, profiles, exact);
                     if best.is_none_or(|(b, _)| better(u, b)) {
                         best = Some((u, *i));
                     }
@@ -499,8 +512,10 @@ impl Planner {
             .collect();
         // 2. Mix.
         let gpn = first.layout.gpus.len();
+        let exact = self.settings.exact_profiles;
         let kinds = compose(
             self.settings.objective,
+            exact,
             nodes.len(),
             gpn,
             &need,
@@ -526,8 +541,8 @@ impl Planner {
         }
         let partitioned_wanted = kinds.iter().filter(|l| **l != whole).count();
         let (now_s, want_s) = (
-            shortfall(&current, &need, &profiles),
-            shortfall(&desired, &need, &profiles),
+            shortfall(&current, &need, &profiles, exact),
+            shortfall(&desired, &need, &profiles, exact),
         );
         let gain = if better(want_s, now_s) {
             (now_s.1 - want_s.1).max(f64::from(self.settings.limits.min_gain.max(1)))
@@ -795,6 +810,23 @@ mod tests {
     }
 
     #[test]
+    fn with_exact_profiles_a_small_job_is_never_left_to_whole_gpus() {
+        let mut p = planner(1);
+        p.settings.exact_profiles = true;
+        let nodes = [
+            node("a", "1x7g.80gb,1x7g.80gb", &[], 0),
+            node("b", "1x7g.80gb,1x7g.80gb", &[], 0),
+        ];
+        let plan = p.plan(&nodes, &demand(&[("2g.20gb", 1)]));
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        assert!(plan[0].target.to_string().contains("2g.20gb"), "{}", plan[0].target);
+        assert!(
+            planner(1).plan(&nodes, &demand(&[("2g.20gb", 1)])).is_empty(),
+            "with larger instances allowed, a whole GPU serves it"
+        );
+    }
+
+    #[test]
     fn an_overload_is_shared_between_profiles() {
         let ps = profiles_of(&A100_80GB, &all_layouts(&A100_80GB));
         let i3 = ps.iter().position(|p| p.name == "3g.40gb").unwrap();
@@ -806,6 +838,7 @@ mod tests {
         let split = ProfileCounts::parse(&A100_80GB, "2x3g.40gb").unwrap();
         let kinds = compose(
             Objective::Speed,
+            false,
             8,
             1,
             &need,
@@ -818,7 +851,7 @@ mod tests {
             (2..8).contains(&n_split),
             "neither profile gets all the GPUs: {n_split} of 8 split"
         );
-        assert!(shortfall(&[0.0; 6][..ps.len()], &need, &ps).0 == 1.0);
+        assert!(shortfall(&[0.0; 6][..ps.len()], &need, &ps, false).0 == 1.0);
     }
 
     #[test]
@@ -830,6 +863,15 @@ mod tests {
         supply[i7] = 1.0;
         let mut need = vec![0.0; ps.len()];
         need[i1] = 2.0;
-        assert_eq!(shortfall(&supply, &need, &ps).1, 1.0, "one 1g job on the 7g, one left");
+        assert_eq!(
+            shortfall(&supply, &need, &ps, true).1,
+            2.0,
+            "exact: the 7g serves no 1g job"
+        );
+        assert_eq!(
+            shortfall(&supply, &need, &ps, false).1,
+            1.0,
+            "one 1g job on the 7g, one left"
+        );
     }
 }
