@@ -138,8 +138,13 @@ pub fn policy_kind(p: &PolicyConfig) -> &'static str {
 }
 
 /// The best static layout the simulator's search finds for `wl` on `cfg`'s cluster (ranked by
-/// ET, [`Searcher::statics`]), among those a dynmig.toml can state: every GPU of a node with
-/// the same layout (one node group per node). Returns its name and the layout of each node.
+/// ET, [`Searcher::statics`]), among those a dynmig.toml can state (every GPU of a node with
+/// the same layout: one node group per node) and that Slurm can serve: job_submit/dynmig types
+/// each job to exactly one profile (its smallest fitting one; whole and multi-GPU jobs the
+/// full profile), and a typed job runs only on an instance of that type, whereas the
+/// simulator lets a job use any larger free instance. So every profile the jobs are typed to
+/// must be in the layout (and a node must have as many full GPUs as the widest job asks).
+/// Returns its name and the layout of each node.
 ///
 /// # Errors
 /// No candidate could run the workload.
@@ -151,12 +156,41 @@ pub fn searched_static(wl: &Workload, cfg: &SimConfig) -> Result<(String, Vec<No
     }
     for r in ranked {
         if let PolicySpec::Static(l) = &r.spec {
-            if l.iter().all(|n| n.gpus.windows(2).all(|w| w[0] == w[1])) {
+            if l.iter().all(|n| n.gpus.windows(2).all(|w| w[0] == w[1])) && serves_typed(wl, cfg.model, l) {
                 return Ok((format!("{} ({}, ET {:.3})", r.name, describe(l), r.et), l.clone()));
             }
         }
     }
     bail!("no static layout of the search can run every job of the slice")
+}
+
+/// Whether `layouts` offer every job of `wl` the instance type job_submit/dynmig types it to.
+fn serves_typed(wl: &Workload, model: &GpuModel, layouts: &[NodeLayout]) -> bool {
+    let classic = dynmig_core::geometry::classic_profiles(model);
+    let mut by_mem = classic.clone();
+    by_mem.sort_by_key(|p| (p.memory_mib, p.compute_slices));
+    let full = model.full_profile().name;
+    let has = |name: &str| {
+        layouts
+            .iter()
+            .any(|n| n.gpus.iter().any(|g| g.iter().any(|(p, c)| p == name && c > 0)))
+    };
+    let full_per_node = |n: &NodeLayout| {
+        n.gpus
+            .iter()
+            .map(|g| g.iter().filter(|(p, _)| *p == full).map(|(_, c)| c).sum::<u32>())
+            .sum::<u32>()
+    };
+    wl.jobs.iter().all(|j| {
+        if j.gpus > 1 {
+            layouts.iter().any(|n| full_per_node(n) >= j.gpus)
+        } else {
+            by_mem
+                .iter()
+                .find(|p| p.memory_mib >= j.mem_mib)
+                .is_some_and(|p| has(p.name))
+        }
+    })
 }
 
 /// Every layout the simulator may give a GPU of `model` (for the demo's `allowed_layouts`, so
