@@ -8,6 +8,12 @@
 #   slurm/local-dynmig.sh up      # env: DYNMIG_CLUSTER_DIR, DYNMIG_BIN_DIR (target/release),
 #                                 #      DYNMIG_NO_CONTROLLER=1 to start no controller
 #                                 #      DYNMIG_NO_HISTORY=1 to start no history server
+#                                 #      DYNMIG_POLICY: [policy] kind (default demand)
+#                                 #      DYNMIG_ALLOWED_LAYOUTS: per-GPU layouts, spaces
+#                                 #        between (default the six below)
+#                                 #      DYNMIG_STATIC_LAYOUTS: one layout per node (every
+#                                 #        GPU of it), in DYNMIG_NODES order (default
+#                                 #        1x7g.80gb everywhere); one node group per node
 #   slurm/local-dynmig.sh down
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,10 +25,44 @@ export DYNMIG_NODE_CONF=${DYNMIG_NODE_CONF:-"CPUs=16 SocketsPerBoard=1 CoresPerS
 DYNMIG=$BIN/dynmig
 CONF=$DIR/dynmig.toml
 
+# The [[node_group]] tables: one group of every node, or with DYNMIG_STATIC_LAYOUTS one
+# group per node with its own initial layout.
+node_groups() {
+    local allowed=${DYNMIG_ALLOWED_LAYOUTS:-"1x7g.80gb 1x4g.40gb+1x3g.40gb 2x3g.40gb 1x3g.40gb+2x2g.20gb 3x2g.20gb+1x1g.10gb 7x1g.10gb"}
+    allowed=$(printf '"%s", ' $allowed)
+    allowed=${allowed%, }
+    local -a names layouts groups
+    read -r -a names <<<"$DYNMIG_NODES"
+    if [ -n "${DYNMIG_STATIC_LAYOUTS:-}" ]; then
+        read -r -a layouts <<<"$DYNMIG_STATIC_LAYOUTS"
+        [ "${#layouts[@]}" = "${#names[@]}" ] || { echo "DYNMIG_STATIC_LAYOUTS: one layout per node of '$DYNMIG_NODES'" >&2; return 1; }
+        local i
+        for i in "${!names[@]}"; do groups+=("a100-${names[$i]}|\"${names[$i]}\"|${layouts[$i]}"); done
+    else
+        groups=("a100|$(printf '"%s",' "${names[@]}" | sed 's/,$//')|1x7g.80gb")
+    fi
+    local g name nodes layout
+    for g in "${groups[@]}"; do
+        IFS='|' read -r name nodes layout <<<"$g"
+        cat <<TOML
+
+[[node_group]]
+name = "$name"
+nodes = [$nodes]
+gpu_model = "A100-80GB"
+gpus = 2
+backend = "simulated"
+initial_layout = "$layout"
+allowed_layouts = [$allowed]
+node_conf = "$DYNMIG_NODE_CONF"
+TOML
+    done
+}
+
 write_config() {
     mkdir -p "$DIR/dynmig" "$DIR/bin"
-    local nodes
-    nodes=$(printf '"%s",' $DYNMIG_NODES)
+    local groups
+    groups=$(node_groups)
     cat >"$CONF" <<TOML
 # dynmig.toml of the local test cluster (written by slurm/local-dynmig.sh)
 version = 1
@@ -55,17 +95,8 @@ max_concurrent_repartitions = 1
 min_layout_lifetime = "${DYNMIG_MIN_LAYOUT_LIFETIME:-10s}"
 
 [policy]
-kind = "demand"
-
-[[node_group]]
-name = "a100"
-nodes = [${nodes%,}]
-gpu_model = "A100-80GB"
-gpus = 2
-backend = "simulated"
-initial_layout = "1x7g.80gb"
-allowed_layouts = ["1x7g.80gb", "1x4g.40gb+1x3g.40gb", "2x3g.40gb", "1x3g.40gb+2x2g.20gb", "3x2g.20gb+1x1g.10gb", "7x1g.10gb"]
-node_conf = "$DYNMIG_NODE_CONF"
+kind = "${DYNMIG_POLICY:-demand}"
+$groups
 TOML
     "$DYNMIG" --config "$CONF" config check >/dev/null
     # Slurm runs Prolog/Epilog with no arguments and its own environment.

@@ -128,6 +128,12 @@ enum Cmd {
     },
     /// Replay a trace slice as sbatch jobs on the running cluster, wait, and report.
     Demo(demo::DemoArgs),
+    /// The demo against the simulator: set-up for the demo's dynmig.toml, and the
+    /// side-by-side table (docs/demo.md, "Simulator vs. real").
+    DemoCompare {
+        #[command(subcommand)]
+        cmd: dynmig::dev::sim_compare::CompareCmd,
+    },
 }
 
 #[derive(Subcommand)]
@@ -397,6 +403,7 @@ fn run(cli: Cli) -> Result<()> {
                 },
         } => trace_slice(&input, day, from_hour, to_hour),
         Cmd::Demo(args) => demo::run(&load_config(explicit)?.0, &args),
+        Cmd::DemoCompare { cmd } => dynmig::dev::sim_compare::run(&cmd),
     }
 }
 

@@ -7,7 +7,8 @@
 //! (from the event log), the repartitions, and the time from the last job's end on a node to
 //! the node's return to service with its new layout.
 
-use crate::dev::trace::{demo_jobs, parse_pods, DemoMapping};
+use crate::dev::sim_compare;
+use crate::dev::trace::{demo_jobs, parse_pods, DemoJob, DemoMapping};
 use anyhow::{bail, Context, Result};
 use dynmig_core::config::Config;
 use dynmig_core::protocol::event::{Event, EventKind};
@@ -17,9 +18,9 @@ use std::fmt::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// `dynmig demo` arguments.
+/// Which jobs the demo submits: the trace slice and how it is compressed.
 #[derive(Debug, Clone, clap::Args)]
-pub struct DemoArgs {
+pub struct SliceArgs {
     /// Trace slice (CSV in the trace's own format).
     #[arg(long)]
     pub trace: PathBuf,
@@ -35,6 +36,40 @@ pub struct DemoArgs {
     /// Submit only the first N pods.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Each job's time limit (`sbatch --time`): its run time x this, rounded up to whole
+    /// minutes, at least 1 minute.
+    #[arg(long, default_value_t = 2.0)]
+    pub time_limit_factor: f64,
+}
+
+impl SliceArgs {
+    /// The demo jobs of the slice.
+    ///
+    /// # Errors
+    /// The trace cannot be read or parsed.
+    pub fn jobs(&self) -> Result<Vec<DemoJob>> {
+        let text =
+            std::fs::read_to_string(&self.trace).with_context(|| format!("cannot read {}", self.trace.display()))?;
+        let mut pods = parse_pods(&text)?;
+        if let Some(n) = self.limit {
+            pods.truncate(n);
+        }
+        let mapping = DemoMapping {
+            time_compression: self.time_compression,
+            duration_compression: self.duration_compression,
+            max_run: Duration::from_secs_f64(self.max_run),
+            ..DemoMapping::default()
+        };
+        Ok(demo_jobs(&pods, &mapping))
+    }
+}
+
+/// `dynmig demo` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// The slice and its compression.
+    #[command(flatten)]
+    pub slice: SliceArgs,
     /// Give up waiting after this many seconds.
     #[arg(long, default_value_t = 900)]
     pub timeout: u64,
@@ -44,6 +79,17 @@ pub struct DemoArgs {
     /// Also write the report here (Markdown).
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Also predict the run with the simulator (same jobs, cluster and policy as the config)
+    /// and write the measured and predicted figures here (JSON, for `dynmig demo-compare
+    /// table`).
+    #[arg(long)]
+    pub compare: Option<PathBuf>,
+    /// Simulator: seconds per GPU-instance create or destroy.
+    #[arg(long, default_value_t = 0.5)]
+    pub reconfig_cost: f64,
+    /// Simulator: seed of the due dates.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 const DONE_STATES: &[&str] = &[
@@ -63,18 +109,7 @@ const DONE_STATES: &[&str] = &[
 /// # Errors
 /// A submit fails, the jobs do not end within the timeout, or a job did not complete.
 pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&args.trace).with_context(|| format!("cannot read {}", args.trace.display()))?;
-    let mut pods = parse_pods(&text)?;
-    if let Some(n) = args.limit {
-        pods.truncate(n);
-    }
-    let mapping = DemoMapping {
-        time_compression: args.time_compression,
-        duration_compression: args.duration_compression,
-        max_run: Duration::from_secs_f64(args.max_run),
-        ..DemoMapping::default()
-    };
-    let jobs = demo_jobs(&pods, &mapping);
+    let jobs = args.slice.jobs()?;
     std::fs::create_dir_all(&args.workdir)?;
     let slurm = SlurmCommands::from_config(config);
     let t0 = Instant::now();
@@ -82,7 +117,7 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
     eprintln!(
         "dynmig demo: submitting {} jobs from {} over {:.0} s",
         jobs.len(),
-        args.trace.display(),
+        args.slice.trace.display(),
         jobs.last().map_or(0.0, |j| j.submit_at.as_secs_f64())
     );
     let mut ids: BTreeMap<u32, String> = BTreeMap::new();
@@ -91,6 +126,10 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
             std::thread::sleep(wait);
         }
         let mut a = j.sbatch_args();
+        a.push(format!(
+            "--time={}",
+            sim_compare::time_limit_s(j.run, args.slice.time_limit_factor) / 60
+        ));
         a.push(format!("--output={}/%j.out", args.workdir.display()));
         a.push(format!("--wrap=sleep {:.1}", j.run.as_secs_f64()));
         let id = dynmig_slurm::commands::sbatch(std::ffi::OsStr::new("sbatch"), &a, slurm.limits)
@@ -139,6 +178,12 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
     if let Some(p) = &args.report {
         std::fs::write(p, &report)?;
     }
+    if let Some(p) = &args.compare {
+        let c = compare(config, args, &jobs, &ours, &ev, start_epoch)?;
+        let table = sim_compare::table(std::slice::from_ref(&c));
+        print!("\n## Simulator vs. real\n\n{table}");
+        std::fs::write(p, serde_json::to_string_pretty(&c)?)?;
+    }
     let bad: Vec<String> = ours
         .iter()
         .filter(|j| j.state != JobState::Other("COMPLETED".into()))
@@ -154,6 +199,40 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
         bail!("jobs that did not complete: {}", bad.join(", "));
     }
     Ok(())
+}
+
+/// The measured figures of a run and the simulator's prediction for the same jobs, cluster
+/// and policy.
+fn compare(
+    config: &Config,
+    args: &DemoArgs,
+    jobs: &[DemoJob],
+    ours: &[JobInfo],
+    ev: &[Event],
+    t0: f64,
+) -> Result<sim_compare::Comparison> {
+    let waits: Vec<f64> = ours
+        .iter()
+        .map(|j| (j.start_time - j.submit_time).max(0) as f64)
+        .collect();
+    let makespan = ours.iter().map(|j| j.end_time as f64 - t0).fold(0.0, f64::max);
+    let repartitions = ev.iter().filter(|e| e.kind == EventKind::Applied).count() as u64;
+    let measured = sim_compare::Figures::from_waits(&waits, makespan, repartitions);
+    let cfg = sim_compare::sim_config(config, args.reconfig_cost)?;
+    let wl = sim_compare::workload(jobs, cfg.model, args.slice.time_limit_factor, args.seed);
+    let spec = sim_compare::spec_for(config);
+    let predicted = sim_compare::predict(&wl, &spec, &cfg)?;
+    let layouts = dynmig_sim::engine::initial_layouts(&spec, &cfg)
+        .iter()
+        .map(|l| l.gpus.iter().map(ToString::to_string).collect::<Vec<_>>().join(" | "))
+        .collect();
+    Ok(sim_compare::Comparison {
+        policy: sim_compare::policy_kind(&config.policy).to_string(),
+        layouts,
+        measured,
+        predicted,
+        reconfig_cost_s: args.reconfig_cost,
+    })
 }
 
 /// The `p`-quantile (0..=1) of `v` by the nearest-rank method; 0 for an empty list.

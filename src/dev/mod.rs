@@ -1,6 +1,7 @@
-//! Developer tools, apart from production code: the demo, trace slicing, the fake GPU
-//! workload. Nothing in the member crates imports them.
+//! Developer tools, apart from production code: the demo and its comparison with the
+//! simulator, trace slicing, the fake GPU workload. Nothing in the member crates imports them.
 
 pub mod demo;
 pub mod fake_job;
+pub mod sim_compare;
 pub mod trace;
