@@ -2,7 +2,8 @@
 //! policy), and the wall time of one run over the 30-day Alibaba trace at load x20.
 //!
 //! `cargo bench -p dynmig-sim` prints criterion's timings and, once per benchmark, the events
-//! per second of one run.
+//! per second of one run; `cargo bench -p dynmig-sim -- goals` prints only issue 10's figures
+//! (the five-policy comparison's wall time, a 1,000-node week's events per second).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use dynmig_core::geometry::A100_40GB;
@@ -88,5 +89,90 @@ fn trace_x20(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, events_per_second, trace_x20);
+/// The figures issue 10 asks for, printed once (no criterion loop: each takes seconds):
+/// the five-policy comparison (none, static, twice-daily, dynamic, plan; fair searches) on the
+/// 30-day default trace at load auto (16 x 8 A100-40GB), and a 1,000-node synthetic week at
+/// load x120 under none, dynamic and plan, in events per second.
+fn goals(_: &mut Criterion) {
+    use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
+    let pods = dynmig_sim::workload::alibaba::embedded_pods().expect("the embedded trace parses");
+    let m = ModelParams::default();
+    let base = trace_workload(&pods, &TraceParams::default(), &m).unwrap();
+    let load = 128.0 / base.peak_gpu_demand();
+    let wl = trace_workload(
+        &pods,
+        &TraceParams {
+            load,
+            ..Default::default()
+        },
+        &m,
+    )
+    .unwrap();
+    let mut cfg = SimConfig::new(&A100_40GB, 16, 8);
+    cfg.sample_interval_s = 0.0;
+    let opts = EvalOptions {
+        policies: vec![
+            PolicyName::None,
+            PolicyName::Static,
+            PolicyName::TwiceDaily,
+            PolicyName::Dynamic,
+            PolicyName::Plan,
+        ],
+        limits: PolicyLimits {
+            max_concurrent: 2,
+            min_layout_lifetime: std::time::Duration::from_secs(600),
+            min_gain: 1,
+        },
+        warn: false,
+        ..Default::default()
+    };
+    let t = Instant::now();
+    let ev = evaluate(&wl, &cfg, &opts, &|_, _| {}).unwrap();
+    println!(
+        "five-policy comparison, 30-day default trace ({} jobs, load x{load:.2}, 16x8 A100-40GB): {:.2} s (goal: under 3 s); per row: {}",
+        wl.jobs.len(),
+        t.elapsed().as_secs_f64(),
+        ev.rows
+            .iter()
+            .map(|r| format!("{} {:.2} s", r.policy, r.wall_s))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let week = synthetic_workload(
+        &SyntheticParams {
+            days: 7.0,
+            jobs_per_hour: SyntheticParams::default().jobs_per_hour * 120.0,
+            ..Default::default()
+        },
+        &m,
+    )
+    .unwrap();
+    let cfg = SimConfig::new(&A100_40GB, 1000, 8);
+    let limits = PolicyLimits {
+        max_concurrent: 125,
+        min_layout_lifetime: std::time::Duration::from_secs(600),
+        min_gain: 1,
+    };
+    for spec in [
+        PolicySpec::None,
+        PolicySpec::Dynamic(limits.clone()),
+        PolicySpec::Plan(dynmig_sim::policies::PlannerSettings::new(
+            limits.clone(),
+            dynmig_sim::policies::Objective::Speed,
+        )),
+    ] {
+        let t = Instant::now();
+        let r = simulate(&week, &spec, &cfg, &|_| {}).unwrap();
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "synthetic week, 1000x8 A100-40GB, load x120 ({} jobs), {}: {} events in {s:.1} s = {:.0} events/s (goal: 1,000,000)",
+            week.jobs.len(),
+            spec.name(),
+            r.events,
+            r.events as f64 / s
+        );
+    }
+}
+
+criterion_group!(benches, events_per_second, trace_x20, goals);
 criterion_main!(benches);
