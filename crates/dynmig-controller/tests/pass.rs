@@ -497,3 +497,31 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+#[test]
+fn the_configured_planner_reserves_the_node_whose_jobs_end_soonest_for_a_typed_need() {
+    let toml = dynmig_core::config::EXAMPLE_TOML.replacen("kind = \"demand\" ", "kind = \"plan\"   ", 1);
+    let toml = toml.replacen("forecast_window = \"10m\"", "# forecast_window", 1);
+    let config = dynmig_core::config::parse_config(&toml).unwrap();
+    let mut planner = dynmig_controller::policy_from_config(&config);
+    assert_eq!(planner.name(), "plan");
+    let slurm = FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb"), busy("n2", "1x7g.80gb,1x7g.80gb")],
+        vec![
+            running_job(7, "n1", "gres:gpu:7g.80gb:1", 1000 + 3000),
+            running_job(8, "n2", "gres:gpu:7g.80gb:1", 1000 + 300),
+            pending_job(1, "gres:gpu:2g.20gb:1"),
+        ],
+    );
+    let dir = tempfile_dir("planner");
+    let log = LineLog::to(dir.join("events.jsonl"));
+    let managed = [managed("n1"), managed("n2")];
+    let r = pass(&slurm, &managed, planner.as_mut(), &log, &with_plans(1000, &dir)).unwrap();
+    assert_eq!(r.planned.len(), 1, "{r:?}");
+    assert_eq!(r.planned[0].node, "n2", "n2's job ends first");
+    assert!(
+        r.planned[0].target.to_string().contains("2g.20gb"),
+        "Slurm runs a 2g job only on a 2g instance: {}",
+        r.planned[0].target
+    );
+}

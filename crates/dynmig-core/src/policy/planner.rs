@@ -499,9 +499,27 @@ impl Planner {
             .sum();
         let excess = (pending - self.settings.queue_tolerance.max(0.0) * running).max(0.0);
         let share = if pending > 0.0 { excess / pending } else { 0.0 };
+        // A profile no instance can serve now is never waited out: its queue would not move.
+        let exact = self.settings.exact_profiles;
+        let served_now = |p: &ProfileSpec| {
+            nodes.iter().any(|n| {
+                n.planned.as_ref().unwrap_or(&n.layout).gpus.iter().any(|g| {
+                    g.iter().any(|(q, _)| {
+                        model.profile(q).is_some_and(|q| {
+                            if exact {
+                                q.name == p.name
+                            } else {
+                                q.memory_mib >= p.memory_mib
+                            }
+                        })
+                    })
+                })
+            })
+        };
         for (p, c) in &demand.pending {
-            if model.profile(p).is_some() {
-                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c) * share;
+            if let Some(spec) = model.profile(p) {
+                let k = if served_now(spec) { share } else { 1.0 };
+                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c) * k;
             }
         }
         let planned_need = self.learn_and_forecast(model.name, tod, &now);
@@ -512,7 +530,6 @@ impl Planner {
             .collect();
         // 2. Mix.
         let gpn = first.layout.gpus.len();
-        let exact = self.settings.exact_profiles;
         let kinds = compose(
             self.settings.objective,
             exact,
