@@ -16,7 +16,7 @@ use dynmig_core::config::{Config, PolicyConfig};
 use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout};
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::{Job, JobKind, ModelParams};
-use dynmig_sim::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
+use dynmig_sim::policies::{PlannerSettings, PolicyLimits, PolicySpec};
 use dynmig_sim::search::{describe, Searcher};
 use dynmig_sim::workload::Workload;
 use rand::{Rng, SeedableRng};
@@ -91,30 +91,9 @@ pub fn sim_config(config: &Config, reconfig_cost_s: f64) -> Result<SimConfig> {
 /// The simulator policy of `config`'s `[policy]`, with its initial layouts (node order: the
 /// node groups' order).
 pub fn spec_for(config: &Config) -> PolicySpec {
-    let c = &config.controller;
-    let limits = |min_gain| PolicyLimits {
-        max_concurrent: c.max_concurrent_repartitions as usize,
-        min_layout_lifetime: c.min_layout_lifetime,
-        min_gain,
-    };
     match config.policy {
-        PolicyConfig::Demand { min_gain, .. } => PolicySpec::Dynamic(limits(min_gain)),
-        PolicyConfig::Plan {
-            consolidate,
-            horizon,
-            max_wait,
-            min_gain,
-        } => {
-            let objective = if consolidate {
-                Objective::Consolidate
-            } else {
-                Objective::Speed
-            };
-            let mut s = PlannerSettings::new(limits(min_gain), objective);
-            s.horizon = horizon;
-            s.max_wait = max_wait;
-            PolicySpec::Plan(s)
-        }
+        PolicyConfig::Demand { min_gain, .. } => PolicySpec::Dynamic(PolicyLimits::from_config(config, min_gain)),
+        PolicyConfig::Plan { .. } => PlannerSettings::from_config(config).map_or(PolicySpec::None, PolicySpec::Plan),
         PolicyConfig::Static => PolicySpec::Static(
             config
                 .node_groups

@@ -19,7 +19,7 @@ pub use snapshot::{build_snapshot, managed_nodes, work_ends, ManagedNode, NodeRo
 use dynmig_core::config::{Config, PolicyConfig};
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::NodeLayout;
-use dynmig_core::policy::planner::{Objective, Planner, PlannerSettings};
+use dynmig_core::policy::planner::{Planner, PlannerSettings};
 use dynmig_core::policy::{DemandDriven, NoChange, Policy, PolicyLimits, Repartition};
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_core::protocol::intent::NodeIntent;
@@ -35,32 +35,14 @@ use std::time::Duration;
 
 /// The configured policy.
 pub fn policy_from_config(config: &Config) -> Box<dyn Policy> {
-    let c = &config.controller;
     match config.policy {
-        PolicyConfig::Demand { min_gain, .. } => Box::new(DemandDriven::new(PolicyLimits {
-            max_concurrent: c.max_concurrent_repartitions as usize,
-            min_layout_lifetime: c.min_layout_lifetime,
-            min_gain,
-        })),
-        PolicyConfig::Plan {
-            consolidate,
-            horizon,
-            max_wait,
-            min_gain,
-        } => {
-            let limits = PolicyLimits {
-                max_concurrent: c.max_concurrent_repartitions as usize,
-                min_layout_lifetime: c.min_layout_lifetime,
-                min_gain,
+        PolicyConfig::Demand { min_gain, .. } => {
+            Box::new(DemandDriven::new(PolicyLimits::from_config(config, min_gain)))
+        }
+        PolicyConfig::Plan { .. } => {
+            let Some(mut s) = PlannerSettings::from_config(config) else {
+                return Box::new(NoChange);
             };
-            let objective = if consolidate {
-                Objective::Consolidate
-            } else {
-                Objective::Speed
-            };
-            let mut s = PlannerSettings::new(limits, objective);
-            s.horizon = horizon;
-            s.max_wait = max_wait;
             // Slurm runs a job only on an instance of the GRES type it asked for.
             s.exact_profiles = true;
             Box::new(Planner::new(s))

@@ -171,20 +171,9 @@ fn an_idle_node_is_drained_at_once_and_immediate_mode_drains_a_busy_one() {
 
 #[test]
 fn a_planned_node_that_becomes_idle_is_drained_before_its_reservation() {
-    let slurm = FakeSlurm::new(
-        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
-        vec![running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300)],
-    );
+    let slurm = one_busy_node();
     let dir = tempfile_dir("early");
-    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
-    pass(
-        &slurm,
-        &[managed("n1")],
-        &mut p,
-        &LineLog::none(),
-        &with_plans(1000, &dir),
-    )
-    .unwrap();
+    plan_n1(&slurm, &[managed("n1")], &dir);
     // The job ends early.
     {
         let mut s = slurm.state.lock().unwrap();
@@ -216,8 +205,7 @@ fn a_reservation_is_brought_forward_when_the_jobs_end_earlier() {
     );
     let dir = tempfile_dir("forward");
     let m = [managed("n1")];
-    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
-    pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1000, &dir)).unwrap();
+    plan_n1(&slurm, &m, &dir);
     // The long job is cancelled: the reservation starts when the other one ends.
     slurm.state.lock().unwrap().jobs.retain(|j| j.id != 7);
     pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1100, &dir)).unwrap();
@@ -240,14 +228,10 @@ fn a_reservation_is_brought_forward_when_the_jobs_end_earlier() {
 
 #[test]
 fn a_plan_is_moved_and_cancelled() {
-    let slurm = FakeSlurm::new(
-        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
-        vec![running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300)],
-    );
+    let slurm = one_busy_node();
     let dir = tempfile_dir("move");
     let m = [managed("n1")];
-    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
-    pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1000, &dir)).unwrap();
+    plan_n1(&slurm, &m, &dir);
     // The policy sees the plan, and moves it.
     let mut p = Says(vec![("n1".into(), "2x3g.40gb,1x7g.80gb".into())]);
     let r = pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1010, &dir)).unwrap();
@@ -277,20 +261,9 @@ fn the_policy_sees_a_plan_as_planned_and_under_way() {
             vec![]
         }
     }
-    let slurm = FakeSlurm::new(
-        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
-        vec![running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300)],
-    );
+    let slurm = one_busy_node();
     let dir = tempfile_dir("look");
-    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
-    pass(
-        &slurm,
-        &[managed("n1")],
-        &mut p,
-        &LineLog::none(),
-        &with_plans(1000, &dir),
-    )
-    .unwrap();
+    plan_n1(&slurm, &[managed("n1")], &dir);
     let mut look = Look(vec![]);
     pass(
         &slurm,
@@ -323,8 +296,7 @@ fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
     );
     let dir = tempfile_dir("restart");
     let m = [managed("n1"), managed("n2")];
-    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
-    pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1000, &dir)).unwrap();
+    plan_n1(&slurm, &m, &dir);
     // A reservation without a plan (a controller stopped between the two).
     slurm
         .state
@@ -489,6 +461,20 @@ fn slurm_unreadable_is_an_error_not_a_decision() {
     let slurm = FakeSlurm::new(vec![node("n1", "1x7g.80gb,1x7g.80gb")], vec![]);
     slurm.state.lock().unwrap().fail = Some("slurmctld down".into());
     assert!(pass(&slurm, &[managed("n1")], &mut policy(), &LineLog::none(), &settings(1)).is_err());
+}
+
+/// n1 busy with job 7 until 1300.
+fn one_busy_node() -> FakeSlurm {
+    FakeSlurm::new(
+        vec![busy("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![running_job(7, "n1", "gres:gpu:7g.80gb:1", 1300)],
+    )
+}
+
+/// A first pass at 1000 whose policy plans n1 to `7x1g.10gb,1x7g.80gb`.
+fn plan_n1(slurm: &FakeSlurm, m: &[ManagedNode], dir: &std::path::Path) {
+    let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
+    pass(slurm, m, &mut p, &LineLog::none(), &with_plans(1000, dir)).unwrap();
 }
 
 fn tempfile_dir(name: &str) -> std::path::PathBuf {

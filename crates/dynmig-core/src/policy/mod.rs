@@ -48,6 +48,19 @@ pub struct PolicyLimits {
     pub min_gain: u32,
 }
 
+impl PolicyLimits {
+    /// `[controller] max_concurrent_repartitions` and `min_layout_lifetime` of `config`, with
+    /// `min_gain` (from the `[policy]` in force).
+    pub fn from_config(config: &crate::config::Config, min_gain: u32) -> Self {
+        let c = &config.controller;
+        Self {
+            max_concurrent: c.max_concurrent_repartitions as usize,
+            min_layout_lifetime: c.min_layout_lifetime,
+            min_gain,
+        }
+    }
+}
+
 impl Default for PolicyLimits {
     fn default() -> Self {
         Self {

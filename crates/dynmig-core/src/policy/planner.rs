@@ -93,6 +93,29 @@ pub struct PlannerSettings {
 }
 
 impl PlannerSettings {
+    /// The settings of `config`'s `[policy]` when its kind is `plan` or `consolidate`
+    /// (`exact_profiles` left false: the controller sets it, the simulator does not).
+    pub fn from_config(config: &crate::config::Config) -> Option<Self> {
+        let crate::config::PolicyConfig::Plan {
+            consolidate,
+            horizon,
+            max_wait,
+            min_gain,
+        } = config.policy
+        else {
+            return None;
+        };
+        let objective = if consolidate {
+            Objective::Consolidate
+        } else {
+            Objective::Speed
+        };
+        let mut s = Self::new(PolicyLimits::from_config(config, min_gain), objective);
+        s.horizon = horizon;
+        s.max_wait = max_wait;
+        Some(s)
+    }
+
     /// The defaults above with these limits and objective.
     pub fn new(limits: PolicyLimits, objective: Objective) -> Self {
         Self {
@@ -301,61 +324,40 @@ fn compose(
     // Large clusters move in steps of 1/64 of their nodes, so that a decision costs the
     // same for 16 nodes as for 1,000 (at most 64 steps).
     let step = (nodes / 64).max(1);
-    match objective {
+    // Speed starts from whole GPUs everywhere and each step replaces whole nodes; consolidate
+    // starts from nothing and each step fills nodes.
+    let replaced = match objective {
         Objective::Speed => {
             for _ in 0..nodes {
                 add(&mut supply, &whole_s, 1.0);
             }
-            while kinds.len() < nodes {
-                let s0 = shortfall(&supply, need, profiles, exact);
-                if s0.1 <= 1e-9 {
-                    break;
-                }
-                let mut best: Option<((f64, f64), usize)> = None;
-                let k = step.min(nodes - kinds.len()) as f64;
-                for (i, s) in &options {
-                    let mut t = supply.clone();
-                    add(&mut t, &whole_s, -k);
-                    add(&mut t, s, k);
-                    let u = shortfall(&t, need, profiles, exact);
-                    if best.is_none_or(|(b, _)| better(u, b)) {
-                        best = Some((u, *i));
-                    }
-                }
-                let Some((_, i)) = best.filter(|(u, _)| better(*u, s0)) else {
-                    break;
-                };
-                add(&mut supply, &whole_s, -k);
-                add(&mut supply, &options[i].1, k);
-                for _ in 0..k as usize {
-                    kinds.push(allowed[i].clone());
-                }
+            whole_s.clone()
+        }
+        Objective::Consolidate => vec![0.0; profiles.len()],
+    };
+    while kinds.len() < nodes {
+        let s0 = shortfall(&supply, need, profiles, exact);
+        if s0.1 <= 1e-9 {
+            break;
+        }
+        let k = step.min(nodes - kinds.len()) as f64;
+        let mut best: Option<((f64, f64), usize)> = None;
+        for (i, s) in &options {
+            let mut t = supply.clone();
+            add(&mut t, &replaced, -k);
+            add(&mut t, s, k);
+            let u = shortfall(&t, need, profiles, exact);
+            if best.is_none_or(|(b, _)| better(u, b)) {
+                best = Some((u, *i));
             }
         }
-        Objective::Consolidate => {
-            while kinds.len() < nodes {
-                let s0 = shortfall(&supply, need, profiles, exact);
-                if s0.1 <= 1e-9 {
-                    break;
-                }
-                let mut best: Option<((f64, f64), usize)> = None;
-                let k = step.min(nodes - kinds.len()) as f64;
-                for (i, s) in &options {
-                    let mut t = supply.clone();
-                    add(&mut t, s, k);
-                    let u = shortfall(&t, need, profiles, exact);
-                    if best.is_none_or(|(b, _)| better(u, b)) {
-                        best = Some((u, *i));
-                    }
-                }
-                let Some((_, i)) = best.filter(|(u, _)| better(*u, s0)) else {
-                    break;
-                };
-                add(&mut supply, &options[i].1, k);
-                for _ in 0..k as usize {
-                    kinds.push(allowed[i].clone());
-                }
-            }
+        let Some((_, i)) = best.filter(|(u, _)| better(*u, s0)) else {
+            break;
+        };
+        add(&mut supply, &replaced, -k);
+        add(&mut supply, &options[i].1, k);
+        for _ in 0..k as usize {
+            kinds.push(allowed[i].clone());
         }
     }
     while kinds.len() < nodes {
