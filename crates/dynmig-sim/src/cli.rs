@@ -114,7 +114,7 @@ pub struct SimulateArgs {
     /// Seed (workload draws and random placement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write table.md, table.csv, results.json, et.svg and day-<policy>.svg here (--matrix:
+    /// Write table.md, table.csv, results.json, et.svg and `day-<policy>.svg` here (--matrix:
     /// matrix.md and matrix.json; --sensitivity: sensitivity.md and sensitivity.json).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -33,23 +33,9 @@ pub fn node_index(name: &str) -> Option<usize> {
 /// Pending: `pending[p]` instances of `profiles[p]` (a queued job counts as its smallest
 /// fitting profile, a multi-GPU job as that many full profiles, as job_submit/dynmig would
 /// rewrite them); `widest` is the most GPUs a queued multi-GPU job asks (0 if none).
-pub fn snapshot(
-    c: &Cluster,
-    now_ms: i64,
-    allowed: &Arc<[ProfileCounts]>,
-    pending: &[u32],
-    profiles: &[&'static ProfileSpec],
-    widest: usize,
-    class: &[u16],
-) -> ClusterSnapshot {
-    let mut v = View::default();
-    let all = vec![true; c.nodes()];
-    v.refresh(c, &all, now_ms, allowed, pending, profiles, widest, class);
-    v.snapshot
-}
-
-/// [`snapshot`] kept up to date incrementally: only the nodes marked dirty since the last
-/// refresh are rebuilt; layout ages and work end times move with the clock.
+///
+/// Kept up to date incrementally: only the nodes marked dirty since the last refresh are
+/// rebuilt; layout ages and work end times move with the clock.
 #[derive(Debug, Clone, Default)]
 pub struct View {
     /// The snapshot as of the last refresh.
@@ -59,8 +45,7 @@ pub struct View {
 }
 
 impl View {
-    /// Rebuilds the nodes with `dirty[n]` (all of them the first time) and updates the rest;
-    /// arguments as [`snapshot`].
+    /// Rebuilds the nodes with `dirty[n]` (all of them the first time) and updates the rest.
     #[allow(clippy::too_many_arguments)]
     pub fn refresh(
         &mut self,
