@@ -7,6 +7,8 @@
 use crate::cluster::{Cluster, GpuState, Hold};
 use crate::model::Job;
 use crate::placement::Placement;
+use crate::policies::mpc::Mpc;
+use crate::policies::views::node_name;
 use crate::policies::views::{node_index, View};
 use crate::policies::{mix, DemandDriven, Learned, NoChange, Planner, Policy, PolicySpec, Scheduled};
 use crate::power::PowerModel;
@@ -14,6 +16,7 @@ use crate::requests::{plan_requests, restart_profile, RequestParams};
 use crate::workload::Workload;
 use anyhow::{anyhow, bail, Result};
 use dynmig_core::geometry::{distinct_multisets, plan_transition, GpuModel, NodeLayout, ProfileCounts};
+use dynmig_core::policy::events::JobEvent;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -253,11 +256,12 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
         PolicySpec::Scheduled(p) => Driver::Plain(Box::new(Scheduled { periods: p.clone() }), false),
         PolicySpec::Dynamic(limits) => Driver::Plain(Box::new(DemandDriven::new(limits.clone())), true),
         PolicySpec::Plan(s) => Driver::Plain(Box::new(Planner::new(s.clone())), false),
+        PolicySpec::Mpc(s) => Driver::Plain(Box::new(Mpc::new(s.clone(), cfg)), false),
         PolicySpec::Learned { periods } => Driver::Learned(Learned::new(*periods, &sim.c)),
     };
     let interval_ms: i64 = match (&driver, spec) {
         (_, PolicySpec::None | PolicySpec::Static(_)) => i64::MAX,
-        (Driver::Plain(_, true), _) | (_, PolicySpec::Plan(_)) => {
+        (Driver::Plain(_, true), _) | (_, PolicySpec::Plan(_) | PolicySpec::Mpc(_)) => {
             (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64
         }
         _ => 3_600_000,
@@ -265,8 +269,53 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     if matches!(spec, PolicySpec::None | PolicySpec::Static(_)) {
         driver = Driver::Fixed;
     }
+    sim.observe = matches!(&driver, Driver::Plain(p, _) if p.observes_jobs());
     sim.run(&mut driver, interval_ms, &candidates, progress)?;
     Ok(sim.finish(spec.name()))
+}
+
+/// Where a lookahead run starts ([`simulate_from`]): the cluster as a policy sees it now.
+#[derive(Debug, Clone, Default)]
+pub struct StartState {
+    /// Each node's layout now.
+    pub layouts: Vec<NodeLayout>,
+    /// Jobs running now, as `(job index in the workload, node)`: the first `running.len()`
+    /// jobs of the workload, in that order, released at 0. Each starts at 0 on a free
+    /// instance of its node that fits it (the smallest such), else it queues like the rest.
+    pub running: Vec<(u32, usize)>,
+    /// Repartitions decided now, as `(node, target)`: applied at 0 after the running jobs
+    /// started, with the run's [`DrainTiming`] (a reservation at the node's time limits).
+    pub changes: Vec<(usize, NodeLayout)>,
+}
+
+/// Runs `wl` from `start` with the layouts fixed but for `start.changes` (model-predictive
+/// control: the engine judging a candidate plan from the present, [`crate::policies::mpc`]).
+///
+/// # Errors
+/// As [`simulate`]; also a `start` whose layouts do not match `cfg`'s nodes or whose running
+/// jobs are not the workload's first jobs.
+pub fn simulate_from(wl: &Workload, start: &StartState, cfg: &SimConfig) -> Result<RunResult> {
+    if start.layouts.len() != cfg.nodes {
+        bail!(
+            "start state has {} node layouts for {} nodes",
+            start.layouts.len(),
+            cfg.nodes
+        );
+    }
+    if start.running.iter().enumerate().any(|(i, (j, _))| *j as usize != i) {
+        bail!("the running jobs of a start state must be the workload's first jobs, in order");
+    }
+    let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &start.layouts, cfg.power.clone())?;
+    let mut sim = Sim::new(wl, cfg, cluster)?;
+    for &(job, node) in &start.running {
+        sim.start_on(job, node);
+    }
+    sim.prestarted = start.running.len();
+    for (node, target) in &start.changes {
+        sim.repartition(*node, target)?;
+    }
+    sim.run(&mut Driver::Fixed, i64::MAX, &Arc::from(Vec::new()), &|_| {})?;
+    Ok(sim.finish("lookahead"))
 }
 
 struct Sim<'a> {
@@ -313,6 +362,12 @@ struct Sim<'a> {
     /// The last reservation computed: for which head job, until when it is reused, and what
     /// it was.
     resv_cache: Option<(u32, i64, Reservation)>,
+    /// Whether the policy observes job events ([`Policy::observes_jobs`]).
+    observe: bool,
+    /// Job events since the policy's last call.
+    job_events: Vec<JobEvent>,
+    /// Jobs at the front of the workload already started by [`simulate_from`].
+    prestarted: usize,
 }
 
 impl<'a> Sim<'a> {
@@ -385,6 +440,9 @@ impl<'a> Sim<'a> {
             held: BTreeSet::new(),
             view: View::default(),
             resv_cache: None,
+            observe: false,
+            job_events: Vec::new(),
+            prestarted: 0,
             c,
         })
     }
@@ -424,7 +482,7 @@ impl<'a> Sim<'a> {
         progress: &dyn Fn(u64),
     ) -> Result<()> {
         let n = self.jobs.len();
-        let mut next_arrival = 0usize;
+        let mut next_arrival = self.prestarted;
         let mut next_tick = if interval_ms == i64::MAX { i64::MAX } else { 0 };
         let mut next_sample = if self.cfg.sample_interval_s > 0.0 { 0 } else { i64::MAX };
         let sample_ms = (self.cfg.sample_interval_s * 1000.0) as i64;
@@ -535,6 +593,53 @@ impl<'a> Sim<'a> {
         self.queues[class].insert((key, job));
         self.queued += 1;
         self.add_pending(job, 1);
+        self.submitted(job);
+    }
+
+    /// Records `job` entering the queue for an observing policy.
+    fn submitted(&mut self, job: u32) {
+        if !self.observe {
+            return;
+        }
+        let j = &self.jobs[job as usize];
+        let p = (self.class[job as usize] as usize).min(self.c.full);
+        self.job_events.push(JobEvent::Submitted {
+            id: u64::from(job),
+            at_s: self.now as f64 / 1000.0,
+            profile: self.c.profiles[p].name,
+            gpus: j.gpus,
+            time_limit_s: self.limit_ms(job) as f64 / 1000.0,
+            deadline_s: Some(j.due),
+        });
+    }
+
+    /// Starts `job` (queued now) on the smallest free instance of `node` that fits it (all
+    /// its GPUs on that node), if there is one; otherwise it stays queued.
+    fn start_on(&mut self, job: u32, node: usize) {
+        self.enqueue(job);
+        let j = &self.jobs[job as usize];
+        let gpus = node * self.c.gpn..(node + 1) * self.c.gpn;
+        let up: Vec<usize> = gpus.filter(|g| self.c.state[*g] == GpuState::Up).collect();
+        let keys: Option<Vec<u32>> = if j.gpus > 1 {
+            let full: Vec<u32> = up
+                .iter()
+                .flat_map(|g| self.c.insts[*g].iter().map(move |i| (*g, i)))
+                .filter(|(_, i)| i.job.is_none() && i.pidx as usize == self.c.full)
+                .map(|(g, i)| Cluster::key(g, i.placed.start))
+                .take(j.gpus as usize)
+                .collect();
+            (full.len() == j.gpus as usize).then_some(full)
+        } else {
+            let need = self.c.profiles[self.class[job as usize] as usize].memory_mib;
+            up.iter()
+                .flat_map(|g| self.c.insts[*g].iter().map(move |i| (*g, i)))
+                .filter(|(_, i)| i.job.is_none() && self.c.profiles[i.pidx as usize].memory_mib >= need)
+                .min_by_key(|(g, i)| (self.c.profiles[i.pidx as usize].memory_mib, *g, i.placed.start))
+                .map(|(g, i)| vec![Cluster::key(g, i.placed.start)])
+        };
+        if let Some(keys) = keys {
+            self.start(job, keys);
+        }
     }
 
     fn add_pending(&mut self, job: u32, sign: i32) {
@@ -585,6 +690,10 @@ impl<'a> Sim<'a> {
             &self.class,
         );
         self.c.dirty.iter_mut().for_each(|d| *d = false);
+        if self.observe {
+            policy.observe(self.now as f64 / 1000.0, &self.job_events);
+            self.job_events.clear();
+        }
         let snap = &self.view.snapshot;
         let plan = policy.plan_at(tod, &snap.nodes, &snap.demand());
         for r in plan {
@@ -771,6 +880,12 @@ impl<'a> Sim<'a> {
         }
         self.finished[job as usize] = true;
         self.done += 1;
+        if self.observe {
+            self.job_events.push(JobEvent::Ended {
+                id: u64::from(job),
+                at_s: self.now as f64 / 1000.0,
+            });
+        }
         self.busy_slice_ms += f64::from(o.slices) * keys.len() as f64 * (o.end_ms - o.start_ms) as f64;
         let mut gpus = Vec::new();
         for k in keys {
@@ -808,6 +923,13 @@ impl<'a> Sim<'a> {
         self.queues[self.class[i] as usize].insert((self.qkey[i], job));
         self.queued += 1;
         self.add_pending(job, 1);
+        if self.observe {
+            self.job_events.push(JobEvent::Ended {
+                id: u64::from(job),
+                at_s: self.now as f64 / 1000.0,
+            });
+        }
+        self.submitted(job);
         self.after_release(gpus)
     }
 
@@ -833,6 +955,14 @@ impl<'a> Sim<'a> {
             profile: p as u8,
         });
         let key = if keys.len() == 1 { keys[0] } else { u32::MAX };
+        if self.observe {
+            self.job_events.push(JobEvent::Started {
+                id: u64::from(job),
+                at_s: self.now as f64 / 1000.0,
+                node: node_name(self.c.node_of((keys[0] / 8) as usize)),
+                slices,
+            });
+        }
         if key == u32::MAX {
             self.multi_keys.insert(job, keys);
         }

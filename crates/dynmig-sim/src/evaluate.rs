@@ -9,6 +9,7 @@ use crate::bounds::{bounds, Bounds};
 use crate::engine::{simulate, RunResult, SimConfig};
 use crate::metrics::{judged_jobs, metrics, normalise, Metrics};
 use crate::placement::Placement;
+use crate::policies::mpc::MpcSettings;
 use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
 use crate::search::{describe_job, spec_layouts, unrunnable, Ranked, Searcher};
 use crate::window::{fmt_days, released_in, windows, Windows};
@@ -38,10 +39,12 @@ pub enum PolicyName {
     Plan,
     /// The planning policy, consolidate objective (fewest GPUs busy).
     Consolidate,
+    /// The planner's proposals made only when a lookahead run of the engine says they pay.
+    Mpc,
 }
 
 /// Every policy, in report order.
-pub const ALL_POLICIES: [PolicyName; 9] = [
+pub const ALL_POLICIES: [PolicyName; 10] = [
     PolicyName::None,
     PolicyName::Static,
     PolicyName::StaticOracle,
@@ -51,6 +54,7 @@ pub const ALL_POLICIES: [PolicyName; 9] = [
     PolicyName::TimeOfDay,
     PolicyName::Plan,
     PolicyName::Consolidate,
+    PolicyName::Mpc,
 ];
 
 impl PolicyName {
@@ -66,6 +70,7 @@ impl PolicyName {
             PolicyName::TimeOfDay => "time-of-day",
             PolicyName::Plan => "plan",
             PolicyName::Consolidate => "consolidate",
+            PolicyName::Mpc => "mpc",
         }
     }
 }
@@ -419,6 +424,14 @@ pub fn evaluate(
                         opts.limits.max_concurrent, cfg.policy_interval_s, cfg.drain, cfg.timing
                     );
                     Some(bench.run(&spec, p.as_str(), &detail)?)
+                }
+                PolicyName::Mpc => {
+                    let settings = MpcSettings::new(PlannerSettings::new(opts.limits.clone(), Objective::Speed));
+                    let detail = format!(
+                        "Planner (Speed) gated by lookahead runs over {:?} of forecast, cooldown {:?}, max {} nodes at once",
+                        settings.horizon, settings.cooldown, opts.limits.max_concurrent
+                    );
+                    Some(bench.run(&PolicySpec::Mpc(settings), "mpc", &detail)?)
                 }
             };
             out.extend(row);

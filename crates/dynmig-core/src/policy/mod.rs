@@ -15,6 +15,7 @@
 //!   and changes nothing unless the change serves demand the current mix cannot
 //!   (docs/policy.md).
 
+pub mod events;
 pub mod planner;
 
 use crate::demand::Demand;
@@ -85,6 +86,18 @@ pub trait Policy: Send {
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         let _ = time_of_day;
         self.plan(nodes, demand)
+    }
+
+    /// Whether the policy wants [`Policy::observe`] called (building the events costs the
+    /// caller work; false by default).
+    fn observes_jobs(&self) -> bool {
+        false
+    }
+
+    /// The job events since the last call, and the time now (s, on the events' clock). Called
+    /// before each decision when [`Policy::observes_jobs`] is true; the default ignores them.
+    fn observe(&mut self, now_s: f64, events: &[events::JobEvent]) {
+        let _ = (now_s, events);
     }
 }
 

@@ -5,9 +5,12 @@
 //! - `twice-daily`: a day and a night layout ([`Scheduled`]);
 //! - `dynamic`: the controller's [`DemandDriven`] policy, the very same code;
 //! - `plan` and `consolidate`: the controller's [`Planner`] (speed or energy objective);
-//! - `time-of-day`: a schedule learned from the arrivals seen so far ([`Learned`]).
+//! - `time-of-day`: a schedule learned from the arrivals seen so far ([`Learned`]);
+//! - `mpc`: the planner's proposals made only when a lookahead run of the engine says they
+//!   pay ([`mpc::Mpc`]).
 
 pub mod mix;
+pub mod mpc;
 pub mod views;
 
 use crate::cluster::Cluster;
@@ -40,6 +43,9 @@ pub enum PolicySpec {
         /// Periods per day (4: 00-06, 06-12, 12-18, 18-24).
         periods: u32,
     },
+    /// The planner gated by lookahead runs of the engine ([`mpc::Mpc`]), starting from whole
+    /// GPUs.
+    Mpc(mpc::MpcSettings),
 }
 
 impl PolicySpec {
@@ -55,6 +61,7 @@ impl PolicySpec {
                 Objective::Consolidate => "consolidate",
             },
             PolicySpec::Learned { .. } => "time-of-day",
+            PolicySpec::Mpc(_) => "mpc",
         }
     }
 }

@@ -1,0 +1,123 @@
+//! Model-predictive control: lookahead runs from a present state (`simulate_from`) and the
+//! `mpc` policy that gates the planner with them (docs/policy.md).
+
+mod common;
+use common::linear_power;
+use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
+use dynmig_sim::engine::{simulate, simulate_from, SimConfig, StartState};
+use dynmig_sim::model::{Job, JobKind, ModelParams};
+use dynmig_sim::policies::mpc::MpcSettings;
+use dynmig_sim::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
+use dynmig_sim::workload::synthetic::{synthetic_workload, SyntheticParams};
+use dynmig_sim::workload::Workload;
+
+fn job(work: f64, mem_mib: u64, limit_factor: f64) -> Job {
+    Job {
+        id: 0,
+        release: 0.0,
+        work,
+        mem_mib,
+        gpus: 1,
+        kind: JobKind::Training,
+        gamma: 1.0,
+        due: work,
+        limit_factor,
+    }
+}
+
+fn node(s: &str) -> NodeLayout {
+    NodeLayout {
+        gpus: vec![ProfileCounts::parse(&A100_40GB, s).unwrap()],
+    }
+}
+
+/// One node of one whole GPU running job 0 (100 s, time limit 300 s); job 1 (a 1g job of
+/// 10 s on a whole GPU) queued; the node is to become 7x1g.5gb.
+#[test]
+fn a_lookahead_starts_with_the_running_jobs_on_their_node_and_changes_at_their_time_limit() {
+    let wl = Workload::new(vec![job(100.0, 30_000, 3.0), job(10.0, 1_000, 10.0)], "start".into());
+    let mut c = SimConfig::new(&A100_40GB, 1, 1);
+    c.power = linear_power();
+    c.audit = true;
+    let start = StartState {
+        layouts: vec![node("1x7g.40gb")],
+        running: vec![(0, 0)],
+        changes: vec![(0, node("7x1g.5gb"))],
+    };
+    let r = simulate_from(&wl, &start, &c).unwrap();
+    assert_eq!(r.jobs[0].start_ms, 0, "the running job starts at once, on its node");
+    assert_eq!(r.jobs[0].slices, 7);
+    assert_eq!(r.jobs[0].end_ms, 100_000);
+    assert_eq!(r.reconfigs, 1, "the change is made");
+    assert_eq!(r.jobs[1].slices, 1, "job 1 runs on the new layout");
+    assert!(
+        r.jobs[1].start_ms >= 100_000,
+        "job 1 waits for the node's repartition, which waits for job 0: started at {} ms",
+        r.jobs[1].start_ms
+    );
+    // Without the change, job 1 runs on the whole GPU once job 0 has ended.
+    let keep = StartState {
+        changes: Vec::new(),
+        ..start.clone()
+    };
+    let r = simulate_from(&wl, &keep, &c).unwrap();
+    assert_eq!((r.reconfigs, r.jobs[1].start_ms, r.jobs[1].slices), (0, 100_000, 7));
+}
+
+#[test]
+fn a_start_state_must_match_the_cluster_and_list_running_jobs_first() {
+    let wl = Workload::new(vec![job(100.0, 30_000, 3.0), job(10.0, 1_000, 10.0)], "start".into());
+    let c = SimConfig::new(&A100_40GB, 1, 1);
+    let two = StartState {
+        layouts: vec![node("1x7g.40gb"), node("1x7g.40gb")],
+        ..Default::default()
+    };
+    let e = simulate_from(&wl, &two, &c).unwrap_err().to_string();
+    assert!(e.contains("2 node layouts for 1 nodes"), "{e}");
+    let later = StartState {
+        layouts: vec![node("1x7g.40gb")],
+        running: vec![(1, 0)],
+        changes: Vec::new(),
+    };
+    let e = simulate_from(&wl, &later, &c).unwrap_err().to_string();
+    assert!(e.contains("first jobs"), "{e}");
+}
+
+/// On the synthetic workload at its default load whole GPUs serve everything (static =
+/// none); the planner still partitions at daily peaks, and the lookahead says it does not pay.
+#[test]
+fn mpc_keeps_whole_gpus_where_partitions_do_not_pay() {
+    let m = ModelParams::default();
+    let wl = synthetic_workload(
+        &SyntheticParams {
+            days: 3.0,
+            ..Default::default()
+        },
+        &m,
+    )
+    .unwrap();
+    let cfg = SimConfig::new(&A100_40GB, 16, 8);
+    let limits = PolicyLimits {
+        max_concurrent: 2,
+        min_layout_lifetime: std::time::Duration::from_secs(600),
+        min_gain: 1,
+    };
+    let planner = PlannerSettings::new(limits, Objective::Speed);
+    let plan = simulate(&wl, &PolicySpec::Plan(planner.clone()), &cfg, &|_| {}).unwrap();
+    let mpc = simulate(&wl, &PolicySpec::Mpc(MpcSettings::new(planner)), &cfg, &|_| {}).unwrap();
+    assert!(plan.reconfigs > 0, "the planner alone partitions here");
+    assert!(
+        mpc.reconfigs < plan.reconfigs,
+        "mpc {} reconfigs, plan {}",
+        mpc.reconfigs,
+        plan.reconfigs
+    );
+    let tardiness = |r: &dynmig_sim::engine::RunResult| -> f64 {
+        r.jobs
+            .iter()
+            .zip(&wl.jobs)
+            .map(|(o, j)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
+            .sum()
+    };
+    assert!(tardiness(&mpc) < tardiness(&plan), "fewer partitions, less late");
+}
