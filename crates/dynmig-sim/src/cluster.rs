@@ -11,6 +11,12 @@ use dynmig_core::geometry::{
 };
 use std::collections::BTreeSet;
 
+/// A [`Cluster::dirty`] bit: jobs started or ended on the node.
+pub const BUSY: u8 = 1;
+/// A [`Cluster::dirty`] bit: the node's instances, a GPU's state or a planned repartition
+/// changed.
+pub const SHAPE: u8 = 2;
+
 /// One placed instance and the job on it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Inst {
@@ -22,6 +28,8 @@ pub struct Inst {
     pub job: Option<u32>,
     /// When that job's time limit ends, ms (0 when free).
     pub until_ms: i64,
+    /// When that job ends, ms (0 when free).
+    pub end_ms: i64,
 }
 
 /// A repartition planned for a GPU but not started (a maintenance reservation): the GPU takes
@@ -70,8 +78,11 @@ pub struct Cluster {
     pub idle_gpus: usize,
     /// Busy instances per node.
     pub node_busy: Vec<u32>,
-    /// Per node, whether anything a policy sees changed since the engine last cleared it.
-    pub dirty: Vec<bool>,
+    /// Per node, what a policy sees of it that changed since the engine last cleared it:
+    /// [`BUSY`] and [`SHAPE`] bits (0: nothing).
+    pub dirty: Vec<u8>,
+    /// The nodes whose `dirty` is not 0, each once.
+    pub dirty_nodes: Vec<u32>,
     /// When each node's layout last changed, ms.
     pub layout_since_ms: Vec<i64>,
     /// Free instances on up GPUs, per profile, by key.
@@ -80,6 +91,9 @@ pub struct Cluster {
     pub free_full: Vec<u8>,
     /// Nodes by their count of free full-GPU instances.
     pub by_free_full: Vec<BTreeSet<u32>>,
+    /// Per node, when the jobs on its busy full-GPU instances of up GPUs end, ms, sorted
+    /// (what an EASY reservation for a multi-GPU job waits for).
+    pub full_ends: Vec<Vec<i64>>,
     /// Instances per profile in the whole cluster.
     pub inst_count: Vec<u32>,
     /// Busy instance power above idle, per GPU, W.
@@ -117,11 +131,13 @@ impl Cluster {
             gpu_jobs: vec![0; gpus],
             idle_gpus: gpus,
             node_busy: vec![0; nodes],
-            dirty: vec![true; nodes],
+            dirty: vec![SHAPE; nodes],
+            dirty_nodes: (0..nodes as u32).collect(),
             layout_since_ms: vec![0; nodes],
             free: vec![BTreeSet::new(); profiles.len()],
             free_full: vec![0; nodes],
             by_free_full: vec![BTreeSet::new(); gpn + 1],
+            full_ends: vec![Vec::new(); nodes],
             inst_count: vec![0; profiles.len()],
             busy_w: vec![0.0; gpus],
             total_w: power.idle_w * gpus as f64,
@@ -151,6 +167,21 @@ impl Cluster {
     /// Nodes.
     pub fn nodes(&self) -> usize {
         self.node_busy.len()
+    }
+
+    /// Marks node `node` dirty with `what` ([`BUSY`], [`SHAPE`]).
+    pub fn touch(&mut self, node: usize, what: u8) {
+        if self.dirty[node] == 0 {
+            self.dirty_nodes.push(node as u32);
+        }
+        self.dirty[node] |= what;
+    }
+
+    /// Clears every node's dirty bits.
+    pub fn clear_dirty(&mut self) {
+        for n in self.dirty_nodes.drain(..) {
+            self.dirty[n as usize] = 0;
+        }
     }
 
     /// Index in `profiles` of a profile name.
@@ -253,7 +284,7 @@ impl Cluster {
     pub fn set_instances(&mut self, gpu: usize, placed: &[Placed]) -> Result<()> {
         check_instances(self.model, placed).map_err(|e| anyhow!("GPU {gpu}: {e}"))?;
         let n = self.node_of(gpu);
-        self.dirty[n] = true;
+        self.touch(n, SHAPE);
         for i in std::mem::take(&mut self.insts[gpu]) {
             self.pool_remove(gpu, i);
             self.inst_count[i.pidx as usize] -= 1;
@@ -268,6 +299,7 @@ impl Cluster {
                 pidx: pidx as u8,
                 job: None,
                 until_ms: 0,
+                end_ms: 0,
             });
             self.inst_count[pidx] += 1;
         }
@@ -281,9 +313,9 @@ impl Cluster {
         Ok(())
     }
 
-    /// Starts `job`, whose time limit ends at `until_ms`, on the free instance `key`. Returns
-    /// the instance's compute slices.
-    pub fn occupy(&mut self, key: u32, job: u32, until_ms: i64) -> u8 {
+    /// Starts `job`, whose time limit ends at `until_ms` and which ends at `end_ms`, on the
+    /// free instance `key`. Returns the instance's compute slices.
+    pub fn occupy(&mut self, key: u32, job: u32, until_ms: i64, end_ms: i64) -> u8 {
         let gpu = (key / 8) as usize;
         let inst = *self.inst(key);
         debug_assert!(inst.job.is_none() && self.state[gpu] == GpuState::Up);
@@ -291,13 +323,17 @@ impl Cluster {
         let i = self.inst_mut(key);
         i.job = Some(job);
         i.until_ms = until_ms;
+        i.end_ms = end_ms;
+        if inst.pidx as usize == self.full {
+            self.ends_add(gpu, end_ms);
+        }
         if self.gpu_jobs[gpu] == 0 {
             self.idle_gpus -= 1;
         }
         self.gpu_jobs[gpu] += 1;
         let c = inst.placed.profile.compute_slices;
         let n = self.node_of(gpu);
-        self.dirty[n] = true;
+        self.touch(n, BUSY);
         self.node_busy[n] += 1;
         self.busy_slices += u32::from(c);
         self.add_busy_w(gpu, self.power.instance_w(c));
@@ -309,16 +345,20 @@ impl Cluster {
         let gpu = (key / 8) as usize;
         let inst = *self.inst(key);
         debug_assert!(inst.job.is_some());
+        if inst.pidx as usize == self.full && self.state[gpu] == GpuState::Up {
+            self.ends_remove(gpu, inst.end_ms);
+        }
         let i = self.inst_mut(key);
         i.job = None;
         i.until_ms = 0;
+        i.end_ms = 0;
         self.gpu_jobs[gpu] -= 1;
         if self.gpu_jobs[gpu] == 0 {
             self.idle_gpus += 1;
         }
         let c = inst.placed.profile.compute_slices;
         let n = self.node_of(gpu);
-        self.dirty[n] = true;
+        self.touch(n, BUSY);
         self.node_busy[n] -= 1;
         self.busy_slices -= u32::from(c);
         self.add_busy_w(gpu, -self.power.instance_w(c));
@@ -326,6 +366,19 @@ impl Cluster {
             let i = *self.inst(key);
             self.pool_add(gpu, i);
         }
+    }
+
+    fn ends_add(&mut self, gpu: usize, end_ms: i64) {
+        let v = &mut self.full_ends[gpu / self.gpn];
+        let at = v.partition_point(|e| *e <= end_ms);
+        v.insert(at, end_ms);
+    }
+
+    fn ends_remove(&mut self, gpu: usize, end_ms: i64) {
+        let v = &mut self.full_ends[gpu / self.gpn];
+        let at = v.partition_point(|e| *e < end_ms);
+        debug_assert_eq!(v.get(at), Some(&end_ms), "a busy full-GPU instance's end is indexed");
+        v.remove(at);
     }
 
     fn add_busy_w(&mut self, gpu: usize, dw: f64) {
@@ -341,18 +394,19 @@ impl Cluster {
     /// it puts them back.
     pub fn set_state(&mut self, gpu: usize, s: GpuState) {
         let n = self.node_of(gpu);
-        self.dirty[n] = true;
+        self.touch(n, SHAPE);
         let was_up = self.state[gpu] == GpuState::Up;
         let is_up = s == GpuState::Up;
         self.state[gpu] = s;
         if was_up != is_up {
-            for i in self.insts[gpu].clone() {
-                if i.job.is_none() {
-                    if is_up {
-                        self.pool_add(gpu, i);
-                    } else {
-                        self.pool_remove(gpu, i);
-                    }
+            for k in 0..self.insts[gpu].len() {
+                let i = self.insts[gpu][k];
+                match (i.job.is_none(), is_up) {
+                    (true, true) => self.pool_add(gpu, i),
+                    (true, false) => self.pool_remove(gpu, i),
+                    (false, true) if i.pidx as usize == self.full => self.ends_add(gpu, i.end_ms),
+                    (false, false) if i.pidx as usize == self.full => self.ends_remove(gpu, i.end_ms),
+                    _ => {}
                 }
             }
         }
@@ -367,6 +421,7 @@ impl Cluster {
     pub fn audit(&self) -> Result<()> {
         let mut free = vec![BTreeSet::new(); self.profiles.len()];
         let mut node_busy = vec![0u32; self.nodes()];
+        let mut full_ends = vec![Vec::new(); self.nodes()];
         let mut total_w = 0.0;
         let mut busy_slices = 0u32;
         for (g, insts) in self.insts.iter().enumerate() {
@@ -376,6 +431,9 @@ impl Cluster {
             for i in insts {
                 if i.job.is_some() {
                     node_busy[g / self.gpn] += 1;
+                    if self.state[g] == GpuState::Up && i.pidx as usize == self.full {
+                        full_ends[g / self.gpn].push(i.end_ms);
+                    }
                     w += self.power.instance_w(i.placed.profile.compute_slices);
                     busy_slices += u32::from(i.placed.profile.compute_slices);
                 } else if self.state[g] == GpuState::Up {
@@ -389,6 +447,12 @@ impl Cluster {
         }
         if free != self.free {
             return Err(anyhow!("free pools do not match the idle instances of up GPUs"));
+        }
+        full_ends.iter_mut().for_each(|v| v.sort_unstable());
+        if full_ends != self.full_ends {
+            return Err(anyhow!(
+                "the index of full-GPU job ends does not match the running jobs"
+            ));
         }
         if node_busy != self.node_busy || busy_slices != self.busy_slices {
             return Err(anyhow!("busy counts do not match the running jobs"));

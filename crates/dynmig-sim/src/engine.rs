@@ -4,7 +4,7 @@
 //! Deterministic: the same workload, config and seed give the same result (ordered
 //! collections only; ties broken by job id and event sequence).
 
-use crate::cluster::{Cluster, GpuState, Hold};
+use crate::cluster::{Cluster, GpuState, Hold, SHAPE};
 use crate::model::Job;
 use crate::placement::Placement;
 use crate::policies::views::{node_index, View};
@@ -13,12 +13,15 @@ use crate::power::PowerModel;
 use crate::requests::{plan_requests, restart_profile, RequestParams};
 use crate::workload::Workload;
 use anyhow::{anyhow, bail, Result};
-use dynmig_core::geometry::{distinct_multisets, plan_transition, GpuModel, NodeLayout, ProfileCounts};
+use dynmig_core::geometry::{
+    distinct_multisets, plan_transition, GpuModel, NodeLayout, Placed, ProfileCounts, Transition, TransitionError,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -247,6 +250,9 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     }
     let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &layouts, cfg.power.clone())?;
     let mut sim = Sim::new(wl, cfg, cluster)?;
+    if let PolicySpec::Dynamic(limits) = spec {
+        sim.quiet_lifetime = Some(limits.min_layout_lifetime);
+    }
     let candidates: Arc<[ProfileCounts]> = distinct_multisets(cfg.model).into();
     let mut driver = match spec {
         PolicySpec::None | PolicySpec::Static(_) => Driver::Plain(Box::new(NoChange), false),
@@ -287,6 +293,8 @@ struct Sim<'a> {
     multi_keys: BTreeMap<u32, Vec<u32>>,
     /// Queue key of each queued job.
     qkey: Vec<i64>,
+    /// Time limit of each queued job, ms ([`Sim::limit_ms`], set when it is queued).
+    limit: Vec<i64>,
     finished: Vec<bool>,
     done: u64,
     energy_j: f64,
@@ -313,7 +321,27 @@ struct Sim<'a> {
     /// The last reservation computed: for which head job, until when it is reused, and what
     /// it was.
     resv_cache: Option<(u32, i64, Reservation)>,
+    /// Instance changes found so far, per (current instances, target) of an idle GPU.
+    transitions: TransitionMemo,
+    /// The demand-driven policy's `min_layout_lifetime` (`None` under other policies): its
+    /// calls are skipped while [`Sim::still_quiet`].
+    quiet_lifetime: Option<Duration>,
+    /// The last call of the demand-driven policy, if it decided nothing.
+    quiet: Option<Quiet>,
 }
+
+/// What the demand-driven policy saw at a call that decided nothing.
+struct Quiet {
+    /// When, ms.
+    at_ms: i64,
+    /// Pending instances per profile then.
+    pending: Vec<u32>,
+    /// The most GPUs a queued job asked then.
+    widest: usize,
+}
+
+/// Memo of [`plan_transition`] on idle GPUs (lookups only: its order never matters).
+type TransitionMemo = HashMap<(Vec<Placed>, ProfileCounts), Result<Rc<Transition>, TransitionError>>;
 
 impl<'a> Sim<'a> {
     fn new(wl: &'a Workload, cfg: &'a SimConfig, c: Cluster) -> Result<Self> {
@@ -365,6 +393,7 @@ impl<'a> Sim<'a> {
             out: vec![None; wl.jobs.len()],
             multi_keys: BTreeMap::new(),
             qkey: vec![0; wl.jobs.len()],
+            limit: vec![0; wl.jobs.len()],
             finished: vec![false; wl.jobs.len()],
             done: 0,
             energy_j: 0.0,
@@ -385,6 +414,9 @@ impl<'a> Sim<'a> {
             held: BTreeSet::new(),
             view: View::default(),
             resv_cache: None,
+            transitions: HashMap::new(),
+            quiet_lifetime: None,
+            quiet: None,
             c,
         })
     }
@@ -531,6 +563,7 @@ impl<'a> Sim<'a> {
         let r = self.rng.gen::<i64>();
         let key = self.cfg.placement.key(j, r);
         self.qkey[job as usize] = key;
+        self.limit[job as usize] = self.limit_ms(job);
         let class = self.class[job as usize] as usize;
         self.queues[class].insert((key, job));
         self.queued += 1;
@@ -574,9 +607,11 @@ impl<'a> Sim<'a> {
             .rev()
             .find(|q| !self.queues[*q].is_empty())
             .map_or(0, |q| q - np);
+        if self.still_quiet(widest) {
+            return Ok(());
+        }
         self.view.refresh(
             &self.c,
-            &self.c.dirty,
             self.now,
             cands,
             &self.pending,
@@ -584,9 +619,16 @@ impl<'a> Sim<'a> {
             widest,
             &self.class,
         );
-        self.c.dirty.iter_mut().for_each(|d| *d = false);
+        self.c.clear_dirty();
         let snap = &self.view.snapshot;
         let plan = policy.plan_at(tod, &snap.nodes, &snap.demand());
+        if self.quiet_lifetime.is_some() {
+            self.quiet = plan.is_empty().then(|| Quiet {
+                at_ms: self.now,
+                pending: self.pending.clone(),
+                widest,
+            });
+        }
         for r in plan {
             let node = node_index(&r.node)
                 .filter(|n| *n < self.c.nodes())
@@ -594,6 +636,24 @@ impl<'a> Sim<'a> {
             self.repartition(node, &r.target)?;
         }
         Ok(())
+    }
+
+    /// Whether the demand-driven policy would decide nothing again: its last call decided
+    /// nothing, and nothing it reads changed since (no node touched, the same pending demand,
+    /// no layout grew old enough to change). It reads the clock only through that age, so
+    /// its answer would be the same empty plan.
+    fn still_quiet(&self, widest: usize) -> bool {
+        let (Some(life), Some(q)) = (self.quiet_lifetime, &self.quiet) else {
+            return false;
+        };
+        if !self.c.dirty_nodes.is_empty() || q.widest != widest || q.pending != self.pending {
+            return false;
+        }
+        let old = |since: i64, t: i64| Duration::from_millis(u64::try_from(t - since).unwrap_or(0)) >= life;
+        self.c
+            .layout_since_ms
+            .iter()
+            .all(|&since| old(since, q.at_ms) == old(since, self.now))
     }
 
     fn repartition(&mut self, node: usize, target: &NodeLayout) -> Result<()> {
@@ -621,7 +681,7 @@ impl<'a> Sim<'a> {
                 DrainScope::Gpu => !changes[i],
             };
             if keep && self.c.hold[g].take().is_some() {
-                self.c.dirty[node] = true;
+                self.c.touch(node, SHAPE);
                 self.held.remove(&g);
             }
         }
@@ -650,7 +710,7 @@ impl<'a> Sim<'a> {
                     .unwrap_or(0)
                     .max(self.now);
                 for &g in &affected {
-                    self.c.dirty[node] = true;
+                    self.c.touch(node, SHAPE);
                     self.c.hold[g] = Some(Hold {
                         target: target.gpus[g - node * gpn].clone(),
                         deadline_ms: deadline,
@@ -723,14 +783,10 @@ impl<'a> Sim<'a> {
             let GpuState::Draining(target) = self.c.state[g].clone() else {
                 continue;
             };
-            let current: Vec<_> = self.c.insts[g].iter().map(|i| (i.placed, false)).collect();
-            let t = plan_transition(self.c.model, &current, &target).map_err(|e| anyhow!("GPU {g}: {e}"))?;
+            let current: Vec<Placed> = self.c.insts[g].iter().map(|i| i.placed).collect();
+            let t = self.transition(&current, target).map_err(|e| anyhow!("GPU {g}: {e}"))?;
             ops += t.operations();
-            let mut next: Vec<_> = current
-                .iter()
-                .map(|(p, _)| *p)
-                .filter(|p| !t.destroy.contains(p))
-                .collect();
+            let mut next: Vec<_> = current.iter().copied().filter(|p| !t.destroy.contains(p)).collect();
             next.extend(t.create.iter().copied());
             self.c.set_state(g, GpuState::Reconfiguring);
             self.held.remove(&g);
@@ -754,6 +810,19 @@ impl<'a> Sim<'a> {
             },
         );
         Ok(())
+    }
+
+    /// [`plan_transition`] of an idle GPU holding `current` to `target`, computed once per
+    /// pair and run (a pure function of the two; the search behind it is costly).
+    fn transition(&mut self, current: &[Placed], target: ProfileCounts) -> Result<Rc<Transition>, TransitionError> {
+        let key = (current.to_vec(), target);
+        if let Some(t) = self.transitions.get(&key) {
+            return t.clone();
+        }
+        let idle: Vec<(Placed, bool)> = current.iter().map(|p| (*p, false)).collect();
+        let t = plan_transition(self.c.model, &idle, &key.1).map(Rc::new);
+        self.transitions.insert(key, t.clone());
+        t
     }
 
     fn complete(&mut self, job: u32, key: u32) -> Result<()> {
@@ -805,6 +874,7 @@ impl<'a> Sim<'a> {
             &self.cfg.requests,
         );
         self.class[i] = next as u16;
+        self.limit[i] = self.limit_ms(job);
         self.queues[self.class[i] as usize].insert((self.qkey[i], job));
         self.queued += 1;
         self.add_pending(job, 1);
@@ -819,11 +889,11 @@ impl<'a> Sim<'a> {
         self.add_pending(job, -1);
         let mut slices = 0;
         let p = self.c.inst(keys[0]).pidx as usize;
-        let until = self.now + self.limit_ms(job);
-        for key in &keys {
-            slices = self.c.occupy(*key, job, until);
-        }
+        let until = self.now + self.limit[job as usize];
         let end = self.now + self.attempt_ms(job, p);
+        for key in &keys {
+            slices = self.c.occupy(*key, job, until, end);
+        }
         self.failing[job as usize] = self.fails_on(job, p);
         self.out[job as usize] = Some(JobOutcome {
             start_ms: self.now,
@@ -878,7 +948,7 @@ impl<'a> Sim<'a> {
         } else {
             held(gpu)
         };
-        if deadline.is_some_and(|d| self.now + self.limit_ms(job) > d) {
+        if deadline.is_some_and(|d| self.now + self.limit[job as usize] > d) {
             return false;
         }
         match resv {
@@ -965,31 +1035,19 @@ impl<'a> Sim<'a> {
         r
     }
 
-    /// The node where `n` full-GPU instances free soonest, and when.
+    /// The node where `n` full-GPU instances free soonest, and when: per node, its free
+    /// full-GPU instances on up GPUs ([`Cluster::free_full`]) and the sorted ends of the jobs on
+    /// its busy ones ([`Cluster::full_ends`]), both kept up to date as jobs start and end.
     fn compute_reservation(&self, n: usize) -> Option<(usize, i64)> {
         let mut best: Option<(i64, usize)> = None;
         for node in 0..self.c.nodes() {
-            let mut free = 0usize;
-            let mut ends = Vec::new();
-            for g in node * self.c.gpn..(node + 1) * self.c.gpn {
-                if self.c.state[g] != GpuState::Up {
-                    continue;
-                }
-                for i in &self.c.insts[g] {
-                    if i.pidx as usize == self.c.full {
-                        match i.job {
-                            None => free += 1,
-                            Some(j) => ends.push(self.out[j as usize].map_or(i64::MAX, |o| o.end_ms)),
-                        }
-                    }
-                }
-            }
+            let free = usize::from(self.c.free_full[node]);
+            let ends = &self.c.full_ends[node];
             // A node held for a repartition is no place to reserve (its layout will change);
             // free GPUs it has are held back by the repartition, not by running jobs.
             if free + ends.len() < n || free >= n {
                 continue;
             }
-            ends.sort_unstable();
             let shadow = ends[n - free - 1];
             if best.is_none_or(|(s, _)| shadow < s) {
                 best = Some((shadow, node));

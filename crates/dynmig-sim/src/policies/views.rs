@@ -1,7 +1,7 @@
 //! What the core policies see of the simulated cluster: the same [`ClusterSnapshot`] the
 //! controller builds from Slurm, built from the simulated state.
 
-use crate::cluster::{Cluster, GpuState};
+use crate::cluster::{Cluster, GpuState, SHAPE};
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, ProfileSpec};
 use dynmig_core::snapshot::{ClusterSnapshot, NodeSnapshot, Pending};
 use std::collections::BTreeMap;
@@ -34,8 +34,10 @@ pub fn node_index(name: &str) -> Option<usize> {
 /// fitting profile, a multi-GPU job as that many full profiles, as job_submit/dynmig would
 /// rewrite them); `widest` is the most GPUs a queued multi-GPU job asks (0 if none).
 ///
-/// Kept up to date incrementally: only the nodes marked dirty since the last refresh are
-/// rebuilt; layout ages and work end times move with the clock.
+/// Kept up to date incrementally: only the nodes marked dirty since the last refresh
+/// ([`Cluster::dirty_nodes`]) are updated, their busy and running counts, free whole GPUs and
+/// work end in place when only jobs started or ended ([`crate::cluster::BUSY`]), rebuilt when their layout,
+/// state or plan changed ([`SHAPE`]); layout ages and work end times move with the clock.
 #[derive(Debug, Clone, Default)]
 pub struct View {
     /// The snapshot as of the last refresh.
@@ -45,12 +47,12 @@ pub struct View {
 }
 
 impl View {
-    /// Rebuilds the nodes with `dirty[n]` (all of them the first time) and updates the rest.
+    /// Updates the nodes marked in [`Cluster::dirty`] (builds every node the first time) and
+    /// the clock-driven fields of all.
     #[allow(clippy::too_many_arguments)]
     pub fn refresh(
         &mut self,
         c: &Cluster,
-        dirty: &[bool],
         now_ms: i64,
         allowed: &Arc<[ProfileCounts]>,
         pending: &[u32],
@@ -63,8 +65,13 @@ impl View {
             self.snapshot.nodes = (0..c.nodes()).map(|n| node(c, n, allowed, profiles, class)).collect();
             self.ends_ms = (0..c.nodes()).map(|n| node_ends_ms(c, n)).collect();
         } else {
-            for n in (0..c.nodes()).filter(|n| dirty[*n]) {
-                self.snapshot.nodes[n] = node(c, n, allowed, profiles, class);
+            for &n in &c.dirty_nodes {
+                let n = n as usize;
+                if c.dirty[n] & SHAPE != 0 || profiles.len() > MAX_PROFILES {
+                    self.snapshot.nodes[n] = node(c, n, allowed, profiles, class);
+                } else {
+                    update_busy(&mut self.snapshot.nodes[n], c, n, profiles, class);
+                }
                 self.ends_ms[n] = node_ends_ms(c, n);
             }
         }
@@ -83,6 +90,49 @@ impl View {
                 .insert(full.to_string(), u32::try_from(widest).unwrap_or(u32::MAX));
         }
         self.snapshot.pending = p;
+    }
+}
+
+/// Most profiles [`update_busy`] counts in place.
+const MAX_PROFILES: usize = 16;
+
+/// Sets `map` to the non-zero `counts` of `profiles` (the same map [`node`] builds), reusing
+/// the entries it has.
+fn sync_counts(map: &mut BTreeMap<String, u32>, counts: &[u32], profiles: &[&'static ProfileSpec]) {
+    for (p, &k) in profiles.iter().zip(counts) {
+        match map.get_mut(p.name) {
+            Some(v) if k > 0 => *v = k,
+            Some(_) => {
+                map.remove(p.name);
+            }
+            None if k > 0 => {
+                map.insert(p.name.to_string(), k);
+            }
+            None => {}
+        }
+    }
+}
+
+/// Updates what jobs starting and ending change of node `n`'s snapshot `s`: busy and
+/// running instances, free whole GPUs (the same values [`node`] gives).
+fn update_busy(s: &mut NodeSnapshot, c: &Cluster, n: usize, profiles: &[&'static ProfileSpec], class: &[u16]) {
+    let mut busy = [0u32; MAX_PROFILES];
+    let mut running = [0u32; MAX_PROFILES];
+    for g in n * c.gpn..(n + 1) * c.gpn {
+        for i in &c.insts[g] {
+            if let Some(j) = i.job {
+                busy[i.pidx as usize] += 1;
+                running[(class[j as usize] as usize).min(c.full)] += 1;
+            }
+        }
+    }
+    sync_counts(&mut s.busy, &busy[..profiles.len()], profiles);
+    sync_counts(&mut s.running, &running[..profiles.len()], profiles);
+    let full = profiles[c.full].name;
+    if c.free_full[n] > 0 {
+        s.schedulable_free.insert(full, u32::from(c.free_full[n]));
+    } else {
+        s.schedulable_free.remove(full);
     }
 }
 
