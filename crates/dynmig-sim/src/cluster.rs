@@ -11,6 +11,103 @@ use dynmig_core::geometry::{
 };
 use std::collections::BTreeSet;
 
+/// A set of small integers (instance keys, node indices) below a fixed bound: a bit per
+/// value and a bit per 64-value word that is not empty, so that insertions and removals are
+/// O(1) and the smallest value from a point is found by a short scan. Iterates in ascending
+/// order, as a `BTreeSet` would.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeySet {
+    words: Vec<u64>,
+    summary: Vec<u64>,
+    len: usize,
+}
+
+impl KeySet {
+    /// An empty set for values below `bound`.
+    pub fn new(bound: usize) -> Self {
+        let w = bound.div_ceil(64);
+        Self {
+            words: vec![0; w],
+            summary: vec![0; w.div_ceil(64)],
+            len: 0,
+        }
+    }
+
+    /// Adds `k`; false if it was there.
+    pub fn insert(&mut self, k: u32) -> bool {
+        let (w, m) = (k as usize / 64, 1u64 << (k % 64));
+        if self.words[w] & m != 0 {
+            return false;
+        }
+        self.words[w] |= m;
+        self.summary[w / 64] |= 1 << (w % 64);
+        self.len += 1;
+        true
+    }
+
+    /// Removes `k`; false if it was not there.
+    pub fn remove(&mut self, k: u32) -> bool {
+        let (w, m) = (k as usize / 64, 1u64 << (k % 64));
+        if self.words.get(w).is_none_or(|x| x & m == 0) {
+            return false;
+        }
+        self.words[w] &= !m;
+        if self.words[w] == 0 {
+            self.summary[w / 64] &= !(1 << (w % 64));
+        }
+        self.len -= 1;
+        true
+    }
+
+    /// How many values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The smallest value at or above `from`.
+    pub fn next_from(&self, from: u32) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let w = from as usize / 64;
+        let bits = *self.words.get(w)? & (!0u64 << (from % 64));
+        if bits != 0 {
+            return Some((w * 64) as u32 + bits.trailing_zeros());
+        }
+        let next = w + 1;
+        let mut s = next / 64;
+        let mut sbits = self.summary.get(s).map_or(0, |x| x & (!0u64 << (next % 64)));
+        loop {
+            if sbits != 0 {
+                let w = s * 64 + sbits.trailing_zeros() as usize;
+                return Some((w * 64) as u32 + self.words[w].trailing_zeros());
+            }
+            s += 1;
+            sbits = *self.summary.get(s)?;
+        }
+    }
+
+    /// The smallest value.
+    pub fn first(&self) -> Option<u32> {
+        self.next_from(0)
+    }
+
+    /// The values at or above `from`, ascending.
+    pub fn iter_from(&self, from: u32) -> impl Iterator<Item = u32> + '_ {
+        std::iter::successors(self.next_from(from), move |k| self.next_from(k + 1))
+    }
+
+    /// The values, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.iter_from(0)
+    }
+}
+
 /// A [`Cluster::dirty`] bit: jobs started or ended on the node.
 pub const BUSY: u8 = 1;
 /// A [`Cluster::dirty`] bit: the node's instances, a GPU's state or a planned repartition
@@ -86,11 +183,11 @@ pub struct Cluster {
     /// When each node's layout last changed, ms.
     pub layout_since_ms: Vec<i64>,
     /// Free instances on up GPUs, per profile, by key.
-    pub free: Vec<BTreeSet<u32>>,
+    pub free: Vec<KeySet>,
     /// Free full-GPU instances per node.
     pub free_full: Vec<u8>,
     /// Nodes by their count of free full-GPU instances.
-    pub by_free_full: Vec<BTreeSet<u32>>,
+    pub by_free_full: Vec<KeySet>,
     /// Per node, when the jobs on its busy full-GPU instances of up GPUs end, ms, sorted
     /// (what an EASY reservation for a multi-GPU job waits for).
     pub full_ends: Vec<Vec<i64>>,
@@ -102,6 +199,14 @@ pub struct Cluster {
     pub total_w: f64,
     /// Busy compute slices now.
     pub busy_slices: u32,
+    /// Busy compute slices of each GPU.
+    pub gpu_slices: Vec<u8>,
+    /// GPUs held for a repartition (planned or draining): the engine's mark.
+    pub held: Vec<bool>,
+    /// How many GPUs are held.
+    pub held_gpus: u32,
+    /// Busy compute slices of the held GPUs.
+    pub held_busy_slices: u32,
     /// The power model.
     pub power: PowerModel,
 }
@@ -134,14 +239,18 @@ impl Cluster {
             dirty: vec![SHAPE; nodes],
             dirty_nodes: (0..nodes as u32).collect(),
             layout_since_ms: vec![0; nodes],
-            free: vec![BTreeSet::new(); profiles.len()],
+            free: vec![KeySet::new(gpus * 8); profiles.len()],
             free_full: vec![0; nodes],
-            by_free_full: vec![BTreeSet::new(); gpn + 1],
+            by_free_full: vec![KeySet::new(nodes); gpn + 1],
             full_ends: vec![Vec::new(); nodes],
             inst_count: vec![0; profiles.len()],
             busy_w: vec![0.0; gpus],
             total_w: power.idle_w * gpus as f64,
             busy_slices: 0,
+            gpu_slices: vec![0; gpus],
+            held: vec![false; gpus],
+            held_gpus: 0,
+            held_busy_slices: 0,
             power,
             profiles,
         };
@@ -248,11 +357,23 @@ impl Cluster {
 
     /// Busy compute slices of `gpu`.
     pub fn gpu_busy_slices(&self, gpu: usize) -> u8 {
-        self.insts[gpu]
-            .iter()
-            .filter(|i| i.job.is_some())
-            .map(|i| i.placed.profile.compute_slices)
-            .sum()
+        self.gpu_slices[gpu]
+    }
+
+    /// Marks `gpu` held for a repartition or not ([`Cluster::held`]).
+    pub fn set_held(&mut self, gpu: usize, held: bool) {
+        if self.held[gpu] == held {
+            return;
+        }
+        self.held[gpu] = held;
+        let s = u32::from(self.gpu_slices[gpu]);
+        if held {
+            self.held_gpus += 1;
+            self.held_busy_slices += s;
+        } else {
+            self.held_gpus -= 1;
+            self.held_busy_slices -= s;
+        }
     }
 
     fn pool_add(&mut self, gpu: usize, inst: Inst) {
@@ -260,7 +381,7 @@ impl Cluster {
         self.free[inst.pidx as usize].insert(key);
         if inst.pidx as usize == self.full {
             let n = self.node_of(gpu);
-            self.by_free_full[self.free_full[n] as usize].remove(&(n as u32));
+            self.by_free_full[self.free_full[n] as usize].remove(n as u32);
             self.free_full[n] += 1;
             self.by_free_full[self.free_full[n] as usize].insert(n as u32);
         }
@@ -268,9 +389,9 @@ impl Cluster {
 
     fn pool_remove(&mut self, gpu: usize, inst: Inst) {
         let key = Self::key(gpu, inst.placed.start);
-        if self.free[inst.pidx as usize].remove(&key) && inst.pidx as usize == self.full {
+        if self.free[inst.pidx as usize].remove(key) && inst.pidx as usize == self.full {
             let n = self.node_of(gpu);
-            self.by_free_full[self.free_full[n] as usize].remove(&(n as u32));
+            self.by_free_full[self.free_full[n] as usize].remove(n as u32);
             self.free_full[n] -= 1;
             self.by_free_full[self.free_full[n] as usize].insert(n as u32);
         }
@@ -336,6 +457,10 @@ impl Cluster {
         self.touch(n, BUSY);
         self.node_busy[n] += 1;
         self.busy_slices += u32::from(c);
+        self.gpu_slices[gpu] += c;
+        if self.held[gpu] {
+            self.held_busy_slices += u32::from(c);
+        }
         self.add_busy_w(gpu, self.power.instance_w(c));
         c
     }
@@ -361,6 +486,10 @@ impl Cluster {
         self.touch(n, BUSY);
         self.node_busy[n] -= 1;
         self.busy_slices -= u32::from(c);
+        self.gpu_slices[gpu] -= c;
+        if self.held[gpu] {
+            self.held_busy_slices -= u32::from(c);
+        }
         self.add_busy_w(gpu, -self.power.instance_w(c));
         if self.state[gpu] == GpuState::Up {
             let i = *self.inst(key);
@@ -424,7 +553,19 @@ impl Cluster {
         let mut full_ends = vec![Vec::new(); self.nodes()];
         let mut total_w = 0.0;
         let mut busy_slices = 0u32;
+        let mut held_busy = 0u32;
         for (g, insts) in self.insts.iter().enumerate() {
+            let slices: u32 = insts
+                .iter()
+                .filter(|i| i.job.is_some())
+                .map(|i| u32::from(i.placed.profile.compute_slices))
+                .sum();
+            if slices != u32::from(self.gpu_slices[g]) {
+                return Err(anyhow!("GPU {g}: busy slices do not match its running jobs"));
+            }
+            if self.held[g] {
+                held_busy += slices;
+            }
             let placed: Vec<Placed> = insts.iter().map(|i| i.placed).collect();
             check_instances(self.model, &placed).map_err(|e| anyhow!("GPU {g} over capacity or overlapping: {e}"))?;
             let mut w = 0.0;
@@ -445,7 +586,8 @@ impl Cluster {
             }
             total_w += self.power.gpu_w(w);
         }
-        if free != self.free {
+        let pools: Vec<BTreeSet<u32>> = self.free.iter().map(|f| f.iter().collect()).collect();
+        if free != pools || self.free.iter().zip(&free).any(|(a, b)| a.len() != b.len()) {
             return Err(anyhow!("free pools do not match the idle instances of up GPUs"));
         }
         full_ends.iter_mut().for_each(|v| v.sort_unstable());
@@ -453,6 +595,9 @@ impl Cluster {
             return Err(anyhow!(
                 "the index of full-GPU job ends does not match the running jobs"
             ));
+        }
+        if held_busy != self.held_busy_slices || self.held.iter().filter(|h| **h).count() != self.held_gpus as usize {
+            return Err(anyhow!("held GPU counts do not match the held GPUs"));
         }
         if node_busy != self.node_busy || busy_slices != self.busy_slices {
             return Err(anyhow!("busy counts do not match the running jobs"));

@@ -283,6 +283,8 @@ struct Sim<'a> {
     heap: BinaryHeap<Reverse<(i64, u64, Ev)>>,
     seq: u64,
     queues: Vec<BTreeSet<(i64, u32)>>,
+    /// The first entry of each queue.
+    heads: Vec<Option<(i64, u32)>>,
     /// Queue class of each job: its smallest fitting profile, or `profiles + gpus` for
     /// multi-GPU jobs.
     class: Vec<u16>,
@@ -314,8 +316,6 @@ struct Sim<'a> {
     window_energy_j: f64,
     drain_waste_gpu_s: f64,
     idle_gpu_s: f64,
-    /// GPUs held for a repartition (planned or draining).
-    held: BTreeSet<usize>,
     /// What the policy sees, kept up to date.
     view: View,
     /// The last reservation computed: for which head job, until when it is reused, and what
@@ -387,6 +387,7 @@ impl<'a> Sim<'a> {
             heap: BinaryHeap::new(),
             seq: 0,
             queues: vec![BTreeSet::new(); np + cfg.gpus_per_node + 1],
+            heads: vec![None; np + cfg.gpus_per_node + 1],
             class,
             pending: vec![0; np],
             queued: 0,
@@ -411,7 +412,6 @@ impl<'a> Sim<'a> {
             window_energy_j: 0.0,
             drain_waste_gpu_s: 0.0,
             idle_gpu_s: 0.0,
-            held: BTreeSet::new(),
             view: View::default(),
             resv_cache: None,
             transitions: HashMap::new(),
@@ -488,14 +488,11 @@ impl<'a> Sim<'a> {
                 self.window_energy_j += step_j * inside;
                 let dt_s = (now - last.max(from_ms)) as f64 / 1000.0;
                 self.idle_gpu_s += self.c.idle_gpus as f64 * dt_s;
-                if !self.held.is_empty() {
-                    let full = f64::from(self.cfg.model.compute_slices);
-                    let free: f64 = self
-                        .held
-                        .iter()
-                        .map(|g| full - f64::from(self.c.gpu_busy_slices(*g)))
-                        .sum();
-                    self.drain_waste_gpu_s += free / full * dt_s;
+                if self.c.held_gpus > 0 {
+                    let slices = u32::from(self.cfg.model.compute_slices);
+                    // Free slices of the held GPUs (an integer, exact as f64).
+                    let free = f64::from(self.c.held_gpus * slices - self.c.held_busy_slices);
+                    self.drain_waste_gpu_s += free / f64::from(slices) * dt_s;
                 }
             }
             last = now;
@@ -565,9 +562,24 @@ impl<'a> Sim<'a> {
         self.qkey[job as usize] = key;
         self.limit[job as usize] = self.limit_ms(job);
         let class = self.class[job as usize] as usize;
-        self.queues[class].insert((key, job));
+        self.queue_insert(class, (key, job));
         self.queued += 1;
         self.add_pending(job, 1);
+    }
+
+    fn queue_insert(&mut self, class: usize, entry: (i64, u32)) {
+        self.queues[class].insert(entry);
+        if self.heads[class].is_none_or(|h| entry < h) {
+            self.heads[class] = Some(entry);
+        }
+    }
+
+    fn queue_remove(&mut self, class: usize, entry: (i64, u32)) -> bool {
+        let removed = self.queues[class].remove(&entry);
+        if self.heads[class] == Some(entry) {
+            self.heads[class] = self.queues[class].first().copied();
+        }
+        removed
     }
 
     fn add_pending(&mut self, job: u32, sign: i32) {
@@ -682,7 +694,7 @@ impl<'a> Sim<'a> {
             };
             if keep && self.c.hold[g].take().is_some() {
                 self.c.touch(node, SHAPE);
-                self.held.remove(&g);
+                self.c.set_held(g, false);
             }
         }
         if !node_changes {
@@ -699,7 +711,7 @@ impl<'a> Sim<'a> {
                 for &g in &affected {
                     self.c
                         .set_state(g, GpuState::Draining(target.gpus[g - node * gpn].clone()));
-                    self.held.insert(g);
+                    self.c.set_held(g, true);
                 }
             }
             DrainTiming::Reservation => {
@@ -715,7 +727,7 @@ impl<'a> Sim<'a> {
                         target: target.gpus[g - node * gpn].clone(),
                         deadline_ms: deadline,
                     });
-                    self.held.insert(g);
+                    self.c.set_held(g, true);
                 }
             }
         }
@@ -789,13 +801,13 @@ impl<'a> Sim<'a> {
             let mut next: Vec<_> = current.iter().copied().filter(|p| !t.destroy.contains(p)).collect();
             next.extend(t.create.iter().copied());
             self.c.set_state(g, GpuState::Reconfiguring);
-            self.held.remove(&g);
+            self.c.set_held(g, false);
             self.c.set_instances(g, &next)?;
         }
         if ops == 0 {
             for g in lo..hi {
                 self.c.set_state(g, GpuState::Up);
-                self.held.remove(&g);
+                self.c.set_held(g, false);
             }
             return Ok(());
         }
@@ -875,7 +887,7 @@ impl<'a> Sim<'a> {
         );
         self.class[i] = next as u16;
         self.limit[i] = self.limit_ms(job);
-        self.queues[self.class[i] as usize].insert((self.qkey[i], job));
+        self.queue_insert(self.class[i] as usize, (self.qkey[i], job));
         self.queued += 1;
         self.add_pending(job, 1);
         self.after_release(gpus)
@@ -883,7 +895,7 @@ impl<'a> Sim<'a> {
 
     fn start(&mut self, job: u32, keys: Vec<u32>) {
         let class = self.class[job as usize] as usize;
-        let removed = self.queues[class].remove(&(self.qkey[job as usize], job));
+        let removed = self.queue_remove(class, (self.qkey[job as usize], job));
         debug_assert!(removed, "a started job was queued");
         self.queued -= 1;
         self.add_pending(job, -1);
@@ -922,7 +934,7 @@ impl<'a> Sim<'a> {
         loop {
             let mut best: Option<((i64, u32), Vec<u32>)> = None;
             for class in 0..self.queues.len() {
-                let Some(&head) = self.queues[class].first() else {
+                let Some(head) = self.heads[class] else {
                     continue;
                 };
                 if best.as_ref().is_some_and(|(b, _)| *b <= head) {
@@ -964,7 +976,7 @@ impl<'a> Sim<'a> {
             let n = class - np;
             let mut best: Option<u32> = None;
             for k in n..=self.c.gpn {
-                for &node in &self.c.by_free_full[k] {
+                for node in self.c.by_free_full[k].iter() {
                     if best.is_some_and(|b| node >= b) {
                         break;
                     }
@@ -977,7 +989,13 @@ impl<'a> Sim<'a> {
             let node = best? as usize;
             let lo = Cluster::key(node * self.c.gpn, 0);
             let hi = Cluster::key((node + 1) * self.c.gpn, 0);
-            return Some(self.c.free[self.c.full].range(lo..hi).take(n).copied().collect());
+            return Some(
+                self.c.free[self.c.full]
+                    .iter_from(lo)
+                    .take_while(|k| *k < hi)
+                    .take(n)
+                    .collect(),
+            );
         }
         if self.cfg.placement == Placement::Random {
             let total: usize = (class..np).map(|p| self.c.free[p].len()).sum();
@@ -991,11 +1009,7 @@ impl<'a> Sim<'a> {
                 p += 1;
             }
             let from = self.rng.gen_range(0..(self.c.insts.len() as u32 * 8));
-            let key = self.c.free[p]
-                .range(from..)
-                .next()
-                .or_else(|| self.c.free[p].first())
-                .copied()?;
+            let key = self.c.free[p].next_from(from).or_else(|| self.c.free[p].first())?;
             return self
                 .fits_reservation(job, (key / 8) as usize, p, resv)
                 .then(|| vec![key]);
@@ -1006,7 +1020,7 @@ impl<'a> Sim<'a> {
             (class..np).collect()
         };
         for p in order {
-            for &key in &self.c.free[p] {
+            for key in self.c.free[p].iter() {
                 if self.fits_reservation(job, (key / 8) as usize, p, resv) {
                     return Some(vec![key]);
                 }
@@ -1018,7 +1032,7 @@ impl<'a> Sim<'a> {
     /// EASY reservation for the first queued job when it needs several whole GPUs and cannot
     /// start: the node where enough full-GPU instances free soonest, and when.
     fn reservation(&mut self) -> Option<(usize, i64)> {
-        let (_, job) = self.queues.iter().filter_map(|q| q.first()).min().copied()?;
+        let (_, job) = self.heads.iter().flatten().min().copied()?;
         let class = self.class[job as usize] as usize;
         let np = self.c.profiles.len();
         if class < np || self.find(job, class, None).is_some() {

@@ -122,6 +122,24 @@ impl Policy for DemandDriven {
     }
 
     fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
+        // Nothing can change when the concurrency limit is reached or no node may change:
+        // checked first, as they cost less than the demand.
+        let under_way = nodes.iter().filter(|n| n.repartitioning).count();
+        let mut budget = self.limits.max_concurrent.saturating_sub(under_way);
+        let mut out = Vec::new();
+        if budget == 0 {
+            return out;
+        }
+        // Candidates: available nodes whose layout is old enough. Idle nodes first, then the
+        // nodes with the fewest busy instances (they drain soonest); name breaks ties.
+        let mut cands: Vec<(u32, &NodeSnapshot)> = nodes
+            .iter()
+            .filter(|n| !n.unavailable && n.planned.is_none() && n.layout_age >= self.limits.min_layout_lifetime)
+            .map(|n| (n.busy.values().sum::<u32>(), n))
+            .collect();
+        if cands.is_empty() {
+            return out;
+        }
         // Unmet demand: pending instances per profile that no free instance can serve now
         // (each node's free instances, [`NodeSnapshot::free`], counted for the pending
         // profiles only; the subtraction saturates at zero, so its order does not matter).
@@ -144,22 +162,8 @@ impl Policy for DemandDriven {
         }
         unmet.retain(|_, u| *u > 0);
         if unmet.is_empty() {
-            return Vec::new();
-        }
-        let under_way = nodes.iter().filter(|n| n.repartitioning).count();
-        let mut budget = self.limits.max_concurrent.saturating_sub(under_way);
-        let mut out = Vec::new();
-        if budget == 0 {
             return out;
         }
-
-        // Candidates: available nodes whose layout is old enough. Idle nodes first, then the
-        // nodes with the fewest busy instances (they drain soonest); name breaks ties.
-        let mut cands: Vec<(u32, &NodeSnapshot)> = nodes
-            .iter()
-            .filter(|n| !n.unavailable && n.planned.is_none() && n.layout_age >= self.limits.min_layout_lifetime)
-            .map(|n| (n.busy.values().sum::<u32>(), n))
-            .collect();
         cands.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
 
         // `best_target` depends on the node only through its layout, allowed layouts and

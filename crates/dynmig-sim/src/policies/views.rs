@@ -44,7 +44,13 @@ pub struct View {
     pub snapshot: ClusterSnapshot,
     /// Per node, the latest time-limit end of its running jobs, ms.
     ends_ms: Vec<i64>,
+    /// Per node, busy and running instances per profile as in its snapshot's maps (when the
+    /// model has at most [`MAX_PROFILES`] profiles).
+    counts: Vec<Counts>,
 }
+
+/// Busy and running instances per profile index.
+type Counts = ([u32; MAX_PROFILES], [u32; MAX_PROFILES]);
 
 impl View {
     /// Updates the nodes marked in [`Cluster::dirty`] (builds every node the first time) and
@@ -64,13 +70,17 @@ impl View {
         if self.snapshot.nodes.len() != c.nodes() {
             self.snapshot.nodes = (0..c.nodes()).map(|n| node(c, n, allowed, profiles, class)).collect();
             self.ends_ms = (0..c.nodes()).map(|n| node_ends_ms(c, n)).collect();
+            self.counts = (0..c.nodes()).map(|n| count_busy(c, n, class)).collect();
         } else {
             for &n in &c.dirty_nodes {
                 let n = n as usize;
                 if c.dirty[n] & SHAPE != 0 || profiles.len() > MAX_PROFILES {
                     self.snapshot.nodes[n] = node(c, n, allowed, profiles, class);
+                    self.counts[n] = count_busy(c, n, class);
                 } else {
-                    update_busy(&mut self.snapshot.nodes[n], c, n, profiles, class);
+                    let counts = count_busy(c, n, class);
+                    update_busy(&mut self.snapshot.nodes[n], &self.counts[n], &counts, c, n, profiles);
+                    self.counts[n] = counts;
                 }
                 self.ends_ms[n] = node_ends_ms(c, n);
             }
@@ -96,10 +106,10 @@ impl View {
 /// Most profiles [`update_busy`] counts in place.
 const MAX_PROFILES: usize = 16;
 
-/// Sets `map` to the non-zero `counts` of `profiles` (the same map [`node`] builds), reusing
-/// the entries it has.
-fn sync_counts(map: &mut BTreeMap<String, u32>, counts: &[u32], profiles: &[&'static ProfileSpec]) {
-    for (p, &k) in profiles.iter().zip(counts) {
+/// Sets `map`, which holds the non-zero `old` counts of `profiles`, to the non-zero `counts`
+/// (the same map [`node`] builds), touching only the profiles whose count changed.
+fn sync_counts(map: &mut BTreeMap<String, u32>, old: &[u32], counts: &[u32], profiles: &[&'static ProfileSpec]) {
+    for ((p, &k), _) in profiles.iter().zip(counts).zip(old).filter(|((_, k), o)| *k != *o) {
         match map.get_mut(p.name) {
             Some(v) if k > 0 => *v = k,
             Some(_) => {
@@ -113,11 +123,13 @@ fn sync_counts(map: &mut BTreeMap<String, u32>, counts: &[u32], profiles: &[&'st
     }
 }
 
-/// Updates what jobs starting and ending change of node `n`'s snapshot `s`: busy and
-/// running instances, free whole GPUs (the same values [`node`] gives).
-fn update_busy(s: &mut NodeSnapshot, c: &Cluster, n: usize, profiles: &[&'static ProfileSpec], class: &[u16]) {
+/// Busy instances per profile of node `n`, and running jobs per profile they asked for.
+fn count_busy(c: &Cluster, n: usize, class: &[u16]) -> Counts {
     let mut busy = [0u32; MAX_PROFILES];
     let mut running = [0u32; MAX_PROFILES];
+    if c.profiles.len() > MAX_PROFILES {
+        return (busy, running);
+    }
     for g in n * c.gpn..(n + 1) * c.gpn {
         for i in &c.insts[g] {
             if let Some(j) = i.job {
@@ -126,8 +138,23 @@ fn update_busy(s: &mut NodeSnapshot, c: &Cluster, n: usize, profiles: &[&'static
             }
         }
     }
-    sync_counts(&mut s.busy, &busy[..profiles.len()], profiles);
-    sync_counts(&mut s.running, &running[..profiles.len()], profiles);
+    (busy, running)
+}
+
+/// Updates what jobs starting and ending change of node `n`'s snapshot `s`, whose counts were
+/// `old` and are `new`: busy and running instances, free whole GPUs (the same values
+/// [`node`] gives).
+fn update_busy(
+    s: &mut NodeSnapshot,
+    old: &Counts,
+    new: &Counts,
+    c: &Cluster,
+    n: usize,
+    profiles: &[&'static ProfileSpec],
+) {
+    let np = profiles.len();
+    sync_counts(&mut s.busy, &old.0[..np], &new.0[..np], profiles);
+    sync_counts(&mut s.running, &old.1[..np], &new.1[..np], profiles);
     let full = profiles[c.full].name;
     if c.free_full[n] > 0 {
         s.schedulable_free.insert(full, u32::from(c.free_full[n]));
