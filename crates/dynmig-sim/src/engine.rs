@@ -25,6 +25,21 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The free instances a job starts on: one, or one per GPU of a multi-GPU job.
+enum Keys {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Keys {
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Keys::One(k) => std::slice::from_ref(k),
+            Keys::Many(v) => v,
+        }
+    }
+}
+
 /// An EASY reservation: the node and the time (ms) its full-GPU instances are free.
 type Reservation = Option<(usize, i64)>;
 
@@ -731,7 +746,7 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        self.after_release(affected)
+        self.after_release(&affected)
     }
 
     /// Time limit of `job` from now, ms: its factor times its run time on the profile it asks
@@ -746,8 +761,8 @@ impl<'a> Sim<'a> {
     }
 
     /// Starts the reconfigurations that can start among `gpus` (just drained or just freed).
-    fn after_release(&mut self, gpus: Vec<usize>) -> Result<()> {
-        for &g in &gpus {
+    fn after_release(&mut self, gpus: &[usize]) -> Result<()> {
+        for &g in gpus {
             if self.c.hold[g].is_none() {
                 continue;
             }
@@ -768,7 +783,7 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        for g in gpus {
+        for &g in gpus {
             if !matches!(self.c.state[g], GpuState::Draining(_)) {
                 continue;
             }
@@ -838,11 +853,13 @@ impl<'a> Sim<'a> {
     }
 
     fn complete(&mut self, job: u32, key: u32) -> Result<()> {
-        let keys = if key == u32::MAX {
+        let multi = if key == u32::MAX {
             self.multi_keys.remove(&job).unwrap_or_default()
         } else {
-            vec![key]
+            Vec::new()
         };
+        let single = [key];
+        let keys: &[u32] = if key == u32::MAX { &multi } else { &single };
         let o = self.out[job as usize].ok_or_else(|| anyhow!("job {job} completes but never started"))?;
         if o.end_ms != self.now || self.finished[job as usize] {
             bail!("job {job} completes twice or at the wrong time");
@@ -853,26 +870,34 @@ impl<'a> Sim<'a> {
         self.finished[job as usize] = true;
         self.done += 1;
         self.busy_slice_ms += f64::from(o.slices) * keys.len() as f64 * (o.end_ms - o.start_ms) as f64;
-        let mut gpus = Vec::new();
-        for k in keys {
+        self.release_all(keys)
+    }
+
+    /// Frees the instances `keys` of a job that ended and starts the reconfigurations that can
+    /// start now.
+    fn release_all(&mut self, keys: &[u32]) -> Result<()> {
+        for &k in keys {
             self.c.release(k);
-            gpus.push((k / 8) as usize);
         }
-        self.after_release(gpus)
+        match keys {
+            [k] => self.after_release(&[(k / 8) as usize]),
+            _ => {
+                let gpus: Vec<usize> = keys.iter().map(|k| (k / 8) as usize).collect();
+                self.after_release(&gpus)
+            }
+        }
     }
 
     /// The attempt `o` of `job` on `keys` ran out of memory: free the instance, count the
     /// waste, requeue the job on its next attempt's profile (same place in the queue).
-    fn out_of_memory(&mut self, job: u32, keys: Vec<u32>, o: JobOutcome) -> Result<()> {
+    fn out_of_memory(&mut self, job: u32, keys: &[u32], o: JobOutcome) -> Result<()> {
         let ms = (o.end_ms - o.start_ms) as f64;
         self.busy_slice_ms += f64::from(o.slices) * ms;
         self.wasted_slice_ms += f64::from(o.slices) * ms;
         self.wasted_j += self.cfg.power.instance_w(o.slices) * ms / 1000.0;
         self.oom_restarts += 1;
-        let mut gpus = Vec::new();
-        for k in keys {
+        for &k in keys {
             self.c.release(k);
-            gpus.push((k / 8) as usize);
         }
         let i = job as usize;
         self.out[i] = None;
@@ -890,20 +915,21 @@ impl<'a> Sim<'a> {
         self.queue_insert(self.class[i] as usize, (self.qkey[i], job));
         self.queued += 1;
         self.add_pending(job, 1);
-        self.after_release(gpus)
+        let gpus: Vec<usize> = keys.iter().map(|k| (k / 8) as usize).collect();
+        self.after_release(&gpus)
     }
 
-    fn start(&mut self, job: u32, keys: Vec<u32>) {
+    fn start(&mut self, job: u32, keys: Keys) {
         let class = self.class[job as usize] as usize;
         let removed = self.queue_remove(class, (self.qkey[job as usize], job));
         debug_assert!(removed, "a started job was queued");
         self.queued -= 1;
         self.add_pending(job, -1);
         let mut slices = 0;
-        let p = self.c.inst(keys[0]).pidx as usize;
+        let p = self.c.inst(keys.as_slice()[0]).pidx as usize;
         let until = self.now + self.limit[job as usize];
         let end = self.now + self.attempt_ms(job, p);
-        for key in &keys {
+        for key in keys.as_slice() {
             slices = self.c.occupy(*key, job, until, end);
         }
         self.failing[job as usize] = self.fails_on(job, p);
@@ -914,10 +940,14 @@ impl<'a> Sim<'a> {
             restarts: self.attempt[job as usize],
             profile: p as u8,
         });
-        let key = if keys.len() == 1 { keys[0] } else { u32::MAX };
-        if key == u32::MAX {
-            self.multi_keys.insert(job, keys);
-        }
+        let key = match keys {
+            Keys::One(k) => k,
+            Keys::Many(v) if v.len() == 1 => v[0],
+            Keys::Many(v) => {
+                self.multi_keys.insert(job, v);
+                u32::MAX
+            }
+        };
         self.push(end, Ev::Done { job, key });
     }
 
@@ -931,20 +961,30 @@ impl<'a> Sim<'a> {
         } else {
             None
         };
+        // Starting a job only takes free instances, so a queue head that cannot start now
+        // cannot start later in this pass: it is not asked again until its queue's head
+        // changes (except under random placement, whose search draws random numbers).
+        let skip_dead = self.cfg.placement != Placement::Random && self.queues.len() <= 64;
+        let mut dead = 0u64;
         loop {
-            let mut best: Option<((i64, u32), Vec<u32>)> = None;
+            let mut best: Option<((i64, u32), Keys)> = None;
             for class in 0..self.queues.len() {
                 let Some(head) = self.heads[class] else {
                     continue;
                 };
-                if best.as_ref().is_some_and(|(b, _)| *b <= head) {
+                if best.as_ref().is_some_and(|(b, _)| *b <= head) || (skip_dead && dead & (1 << class) != 0) {
                     continue;
                 }
-                if let Some(keys) = self.find(head.1, class, resv) {
-                    best = Some((head, keys));
+                match self.find(head.1, class, resv) {
+                    Some(keys) => best = Some((head, keys)),
+                    None if skip_dead => dead |= 1 << class,
+                    None => {}
                 }
             }
             let Some(((_, job), keys)) = best else { break };
+            if skip_dead {
+                dead &= !(1u64 << self.class[job as usize]);
+            }
             self.start(job, keys);
         }
     }
@@ -970,7 +1010,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Free instance keys for `job` of queue `class`, if it can start now.
-    fn find(&mut self, job: u32, class: usize, resv: Option<(usize, i64)>) -> Option<Vec<u32>> {
+    fn find(&mut self, job: u32, class: usize, resv: Option<(usize, i64)>) -> Option<Keys> {
         let np = self.c.profiles.len();
         if class >= np {
             let n = class - np;
@@ -989,13 +1029,13 @@ impl<'a> Sim<'a> {
             let node = best? as usize;
             let lo = Cluster::key(node * self.c.gpn, 0);
             let hi = Cluster::key((node + 1) * self.c.gpn, 0);
-            return Some(
+            return Some(Keys::Many(
                 self.c.free[self.c.full]
                     .iter_from(lo)
                     .take_while(|k| *k < hi)
                     .take(n)
                     .collect(),
-            );
+            ));
         }
         if self.cfg.placement == Placement::Random {
             let total: usize = (class..np).map(|p| self.c.free[p].len()).sum();
@@ -1012,17 +1052,14 @@ impl<'a> Sim<'a> {
             let key = self.c.free[p].next_from(from).or_else(|| self.c.free[p].first())?;
             return self
                 .fits_reservation(job, (key / 8) as usize, p, resv)
-                .then(|| vec![key]);
+                .then_some(Keys::One(key));
         }
-        let order: Vec<usize> = if self.cfg.placement.fastest_first() {
-            (class..np).rev().collect()
-        } else {
-            (class..np).collect()
-        };
-        for p in order {
+        let fastest = self.cfg.placement.fastest_first();
+        for i in 0..np - class {
+            let p = if fastest { np - 1 - i } else { class + i };
             for key in self.c.free[p].iter() {
                 if self.fits_reservation(job, (key / 8) as usize, p, resv) {
-                    return Some(vec![key]);
+                    return Some(Keys::One(key));
                 }
             }
         }
