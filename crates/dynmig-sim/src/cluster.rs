@@ -127,6 +127,8 @@ pub struct Inst {
     pub until_ms: i64,
     /// When that job ends, ms (0 when free).
     pub end_ms: i64,
+    /// Index into [`Cluster::profiles`] of the profile that job asked for (0 when free).
+    pub asked: u8,
 }
 
 /// A repartition planned for a GPU but not started (a maintenance reservation): the GPU takes
@@ -201,6 +203,9 @@ pub struct Cluster {
     pub busy_slices: u32,
     /// Busy compute slices of each GPU.
     pub gpu_slices: Vec<u8>,
+    /// Per node, its busy instances per profile, then its running jobs per profile they asked
+    /// for: `2 x profiles` counts a node, node-major.
+    pub node_counts: Vec<u32>,
     /// GPUs held for a repartition (planned or draining): the engine's mark.
     pub held: Vec<bool>,
     /// How many GPUs are held.
@@ -248,6 +253,7 @@ impl Cluster {
             total_w: power.idle_w * gpus as f64,
             busy_slices: 0,
             gpu_slices: vec![0; gpus],
+            node_counts: vec![0; nodes * 2 * profiles.len()],
             held: vec![false; gpus],
             held_gpus: 0,
             held_busy_slices: 0,
@@ -421,6 +427,7 @@ impl Cluster {
                 job: None,
                 until_ms: 0,
                 end_ms: 0,
+                asked: 0,
             });
             self.inst_count[pidx] += 1;
         }
@@ -434,9 +441,10 @@ impl Cluster {
         Ok(())
     }
 
-    /// Starts `job`, whose time limit ends at `until_ms` and which ends at `end_ms`, on the
-    /// free instance `key`. Returns the instance's compute slices.
-    pub fn occupy(&mut self, key: u32, job: u32, until_ms: i64, end_ms: i64) -> u8 {
+    /// Starts `job`, whose time limit ends at `until_ms`, which ends at `end_ms` and asked
+    /// for profile `asked` (an index into `profiles`), on the free instance `key`. Returns the
+    /// instance's compute slices.
+    pub fn occupy(&mut self, key: u32, job: u32, until_ms: i64, end_ms: i64, asked: usize) -> u8 {
         let gpu = (key / 8) as usize;
         let inst = *self.inst(key);
         debug_assert!(inst.job.is_none() && self.state[gpu] == GpuState::Up);
@@ -445,6 +453,7 @@ impl Cluster {
         i.job = Some(job);
         i.until_ms = until_ms;
         i.end_ms = end_ms;
+        i.asked = asked as u8;
         if inst.pidx as usize == self.full {
             self.ends_add(gpu, end_ms);
         }
@@ -455,6 +464,9 @@ impl Cluster {
         let c = inst.placed.profile.compute_slices;
         let n = self.node_of(gpu);
         self.touch(n, BUSY);
+        let np = self.profiles.len();
+        self.node_counts[n * 2 * np + inst.pidx as usize] += 1;
+        self.node_counts[n * 2 * np + np + asked] += 1;
         self.node_busy[n] += 1;
         self.busy_slices += u32::from(c);
         self.gpu_slices[gpu] += c;
@@ -477,6 +489,7 @@ impl Cluster {
         i.job = None;
         i.until_ms = 0;
         i.end_ms = 0;
+        i.asked = 0;
         self.gpu_jobs[gpu] -= 1;
         if self.gpu_jobs[gpu] == 0 {
             self.idle_gpus += 1;
@@ -484,6 +497,9 @@ impl Cluster {
         let c = inst.placed.profile.compute_slices;
         let n = self.node_of(gpu);
         self.touch(n, BUSY);
+        let np = self.profiles.len();
+        self.node_counts[n * 2 * np + inst.pidx as usize] -= 1;
+        self.node_counts[n * 2 * np + np + inst.asked as usize] -= 1;
         self.node_busy[n] -= 1;
         self.busy_slices -= u32::from(c);
         self.gpu_slices[gpu] -= c;
@@ -554,6 +570,8 @@ impl Cluster {
         let mut total_w = 0.0;
         let mut busy_slices = 0u32;
         let mut held_busy = 0u32;
+        let np = self.profiles.len();
+        let mut node_counts = vec![0u32; self.nodes() * 2 * np];
         for (g, insts) in self.insts.iter().enumerate() {
             let slices: u32 = insts
                 .iter()
@@ -572,6 +590,8 @@ impl Cluster {
             for i in insts {
                 if i.job.is_some() {
                     node_busy[g / self.gpn] += 1;
+                    node_counts[g / self.gpn * 2 * np + i.pidx as usize] += 1;
+                    node_counts[g / self.gpn * 2 * np + np + i.asked as usize] += 1;
                     if self.state[g] == GpuState::Up && i.pidx as usize == self.full {
                         full_ends[g / self.gpn].push(i.end_ms);
                     }
@@ -599,7 +619,7 @@ impl Cluster {
         if held_busy != self.held_busy_slices || self.held.iter().filter(|h| **h).count() != self.held_gpus as usize {
             return Err(anyhow!("held GPU counts do not match the held GPUs"));
         }
-        if node_busy != self.node_busy || busy_slices != self.busy_slices {
+        if node_busy != self.node_busy || busy_slices != self.busy_slices || node_counts != self.node_counts {
             return Err(anyhow!("busy counts do not match the running jobs"));
         }
         if (total_w - self.total_w).abs() > 1e-6 * total_w.max(1.0) {

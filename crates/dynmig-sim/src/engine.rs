@@ -929,8 +929,9 @@ impl<'a> Sim<'a> {
         let p = self.c.inst(keys.as_slice()[0]).pidx as usize;
         let until = self.now + self.limit[job as usize];
         let end = self.now + self.attempt_ms(job, p);
+        let asked = (self.class[job as usize] as usize).min(self.c.full);
         for key in keys.as_slice() {
-            slices = self.c.occupy(*key, job, until, end);
+            slices = self.c.occupy(*key, job, until, end, asked);
         }
         self.failing[job as usize] = self.fails_on(job, p);
         self.out[job as usize] = Some(JobOutcome {

@@ -70,15 +70,15 @@ impl View {
         if self.snapshot.nodes.len() != c.nodes() {
             self.snapshot.nodes = (0..c.nodes()).map(|n| node(c, n, allowed, profiles, class)).collect();
             self.ends_ms = (0..c.nodes()).map(|n| node_ends_ms(c, n)).collect();
-            self.counts = (0..c.nodes()).map(|n| count_busy(c, n, class)).collect();
+            self.counts = (0..c.nodes()).map(|n| count_busy(c, n)).collect();
         } else {
             for &n in &c.dirty_nodes {
                 let n = n as usize;
                 if c.dirty[n] & SHAPE != 0 || profiles.len() > MAX_PROFILES {
                     self.snapshot.nodes[n] = node(c, n, allowed, profiles, class);
-                    self.counts[n] = count_busy(c, n, class);
+                    self.counts[n] = count_busy(c, n);
                 } else {
-                    let counts = count_busy(c, n, class);
+                    let counts = count_busy(c, n);
                     update_busy(&mut self.snapshot.nodes[n], &self.counts[n], &counts, c, n, profiles);
                     self.counts[n] = counts;
                 }
@@ -123,20 +123,16 @@ fn sync_counts(map: &mut BTreeMap<String, u32>, old: &[u32], counts: &[u32], pro
     }
 }
 
-/// Busy instances per profile of node `n`, and running jobs per profile they asked for.
-fn count_busy(c: &Cluster, n: usize, class: &[u16]) -> Counts {
+/// Busy instances per profile of node `n`, and running jobs per profile they asked for
+/// ([`Cluster::node_counts`]).
+fn count_busy(c: &Cluster, n: usize) -> Counts {
     let mut busy = [0u32; MAX_PROFILES];
     let mut running = [0u32; MAX_PROFILES];
-    if c.profiles.len() > MAX_PROFILES {
-        return (busy, running);
-    }
-    for g in n * c.gpn..(n + 1) * c.gpn {
-        for i in &c.insts[g] {
-            if let Some(j) = i.job {
-                busy[i.pidx as usize] += 1;
-                running[(class[j as usize] as usize).min(c.full)] += 1;
-            }
-        }
+    let np = c.profiles.len();
+    if np <= MAX_PROFILES {
+        let counts = &c.node_counts[n * 2 * np..(n + 1) * 2 * np];
+        busy[..np].copy_from_slice(&counts[..np]);
+        running[..np].copy_from_slice(&counts[np..]);
     }
     (busy, running)
 }
