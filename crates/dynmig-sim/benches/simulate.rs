@@ -15,6 +15,9 @@ use dynmig_sim::workload::trace::{trace_workload, TraceParams};
 use std::time::Instant;
 
 fn events_per_second(c: &mut Criterion) {
+    if std::env::var_os("GOALS").is_some() {
+        return;
+    }
     let wl = synthetic_workload(
         &SyntheticParams {
             days: 1.0,
@@ -60,6 +63,9 @@ fn events_per_second(c: &mut Criterion) {
 }
 
 fn trace_x20(c: &mut Criterion) {
+    if std::env::var_os("GOALS").is_some() {
+        return;
+    }
     let pods = dynmig_sim::workload::alibaba::embedded_pods().expect("the embedded trace parses");
     let p = TraceParams {
         load: 20.0,
@@ -93,7 +99,21 @@ fn trace_x20(c: &mut Criterion) {
 /// the five-policy comparison (none, static, twice-daily, dynamic, plan; fair searches) on the
 /// 30-day default trace at load auto (16 x 8 A100-40GB), and a 1,000-node synthetic week at
 /// load x120 under none, dynamic and plan, in events per second.
+///
+/// `GOALS=compare` runs only the comparison, `GOALS=week` only the week, and
+/// `GOALS=week:dynamic` (or `none`, `plan`) only that policy's week (for profiling).
 fn goals(_: &mut Criterion) {
+    let only = std::env::var("GOALS").unwrap_or_default();
+    if only.is_empty() || only == "compare" {
+        compare_goal();
+    }
+    if only.is_empty() || only.starts_with("week") {
+        week_goal(only.strip_prefix("week:"));
+    }
+}
+
+/// The five-policy comparison of [`goals`].
+fn compare_goal() {
     use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
     let pods = dynmig_sim::workload::alibaba::embedded_pods().expect("the embedded trace parses");
     let m = ModelParams::default();
@@ -138,6 +158,11 @@ fn goals(_: &mut Criterion) {
             .collect::<Vec<_>>()
             .join(", ")
     );
+}
+
+/// The 1,000-node week of [`goals`], under every policy or only the one named `only`.
+fn week_goal(only: Option<&str>) {
+    let m = ModelParams::default();
     let week = synthetic_workload(
         &SyntheticParams {
             days: 7.0,
@@ -161,6 +186,9 @@ fn goals(_: &mut Criterion) {
             dynmig_sim::policies::Objective::Speed,
         )),
     ] {
+        if only.is_some_and(|o| o != spec.name()) {
+            continue;
+        }
         let t = Instant::now();
         let r = simulate(&week, &spec, &cfg, &|_| {}).unwrap();
         let s = t.elapsed().as_secs_f64();

@@ -4,7 +4,7 @@
 //! Deterministic: the same workload, config and seed give the same result (ordered
 //! collections only; ties broken by job id and event sequence).
 
-use crate::cluster::{Cluster, GpuState, Hold};
+use crate::cluster::{Cluster, GpuState, Hold, SHAPE};
 use crate::model::Job;
 use crate::placement::Placement;
 use crate::policies::mpc::Mpc;
@@ -15,15 +15,33 @@ use crate::power::PowerModel;
 use crate::requests::{plan_requests, restart_profile, RequestParams};
 use crate::workload::Workload;
 use anyhow::{anyhow, bail, Result};
-use dynmig_core::geometry::{distinct_multisets, plan_transition, GpuModel, NodeLayout, ProfileCounts};
+use dynmig_core::geometry::{
+    distinct_multisets, plan_transition, GpuModel, NodeLayout, Placed, ProfileCounts, Transition, TransitionError,
+};
 use dynmig_core::policy::events::JobEvent;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The free instances a job starts on: one, or one per GPU of a multi-GPU job.
+enum Keys {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Keys {
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Keys::One(k) => std::slice::from_ref(k),
+            Keys::Many(v) => v,
+        }
+    }
+}
 
 /// An EASY reservation: the node and the time (ms) its full-GPU instances are free.
 type Reservation = Option<(usize, i64)>;
@@ -250,6 +268,9 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     }
     let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &layouts, cfg.power.clone())?;
     let mut sim = Sim::new(wl, cfg, cluster)?;
+    if let PolicySpec::Dynamic(limits) = spec {
+        sim.quiet_lifetime = Some(limits.min_layout_lifetime);
+    }
     let candidates: Arc<[ProfileCounts]> = distinct_multisets(cfg.model).into();
     let mut driver = match spec {
         PolicySpec::None | PolicySpec::Static(_) => Driver::Plain(Box::new(NoChange), false),
@@ -326,6 +347,8 @@ struct Sim<'a> {
     heap: BinaryHeap<Reverse<(i64, u64, Ev)>>,
     seq: u64,
     queues: Vec<BTreeSet<(i64, u32)>>,
+    /// The first entry of each queue.
+    heads: Vec<Option<(i64, u32)>>,
     /// Queue class of each job: its smallest fitting profile, or `profiles + gpus` for
     /// multi-GPU jobs.
     class: Vec<u16>,
@@ -336,6 +359,8 @@ struct Sim<'a> {
     multi_keys: BTreeMap<u32, Vec<u32>>,
     /// Queue key of each queued job.
     qkey: Vec<i64>,
+    /// Time limit of each queued job, ms ([`Sim::limit_ms`], set when it is queued).
+    limit: Vec<i64>,
     finished: Vec<bool>,
     done: u64,
     energy_j: f64,
@@ -355,8 +380,6 @@ struct Sim<'a> {
     window_energy_j: f64,
     drain_waste_gpu_s: f64,
     idle_gpu_s: f64,
-    /// GPUs held for a repartition (planned or draining).
-    held: BTreeSet<usize>,
     /// What the policy sees, kept up to date.
     view: View,
     /// The last reservation computed: for which head job, until when it is reused, and what
@@ -368,7 +391,27 @@ struct Sim<'a> {
     job_events: Vec<JobEvent>,
     /// Jobs at the front of the workload already started by [`simulate_from`].
     prestarted: usize,
+    /// Instance changes found so far, per (current instances, target) of an idle GPU.
+    transitions: TransitionMemo,
+    /// The demand-driven policy's `min_layout_lifetime` (`None` under other policies): its
+    /// calls are skipped while [`Sim::still_quiet`].
+    quiet_lifetime: Option<Duration>,
+    /// The last call of the demand-driven policy, if it decided nothing.
+    quiet: Option<Quiet>,
 }
+
+/// What the demand-driven policy saw at a call that decided nothing.
+struct Quiet {
+    /// When, ms.
+    at_ms: i64,
+    /// Pending instances per profile then.
+    pending: Vec<u32>,
+    /// The most GPUs a queued job asked then.
+    widest: usize,
+}
+
+/// Memo of [`plan_transition`] on idle GPUs (lookups only: its order never matters).
+type TransitionMemo = HashMap<(Vec<Placed>, ProfileCounts), Result<Rc<Transition>, TransitionError>>;
 
 impl<'a> Sim<'a> {
     fn new(wl: &'a Workload, cfg: &'a SimConfig, c: Cluster) -> Result<Self> {
@@ -414,12 +457,14 @@ impl<'a> Sim<'a> {
             heap: BinaryHeap::new(),
             seq: 0,
             queues: vec![BTreeSet::new(); np + cfg.gpus_per_node + 1],
+            heads: vec![None; np + cfg.gpus_per_node + 1],
             class,
             pending: vec![0; np],
             queued: 0,
             out: vec![None; wl.jobs.len()],
             multi_keys: BTreeMap::new(),
             qkey: vec![0; wl.jobs.len()],
+            limit: vec![0; wl.jobs.len()],
             finished: vec![false; wl.jobs.len()],
             done: 0,
             energy_j: 0.0,
@@ -437,12 +482,14 @@ impl<'a> Sim<'a> {
             window_energy_j: 0.0,
             drain_waste_gpu_s: 0.0,
             idle_gpu_s: 0.0,
-            held: BTreeSet::new(),
             view: View::default(),
             resv_cache: None,
             observe: false,
             job_events: Vec::new(),
             prestarted: 0,
+            transitions: HashMap::new(),
+            quiet_lifetime: None,
+            quiet: None,
             c,
         })
     }
@@ -514,14 +561,11 @@ impl<'a> Sim<'a> {
                 self.window_energy_j += step_j * inside;
                 let dt_s = (now - last.max(from_ms)) as f64 / 1000.0;
                 self.idle_gpu_s += self.c.idle_gpus as f64 * dt_s;
-                if !self.held.is_empty() {
-                    let full = f64::from(self.cfg.model.compute_slices);
-                    let free: f64 = self
-                        .held
-                        .iter()
-                        .map(|g| full - f64::from(self.c.gpu_busy_slices(*g)))
-                        .sum();
-                    self.drain_waste_gpu_s += free / full * dt_s;
+                if self.c.held_gpus > 0 {
+                    let slices = u32::from(self.cfg.model.compute_slices);
+                    // Free slices of the held GPUs (an integer, exact as f64).
+                    let free = f64::from(self.c.held_gpus * slices - self.c.held_busy_slices);
+                    self.drain_waste_gpu_s += free / f64::from(slices) * dt_s;
                 }
             }
             last = now;
@@ -589,8 +633,9 @@ impl<'a> Sim<'a> {
         let r = self.rng.gen::<i64>();
         let key = self.cfg.placement.key(j, r);
         self.qkey[job as usize] = key;
+        self.limit[job as usize] = self.limit_ms(job);
         let class = self.class[job as usize] as usize;
-        self.queues[class].insert((key, job));
+        self.queue_insert(class, (key, job));
         self.queued += 1;
         self.add_pending(job, 1);
         self.submitted(job);
@@ -638,8 +683,30 @@ impl<'a> Sim<'a> {
                 .map(|(g, i)| vec![Cluster::key(g, i.placed.start)])
         };
         if let Some(keys) = keys {
-            self.start(job, keys);
+            self.start(
+                job,
+                if keys.len() == 1 {
+                    Keys::One(keys[0])
+                } else {
+                    Keys::Many(keys)
+                },
+            );
         }
+    }
+
+    fn queue_insert(&mut self, class: usize, entry: (i64, u32)) {
+        self.queues[class].insert(entry);
+        if self.heads[class].is_none_or(|h| entry < h) {
+            self.heads[class] = Some(entry);
+        }
+    }
+
+    fn queue_remove(&mut self, class: usize, entry: (i64, u32)) -> bool {
+        let removed = self.queues[class].remove(&entry);
+        if self.heads[class] == Some(entry) {
+            self.heads[class] = self.queues[class].first().copied();
+        }
+        removed
     }
 
     fn add_pending(&mut self, job: u32, sign: i32) {
@@ -679,9 +746,11 @@ impl<'a> Sim<'a> {
             .rev()
             .find(|q| !self.queues[*q].is_empty())
             .map_or(0, |q| q - np);
+        if self.still_quiet(widest) {
+            return Ok(());
+        }
         self.view.refresh(
             &self.c,
-            &self.c.dirty,
             self.now,
             cands,
             &self.pending,
@@ -689,13 +758,20 @@ impl<'a> Sim<'a> {
             widest,
             &self.class,
         );
-        self.c.dirty.iter_mut().for_each(|d| *d = false);
+        self.c.clear_dirty();
         if self.observe {
             policy.observe(self.now as f64 / 1000.0, &self.job_events);
             self.job_events.clear();
         }
         let snap = &self.view.snapshot;
         let plan = policy.plan_at(tod, &snap.nodes, &snap.demand());
+        if self.quiet_lifetime.is_some() {
+            self.quiet = plan.is_empty().then(|| Quiet {
+                at_ms: self.now,
+                pending: self.pending.clone(),
+                widest,
+            });
+        }
         for r in plan {
             let node = node_index(&r.node)
                 .filter(|n| *n < self.c.nodes())
@@ -703,6 +779,24 @@ impl<'a> Sim<'a> {
             self.repartition(node, &r.target)?;
         }
         Ok(())
+    }
+
+    /// Whether the demand-driven policy would decide nothing again: its last call decided
+    /// nothing, and nothing it reads changed since (no node touched, the same pending demand,
+    /// no layout grew old enough to change). It reads the clock only through that age, so
+    /// its answer would be the same empty plan.
+    fn still_quiet(&self, widest: usize) -> bool {
+        let (Some(life), Some(q)) = (self.quiet_lifetime, &self.quiet) else {
+            return false;
+        };
+        if !self.c.dirty_nodes.is_empty() || q.widest != widest || q.pending != self.pending {
+            return false;
+        }
+        let old = |since: i64, t: i64| Duration::from_millis(u64::try_from(t - since).unwrap_or(0)) >= life;
+        self.c
+            .layout_since_ms
+            .iter()
+            .all(|&since| old(since, q.at_ms) == old(since, self.now))
     }
 
     fn repartition(&mut self, node: usize, target: &NodeLayout) -> Result<()> {
@@ -730,8 +824,8 @@ impl<'a> Sim<'a> {
                 DrainScope::Gpu => !changes[i],
             };
             if keep && self.c.hold[g].take().is_some() {
-                self.c.dirty[node] = true;
-                self.held.remove(&g);
+                self.c.touch(node, SHAPE);
+                self.c.set_held(g, false);
             }
         }
         if !node_changes {
@@ -748,7 +842,7 @@ impl<'a> Sim<'a> {
                 for &g in &affected {
                     self.c
                         .set_state(g, GpuState::Draining(target.gpus[g - node * gpn].clone()));
-                    self.held.insert(g);
+                    self.c.set_held(g, true);
                 }
             }
             DrainTiming::Reservation => {
@@ -759,16 +853,16 @@ impl<'a> Sim<'a> {
                     .unwrap_or(0)
                     .max(self.now);
                 for &g in &affected {
-                    self.c.dirty[node] = true;
+                    self.c.touch(node, SHAPE);
                     self.c.hold[g] = Some(Hold {
                         target: target.gpus[g - node * gpn].clone(),
                         deadline_ms: deadline,
                     });
-                    self.held.insert(g);
+                    self.c.set_held(g, true);
                 }
             }
         }
-        self.after_release(affected)
+        self.after_release(&affected)
     }
 
     /// Time limit of `job` from now, ms: its factor times its run time on the profile it asks
@@ -783,8 +877,8 @@ impl<'a> Sim<'a> {
     }
 
     /// Starts the reconfigurations that can start among `gpus` (just drained or just freed).
-    fn after_release(&mut self, gpus: Vec<usize>) -> Result<()> {
-        for &g in &gpus {
+    fn after_release(&mut self, gpus: &[usize]) -> Result<()> {
+        for &g in gpus {
             if self.c.hold[g].is_none() {
                 continue;
             }
@@ -805,7 +899,7 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        for g in gpus {
+        for &g in gpus {
             if !matches!(self.c.state[g], GpuState::Draining(_)) {
                 continue;
             }
@@ -832,23 +926,19 @@ impl<'a> Sim<'a> {
             let GpuState::Draining(target) = self.c.state[g].clone() else {
                 continue;
             };
-            let current: Vec<_> = self.c.insts[g].iter().map(|i| (i.placed, false)).collect();
-            let t = plan_transition(self.c.model, &current, &target).map_err(|e| anyhow!("GPU {g}: {e}"))?;
+            let current: Vec<Placed> = self.c.insts[g].iter().map(|i| i.placed).collect();
+            let t = self.transition(&current, target).map_err(|e| anyhow!("GPU {g}: {e}"))?;
             ops += t.operations();
-            let mut next: Vec<_> = current
-                .iter()
-                .map(|(p, _)| *p)
-                .filter(|p| !t.destroy.contains(p))
-                .collect();
+            let mut next: Vec<_> = current.iter().copied().filter(|p| !t.destroy.contains(p)).collect();
             next.extend(t.create.iter().copied());
             self.c.set_state(g, GpuState::Reconfiguring);
-            self.held.remove(&g);
+            self.c.set_held(g, false);
             self.c.set_instances(g, &next)?;
         }
         if ops == 0 {
             for g in lo..hi {
                 self.c.set_state(g, GpuState::Up);
-                self.held.remove(&g);
+                self.c.set_held(g, false);
             }
             return Ok(());
         }
@@ -865,12 +955,27 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
+    /// [`plan_transition`] of an idle GPU holding `current` to `target`, computed once per
+    /// pair and run (a pure function of the two; the search behind it is costly).
+    fn transition(&mut self, current: &[Placed], target: ProfileCounts) -> Result<Rc<Transition>, TransitionError> {
+        let key = (current.to_vec(), target);
+        if let Some(t) = self.transitions.get(&key) {
+            return t.clone();
+        }
+        let idle: Vec<(Placed, bool)> = current.iter().map(|p| (*p, false)).collect();
+        let t = plan_transition(self.c.model, &idle, &key.1).map(Rc::new);
+        self.transitions.insert(key, t.clone());
+        t
+    }
+
     fn complete(&mut self, job: u32, key: u32) -> Result<()> {
-        let keys = if key == u32::MAX {
+        let multi = if key == u32::MAX {
             self.multi_keys.remove(&job).unwrap_or_default()
         } else {
-            vec![key]
+            Vec::new()
         };
+        let single = [key];
+        let keys: &[u32] = if key == u32::MAX { &multi } else { &single };
         let o = self.out[job as usize].ok_or_else(|| anyhow!("job {job} completes but never started"))?;
         if o.end_ms != self.now || self.finished[job as usize] {
             bail!("job {job} completes twice or at the wrong time");
@@ -887,26 +992,34 @@ impl<'a> Sim<'a> {
             });
         }
         self.busy_slice_ms += f64::from(o.slices) * keys.len() as f64 * (o.end_ms - o.start_ms) as f64;
-        let mut gpus = Vec::new();
-        for k in keys {
+        self.release_all(keys)
+    }
+
+    /// Frees the instances `keys` of a job that ended and starts the reconfigurations that can
+    /// start now.
+    fn release_all(&mut self, keys: &[u32]) -> Result<()> {
+        for &k in keys {
             self.c.release(k);
-            gpus.push((k / 8) as usize);
         }
-        self.after_release(gpus)
+        match keys {
+            [k] => self.after_release(&[(k / 8) as usize]),
+            _ => {
+                let gpus: Vec<usize> = keys.iter().map(|k| (k / 8) as usize).collect();
+                self.after_release(&gpus)
+            }
+        }
     }
 
     /// The attempt `o` of `job` on `keys` ran out of memory: free the instance, count the
     /// waste, requeue the job on its next attempt's profile (same place in the queue).
-    fn out_of_memory(&mut self, job: u32, keys: Vec<u32>, o: JobOutcome) -> Result<()> {
+    fn out_of_memory(&mut self, job: u32, keys: &[u32], o: JobOutcome) -> Result<()> {
         let ms = (o.end_ms - o.start_ms) as f64;
         self.busy_slice_ms += f64::from(o.slices) * ms;
         self.wasted_slice_ms += f64::from(o.slices) * ms;
         self.wasted_j += self.cfg.power.instance_w(o.slices) * ms / 1000.0;
         self.oom_restarts += 1;
-        let mut gpus = Vec::new();
-        for k in keys {
+        for &k in keys {
             self.c.release(k);
-            gpus.push((k / 8) as usize);
         }
         let i = job as usize;
         self.out[i] = None;
@@ -920,7 +1033,8 @@ impl<'a> Sim<'a> {
             &self.cfg.requests,
         );
         self.class[i] = next as u16;
-        self.queues[self.class[i] as usize].insert((self.qkey[i], job));
+        self.limit[i] = self.limit_ms(job);
+        self.queue_insert(self.class[i] as usize, (self.qkey[i], job));
         self.queued += 1;
         self.add_pending(job, 1);
         if self.observe {
@@ -930,22 +1044,24 @@ impl<'a> Sim<'a> {
             });
         }
         self.submitted(job);
-        self.after_release(gpus)
+        let gpus: Vec<usize> = keys.iter().map(|k| (k / 8) as usize).collect();
+        self.after_release(&gpus)
     }
 
-    fn start(&mut self, job: u32, keys: Vec<u32>) {
+    fn start(&mut self, job: u32, keys: Keys) {
         let class = self.class[job as usize] as usize;
-        let removed = self.queues[class].remove(&(self.qkey[job as usize], job));
+        let removed = self.queue_remove(class, (self.qkey[job as usize], job));
         debug_assert!(removed, "a started job was queued");
         self.queued -= 1;
         self.add_pending(job, -1);
         let mut slices = 0;
-        let p = self.c.inst(keys[0]).pidx as usize;
-        let until = self.now + self.limit_ms(job);
-        for key in &keys {
-            slices = self.c.occupy(*key, job, until);
-        }
+        let p = self.c.inst(keys.as_slice()[0]).pidx as usize;
+        let until = self.now + self.limit[job as usize];
         let end = self.now + self.attempt_ms(job, p);
+        let asked = (self.class[job as usize] as usize).min(self.c.full);
+        for key in keys.as_slice() {
+            slices = self.c.occupy(*key, job, until, end, asked);
+        }
         self.failing[job as usize] = self.fails_on(job, p);
         self.out[job as usize] = Some(JobOutcome {
             start_ms: self.now,
@@ -954,18 +1070,22 @@ impl<'a> Sim<'a> {
             restarts: self.attempt[job as usize],
             profile: p as u8,
         });
-        let key = if keys.len() == 1 { keys[0] } else { u32::MAX };
         if self.observe {
             self.job_events.push(JobEvent::Started {
                 id: u64::from(job),
                 at_s: self.now as f64 / 1000.0,
-                node: node_name(self.c.node_of((keys[0] / 8) as usize)),
+                node: node_name(self.c.node_of((keys.as_slice()[0] / 8) as usize)),
                 slices,
             });
         }
-        if key == u32::MAX {
-            self.multi_keys.insert(job, keys);
-        }
+        let key = match keys {
+            Keys::One(k) => k,
+            Keys::Many(v) if v.len() == 1 => v[0],
+            Keys::Many(v) => {
+                self.multi_keys.insert(job, v);
+                u32::MAX
+            }
+        };
         self.push(end, Ev::Done { job, key });
     }
 
@@ -979,20 +1099,30 @@ impl<'a> Sim<'a> {
         } else {
             None
         };
+        // Starting a job only takes free instances, so a queue head that cannot start now
+        // cannot start later in this pass: it is not asked again until its queue's head
+        // changes (except under random placement, whose search draws random numbers).
+        let skip_dead = self.cfg.placement != Placement::Random && self.queues.len() <= 64;
+        let mut dead = 0u64;
         loop {
-            let mut best: Option<((i64, u32), Vec<u32>)> = None;
+            let mut best: Option<((i64, u32), Keys)> = None;
             for class in 0..self.queues.len() {
-                let Some(&head) = self.queues[class].first() else {
+                let Some(head) = self.heads[class] else {
                     continue;
                 };
-                if best.as_ref().is_some_and(|(b, _)| *b <= head) {
+                if best.as_ref().is_some_and(|(b, _)| *b <= head) || (skip_dead && dead & (1 << class) != 0) {
                     continue;
                 }
-                if let Some(keys) = self.find(head.1, class, resv) {
-                    best = Some((head, keys));
+                match self.find(head.1, class, resv) {
+                    Some(keys) => best = Some((head, keys)),
+                    None if skip_dead => dead |= 1 << class,
+                    None => {}
                 }
             }
             let Some(((_, job), keys)) = best else { break };
+            if skip_dead {
+                dead &= !(1u64 << self.class[job as usize]);
+            }
             self.start(job, keys);
         }
     }
@@ -1008,7 +1138,7 @@ impl<'a> Sim<'a> {
         } else {
             held(gpu)
         };
-        if deadline.is_some_and(|d| self.now + self.limit_ms(job) > d) {
+        if deadline.is_some_and(|d| self.now + self.limit[job as usize] > d) {
             return false;
         }
         match resv {
@@ -1018,13 +1148,13 @@ impl<'a> Sim<'a> {
     }
 
     /// Free instance keys for `job` of queue `class`, if it can start now.
-    fn find(&mut self, job: u32, class: usize, resv: Option<(usize, i64)>) -> Option<Vec<u32>> {
+    fn find(&mut self, job: u32, class: usize, resv: Option<(usize, i64)>) -> Option<Keys> {
         let np = self.c.profiles.len();
         if class >= np {
             let n = class - np;
             let mut best: Option<u32> = None;
             for k in n..=self.c.gpn {
-                for &node in &self.c.by_free_full[k] {
+                for node in self.c.by_free_full[k].iter() {
                     if best.is_some_and(|b| node >= b) {
                         break;
                     }
@@ -1037,7 +1167,13 @@ impl<'a> Sim<'a> {
             let node = best? as usize;
             let lo = Cluster::key(node * self.c.gpn, 0);
             let hi = Cluster::key((node + 1) * self.c.gpn, 0);
-            return Some(self.c.free[self.c.full].range(lo..hi).take(n).copied().collect());
+            return Some(Keys::Many(
+                self.c.free[self.c.full]
+                    .iter_from(lo)
+                    .take_while(|k| *k < hi)
+                    .take(n)
+                    .collect(),
+            ));
         }
         if self.cfg.placement == Placement::Random {
             let total: usize = (class..np).map(|p| self.c.free[p].len()).sum();
@@ -1051,24 +1187,17 @@ impl<'a> Sim<'a> {
                 p += 1;
             }
             let from = self.rng.gen_range(0..(self.c.insts.len() as u32 * 8));
-            let key = self.c.free[p]
-                .range(from..)
-                .next()
-                .or_else(|| self.c.free[p].first())
-                .copied()?;
+            let key = self.c.free[p].next_from(from).or_else(|| self.c.free[p].first())?;
             return self
                 .fits_reservation(job, (key / 8) as usize, p, resv)
-                .then(|| vec![key]);
+                .then_some(Keys::One(key));
         }
-        let order: Vec<usize> = if self.cfg.placement.fastest_first() {
-            (class..np).rev().collect()
-        } else {
-            (class..np).collect()
-        };
-        for p in order {
-            for &key in &self.c.free[p] {
+        let fastest = self.cfg.placement.fastest_first();
+        for i in 0..np - class {
+            let p = if fastest { np - 1 - i } else { class + i };
+            for key in self.c.free[p].iter() {
                 if self.fits_reservation(job, (key / 8) as usize, p, resv) {
-                    return Some(vec![key]);
+                    return Some(Keys::One(key));
                 }
             }
         }
@@ -1078,7 +1207,7 @@ impl<'a> Sim<'a> {
     /// EASY reservation for the first queued job when it needs several whole GPUs and cannot
     /// start: the node where enough full-GPU instances free soonest, and when.
     fn reservation(&mut self) -> Option<(usize, i64)> {
-        let (_, job) = self.queues.iter().filter_map(|q| q.first()).min().copied()?;
+        let (_, job) = self.heads.iter().flatten().min().copied()?;
         let class = self.class[job as usize] as usize;
         let np = self.c.profiles.len();
         if class < np || self.find(job, class, None).is_some() {
@@ -1095,31 +1224,19 @@ impl<'a> Sim<'a> {
         r
     }
 
-    /// The node where `n` full-GPU instances free soonest, and when.
+    /// The node where `n` full-GPU instances free soonest, and when: per node, its free
+    /// full-GPU instances on up GPUs ([`Cluster::free_full`]) and the sorted ends of the jobs on
+    /// its busy ones ([`Cluster::full_ends`]), both kept up to date as jobs start and end.
     fn compute_reservation(&self, n: usize) -> Option<(usize, i64)> {
         let mut best: Option<(i64, usize)> = None;
         for node in 0..self.c.nodes() {
-            let mut free = 0usize;
-            let mut ends = Vec::new();
-            for g in node * self.c.gpn..(node + 1) * self.c.gpn {
-                if self.c.state[g] != GpuState::Up {
-                    continue;
-                }
-                for i in &self.c.insts[g] {
-                    if i.pidx as usize == self.c.full {
-                        match i.job {
-                            None => free += 1,
-                            Some(j) => ends.push(self.out[j as usize].map_or(i64::MAX, |o| o.end_ms)),
-                        }
-                    }
-                }
-            }
+            let free = usize::from(self.c.free_full[node]);
+            let ends = &self.c.full_ends[node];
             // A node held for a repartition is no place to reserve (its layout will change);
             // free GPUs it has are held back by the repartition, not by running jobs.
             if free + ends.len() < n || free >= n {
                 continue;
             }
-            ends.sort_unstable();
             let shadow = ends[n - free - 1];
             if best.is_none_or(|(s, _)| shadow < s) {
                 best = Some((shadow, node));

@@ -11,7 +11,7 @@ use crate::metrics::{judged_jobs, metrics, normalise, Metrics};
 use crate::placement::Placement;
 use crate::policies::mpc::MpcSettings;
 use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
-use crate::search::{describe_job, spec_layouts, unrunnable, Ranked, Searcher};
+use crate::search::{default_threads, describe_job, par_map, spec_layouts, unrunnable, Ranked, Searcher};
 use crate::window::{fmt_days, released_in, windows, Windows};
 use crate::workload::Workload;
 use anyhow::{bail, Result};
@@ -118,6 +118,9 @@ pub struct EvalOptions {
     /// Print a warning to stderr for each candidate skipped (they are listed in
     /// [`Evaluation::skipped`] either way).
     pub warn: bool,
+    /// Threads the independent runs share (rows, search candidates) [default: the machine's
+    /// cores]; the result does not depend on it.
+    pub threads: usize,
 }
 
 impl Default for EvalOptions {
@@ -132,6 +135,7 @@ impl Default for EvalOptions {
             search_days: None,
             eval_from_days: None,
             warn: true,
+            threads: default_threads(),
         }
     }
 }
@@ -164,14 +168,7 @@ enum Search {
     Oracle,
 }
 
-/// The searches done for one placement, kept for the rows that need them.
-#[derive(Default)]
-struct Found {
-    statics: Option<(Vec<Ranked>, usize)>,
-    pairs: Option<(Vec<Ranked>, usize)>,
-}
-
-/// The rows of one placement: runs each policy on the whole workload, judged on the window.
+/// What one placement's rows share: the workloads, the settings, the windows and bounds.
 struct Bench<'a> {
     wl: &'a Workload,
     search_wl: &'a Workload,
@@ -179,25 +176,59 @@ struct Bench<'a> {
     opts: &'a EvalOptions,
     win: &'a Windows,
     b: &'a Bounds,
-    progress: &'a dyn Fn(&str, u64),
-    searchers: [Option<Searcher<'a>>; 2],
-    found: [Found; 2],
-    skipped: Vec<String>,
 }
 
-impl<'a> Bench<'a> {
-    fn warn(&mut self, msg: String) {
-        if self.opts.warn {
-            eprintln!("warning: {msg}");
-        }
-        self.skipped.push(msg);
-    }
+/// A row and the warnings its making gave (`None`: omitted, a warning says why).
+type Row = (Option<(Metrics, RunResult)>, Vec<String>);
 
+/// What one search produced: its candidates tried and skipped, and the rows asked of it (the
+/// best static layout, the best twice-daily pair); `searched` is false when its search window
+/// held no job.
+#[derive(Debug)]
+struct Searched {
+    searched: bool,
+    tried: Vec<(String, f64)>,
+    skipped: Vec<String>,
+    statics: Option<Row>,
+    pairs: Option<Row>,
+}
+
+/// The search a policy's row comes from (`None`: it is not searched).
+fn searched_by(p: PolicyName) -> Option<Search> {
+    match p {
+        PolicyName::Static | PolicyName::TwiceDaily => Some(Search::Fair),
+        PolicyName::StaticOracle | PolicyName::TwiceDailyOracle => Some(Search::Oracle),
+        _ => None,
+    }
+}
+
+/// One independent piece of an evaluation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Task {
+    /// A search and the rows it gives.
+    Search(Search),
+    /// A row that is not searched.
+    Run(PolicyName),
+}
+
+/// What a [`Task`] produced.
+enum Done {
+    Search(Box<Result<Searched>>),
+    Run(Box<Result<(Metrics, RunResult)>>),
+}
+
+impl Bench<'_> {
     /// Runs `spec` on the whole workload and judges it.
-    fn run(&self, spec: &PolicySpec, row: &str, detail: &str) -> Result<(Metrics, RunResult)> {
+    fn run(
+        &self,
+        spec: &PolicySpec,
+        row: &str,
+        detail: &str,
+        progress: &dyn Fn(&str, u64),
+    ) -> Result<(Metrics, RunResult)> {
         let label = format!("{}/{row}", self.c.placement);
         let t0 = Instant::now();
-        let mut r = simulate(self.wl, spec, &self.c, &|d| (self.progress)(&label, d))?;
+        let mut r = simulate(self.wl, spec, &self.c, &|d| progress(&label, d))?;
         let wall = t0.elapsed().as_secs_f64();
         r.policy = row.to_string();
         let mut m = metrics(self.wl, &r, self.b, detail, wall, self.c.window_start_s);
@@ -205,77 +236,115 @@ impl<'a> Bench<'a> {
         Ok((m, r))
     }
 
-    /// The searcher of `which`, created on first use (`None` when the search window holds no
-    /// job).
-    fn searcher(&mut self, which: Search) -> Result<Option<&mut Searcher<'a>>> {
-        let i = which as usize;
-        if self.searchers[i].is_none() {
-            let (wl, from) = match which {
-                Search::Fair if self.search_wl.jobs.is_empty() => return Ok(None),
-                Search::Fair => (self.search_wl, self.win.search_days.0 * 86400.0),
-                Search::Oracle => (self.wl, self.c.window_start_s),
-            };
-            let mut cfg = self.c.clone();
-            cfg.window_start_s = from;
-            let tag = match which {
-                Search::Fair => "fair",
-                Search::Oracle => "oracle",
-            };
-            self.searchers[i] = Some(Searcher::new(wl, &cfg, tag, self.opts.warn, self.progress)?);
+    /// The row of a policy that is not searched.
+    fn plain_row(&self, p: PolicyName, progress: &dyn Fn(&str, u64)) -> Result<(Metrics, RunResult)> {
+        let (opts, cfg) = (self.opts, &self.c);
+        match p {
+            PolicyName::Dynamic => {
+                let detail = format!(
+                    "DemandDriven, max {} nodes at once, min lifetime {:?}, interval {} s",
+                    opts.limits.max_concurrent, opts.limits.min_layout_lifetime, cfg.policy_interval_s
+                );
+                self.run(&PolicySpec::Dynamic(opts.limits.clone()), "dynamic", &detail, progress)
+            }
+            PolicyName::TimeOfDay => {
+                let detail = format!("{} periods a day, relearned each midnight", opts.periods);
+                let spec = PolicySpec::Learned { periods: opts.periods };
+                self.run(&spec, "time-of-day", &detail, progress)
+            }
+            PolicyName::Plan | PolicyName::Consolidate => {
+                let objective = if p == PolicyName::Plan {
+                    Objective::Speed
+                } else {
+                    Objective::Consolidate
+                };
+                let spec = PolicySpec::Plan(PlannerSettings::new(opts.limits.clone(), objective));
+                let detail = format!(
+                    "Planner ({objective:?}), max {} nodes at once, interval {} s, drain {:?} at {:?}",
+                    opts.limits.max_concurrent, cfg.policy_interval_s, cfg.drain, cfg.timing
+                );
+                self.run(&spec, p.as_str(), &detail, progress)
+            }
+            PolicyName::Mpc => {
+                let settings = MpcSettings::new(PlannerSettings::new(opts.limits.clone(), Objective::Speed));
+                let detail = format!(
+                    "Planner (Speed) gated by lookahead runs over {:?} of forecast, cooldown {:?}, max {} nodes at once",
+                    settings.horizon, settings.cooldown, opts.limits.max_concurrent
+                );
+                self.run(&PolicySpec::Mpc(settings), "mpc", &detail, progress)
+            }
+            // Whole GPUs; the searched rows come from `search`.
+            _ => self.run(&PolicySpec::None, "none", "whole GPUs", progress),
         }
-        Ok(self.searchers[i].as_mut())
     }
-}
 
-impl Bench<'_> {
-    /// The static candidates of `which`, searched once (`None`: nothing to search on).
-    fn statics(&mut self, which: Search) -> Result<Option<(Vec<Ranked>, usize)>> {
-        let i = which as usize;
-        if self.found[i].statics.is_none() {
-            let progress = self.progress;
-            let Some(s) = self.searcher(which)? else {
-                return Ok(None);
-            };
-            let r = s.statics(progress);
-            self.found[i].statics = Some(r);
+    /// The search `which` and the rows asked of it: `statics` (the best static layout) and
+    /// `pairs` (the best twice-daily pair, searched among the best statics).
+    fn search(&self, which: Search, statics: bool, pairs: bool, progress: &dyn Fn(&str, u64)) -> Result<Searched> {
+        let (wl, from) = match which {
+            Search::Fair => (self.search_wl, self.win.search_days.0 * 86400.0),
+            Search::Oracle => (self.wl, self.c.window_start_s),
+        };
+        let (static_row, pairs_row) = match which {
+            Search::Fair => ("static", "twice-daily"),
+            Search::Oracle => ("static-oracle", "twice-daily-oracle"),
+        };
+        let mut out = Searched {
+            searched: false,
+            tried: Vec::new(),
+            skipped: Vec::new(),
+            statics: None,
+            pairs: None,
+        };
+        if which == Search::Fair && wl.jobs.is_empty() {
+            out.statics = statics.then(|| (None, vec![self.nothing_to_search(static_row)]));
+            out.pairs = pairs.then(|| (None, vec![self.nothing_to_search(pairs_row)]));
+            return Ok(out);
         }
-        Ok(self.found[i].statics.clone())
+        let mut cfg = self.c.clone();
+        cfg.window_start_s = from;
+        let tag = match which {
+            Search::Fair => "fair",
+            Search::Oracle => "oracle",
+        };
+        let mut s = Searcher::new(wl, &cfg, tag, self.opts.warn, progress)?;
+        s.threads = self.opts.threads;
+        out.searched = true;
+        let ranked = s.statics(progress);
+        if statics {
+            out.statics = Some(self.best_row(static_row, which, &ranked, progress)?);
+        }
+        if pairs {
+            let (top, dn) = (self.opts.top_static, self.opts.day_night);
+            let r = s.pairs(&ranked.0, top, dn, progress);
+            out.pairs = Some(self.best_row(pairs_row, which, &r, progress)?);
+        }
+        out.tried = s.tried;
+        out.skipped = s.skipped;
+        Ok(out)
     }
 
-    /// The twice-daily candidates of `which` (pairs among its best statics), searched once.
-    fn pairs(&mut self, which: Search) -> Result<Option<(Vec<Ranked>, usize)>> {
-        let i = which as usize;
-        if self.found[i].pairs.is_none() {
-            let Some((statics, _)) = self.statics(which)? else {
-                return Ok(None);
-            };
-            let (progress, top, dn) = (self.progress, self.opts.top_static, self.opts.day_night);
-            let Some(s) = self.searcher(which)? else {
-                return Ok(None);
-            };
-            let r = s.pairs(&statics, top, dn, progress);
-            self.found[i].pairs = Some(r);
-        }
-        Ok(self.found[i].pairs.clone())
+    /// The warning of a searched row omitted for want of jobs in the search window.
+    fn nothing_to_search(&self, row: &str) -> String {
+        let (a, b) = self.win.search_days;
+        format!(
+            "{row} row omitted: the search window, days [{}, {}), holds no job",
+            fmt_days(a),
+            fmt_days(b)
+        )
     }
 
     /// Row `row`: the best of `ranked` that can run the whole workload, run on it and judged
-    /// on the window; `None` (with a warning) when every candidate was skipped.
+    /// on the window; omitted (with a warning) when every candidate was skipped.
     fn best_row(
-        &mut self,
+        &self,
         row: &str,
         which: Search,
-        ranked: Option<(Vec<Ranked>, usize)>,
-    ) -> Result<Option<(Metrics, RunResult)>> {
+        (ranked, n): &(Vec<Ranked>, usize),
+        progress: &dyn Fn(&str, u64),
+    ) -> Result<Row> {
         let (a, b) = self.win.search_days;
-        let Some((ranked, n)) = ranked else {
-            self.warn(format!(
-                "{row} row omitted: the search window, days [{}, {}), holds no job",
-                fmt_days(a),
-                fmt_days(b)
-            ));
-            return Ok(None);
-        };
+        let mut warnings = Vec::new();
         let mut whence = match which {
             Search::Fair => format!("searched on days [{}, {})", fmt_days(a), fmt_days(b)),
             Search::Oracle => "searched on the whole workload, ranked on the judged jobs (oracle)".to_string(),
@@ -291,13 +360,12 @@ impl Bench<'_> {
         };
         for (k, cand) in ranked.iter().enumerate() {
             if let Some(j) = unrunnable(&spec_layouts(&cand.spec), self.c.model, self.wl) {
-                let msg = format!(
+                warnings.push(format!(
                     "{row}: the search's #{} '{}' skipped: it cannot run {} of the whole workload",
                     k + 1,
                     cand.name,
                     describe_job(j)
-                );
-                self.warn(msg);
+                ));
                 continue;
             }
             let pick = if k == 0 {
@@ -306,16 +374,16 @@ impl Bench<'_> {
                 format!(" (#{} of the search)", k + 1)
             };
             let detail = format!("{whence}, best of {n}{skipped}{pick}: {}", cand.name);
-            match self.run(&cand.spec, row, &detail) {
-                Ok(x) => return Ok(Some(x)),
-                Err(e) => self.warn(format!(
+            match self.run(&cand.spec, row, &detail, progress) {
+                Ok(x) => return Ok((Some(x), warnings)),
+                Err(e) => warnings.push(format!(
                     "{row}: '{}' skipped: its run on the whole workload failed: {e:#}",
                     cand.name
                 )),
             }
         }
-        self.warn(format!("{row} row omitted: every candidate was skipped"));
-        Ok(None)
+        warnings.push(format!("{row} row omitted: every candidate was skipped"));
+        Ok((None, warnings))
     }
 }
 
@@ -324,6 +392,9 @@ impl Bench<'_> {
 /// window ([`crate::window::windows`] from `opts`); `static` and `twice-daily` are searched
 /// on the jobs released in the search window only, `static-oracle` and
 /// `twice-daily-oracle` on the whole workload.
+///
+/// The runs are independent: they share [`EvalOptions::threads`] threads, and the result
+/// does not depend on how many (warnings are printed once all runs of a placement ended).
 ///
 /// # Errors
 /// Windows out of range, no job in the evaluation window, or a run of `none`, `dynamic` or
@@ -362,91 +433,121 @@ pub fn evaluate(
     let mut runs = Vec::new();
     let mut tried = Vec::new();
     let mut skipped = Vec::new();
+    let wants = |p: PolicyName| opts.policies.contains(&p);
+    // The searches first (the longest), then the other rows; `none` always (ET needs it).
+    let mut tasks = Vec::new();
+    for (which, first, pairs) in [
+        (Search::Fair, PolicyName::Static, PolicyName::TwiceDaily),
+        (Search::Oracle, PolicyName::StaticOracle, PolicyName::TwiceDailyOracle),
+    ] {
+        if wants(first) || wants(pairs) {
+            tasks.push(Task::Search(which));
+        }
+    }
+    for p in [
+        PolicyName::Mpc,
+        PolicyName::Plan,
+        PolicyName::Consolidate,
+        PolicyName::Dynamic,
+        PolicyName::TimeOfDay,
+    ] {
+        if wants(p) {
+            tasks.push(Task::Run(p));
+        }
+    }
+    tasks.push(Task::Run(PolicyName::None));
     for &pl in &opts.placements {
         let mut c = cfg.clone();
         c.placement = pl;
         c.window_start_s = from_s;
-        let mut bench = Bench {
+        let bench = Bench {
             wl,
             search_wl: &search_wl,
             c,
             opts,
             win: &win,
             b: &b,
-            progress,
-            searchers: [None, None],
-            found: [Found::default(), Found::default()],
-            skipped: Vec::new(),
         };
-        // The reference: none (always run; ET needs it).
-        let none = bench.run(&PolicySpec::None, "none", "whole GPUs")?;
-        let mut out: Vec<(Metrics, RunResult)> = Vec::new();
+        let done = par_map(&tasks, opts.threads, progress, |t, p| match *t {
+            Task::Search(which) => {
+                let (first, pairs) = match which {
+                    Search::Fair => (PolicyName::Static, PolicyName::TwiceDaily),
+                    Search::Oracle => (PolicyName::StaticOracle, PolicyName::TwiceDailyOracle),
+                };
+                Done::Search(Box::new(bench.search(which, wants(first), wants(pairs), p)))
+            }
+            Task::Run(name) => Done::Run(Box::new(bench.plain_row(name, p))),
+        });
+        let mut plain: Vec<(PolicyName, Result<(Metrics, RunResult)>)> = Vec::new();
+        let mut searched: Vec<(Search, Result<Searched>)> = Vec::new();
+        for (t, d) in tasks.iter().zip(done) {
+            match (t, d) {
+                (Task::Run(p), Done::Run(r)) => plain.push((*p, *r)),
+                (Task::Search(w), Done::Search(r)) => searched.push((*w, *r)),
+                _ => unreachable!("each task gives its own kind of result"),
+            }
+        }
+        // The reference first, then the rows in report order: the first failure is the
+        // evaluation's, as if they had run one after another.
+        let taken = plain.iter().position(|(p, _)| *p == PolicyName::None);
+        let none = plain.swap_remove(taken.expect("none always runs")).1?;
         for &p in &opts.policies {
-            let row = match p {
-                PolicyName::None => Some(none.clone()),
-                PolicyName::Static => {
-                    let r = bench.statics(Search::Fair)?;
-                    bench.best_row("static", Search::Fair, r)?
+            if let Some(which) = searched_by(p) {
+                if let Some(i) = searched.iter().position(|(w, r)| *w == which && r.is_err()) {
+                    return Err(searched.swap_remove(i).1.expect_err("a failed search"));
                 }
-                PolicyName::StaticOracle => {
-                    let r = bench.statics(Search::Oracle)?;
-                    bench.best_row("static-oracle", Search::Oracle, r)?
-                }
-                PolicyName::TwiceDaily => {
-                    let r = bench.pairs(Search::Fair)?;
-                    bench.best_row("twice-daily", Search::Fair, r)?
-                }
-                PolicyName::TwiceDailyOracle => {
-                    let r = bench.pairs(Search::Oracle)?;
-                    bench.best_row("twice-daily-oracle", Search::Oracle, r)?
-                }
-                PolicyName::Dynamic => {
-                    let detail = format!(
-                        "DemandDriven, max {} nodes at once, min lifetime {:?}, interval {} s",
-                        opts.limits.max_concurrent, opts.limits.min_layout_lifetime, cfg.policy_interval_s
-                    );
-                    Some(bench.run(&PolicySpec::Dynamic(opts.limits.clone()), "dynamic", &detail)?)
-                }
-                PolicyName::TimeOfDay => {
-                    let detail = format!("{} periods a day, relearned each midnight", opts.periods);
-                    let spec = PolicySpec::Learned { periods: opts.periods };
-                    Some(bench.run(&spec, "time-of-day", &detail)?)
-                }
-                PolicyName::Plan | PolicyName::Consolidate => {
-                    let objective = if p == PolicyName::Plan {
-                        Objective::Speed
-                    } else {
-                        Objective::Consolidate
+            } else if let Some(i) = plain.iter().position(|(x, r)| *x == p && r.is_err()) {
+                return Err(plain.swap_remove(i).1.expect_err("a failed run"));
+            }
+        }
+        let searched: Vec<(Search, Searched)> = searched
+            .into_iter()
+            .filter_map(|(w, r)| r.ok().map(|s| (w, s)))
+            .collect();
+        let mut out: Vec<(Metrics, RunResult)> = Vec::new();
+        let mut warnings = Vec::new();
+        for &p in &opts.policies {
+            let row = match searched_by(p) {
+                _ if p == PolicyName::None => Some(none.clone()),
+                Some(which) => {
+                    let s = &searched
+                        .iter()
+                        .find(|(w, _)| *w == which)
+                        .expect("a search asked for ran")
+                        .1;
+                    let row = match p {
+                        PolicyName::Static | PolicyName::StaticOracle => s.statics.as_ref(),
+                        _ => s.pairs.as_ref(),
                     };
-                    let spec = PolicySpec::Plan(PlannerSettings::new(opts.limits.clone(), objective));
-                    let detail = format!(
-                        "Planner ({objective:?}), max {} nodes at once, interval {} s, drain {:?} at {:?}",
-                        opts.limits.max_concurrent, cfg.policy_interval_s, cfg.drain, cfg.timing
-                    );
-                    Some(bench.run(&spec, p.as_str(), &detail)?)
+                    let (row, w) = row.expect("a row asked for is searched");
+                    warnings.extend(w.iter().cloned());
+                    row.clone()
                 }
-                PolicyName::Mpc => {
-                    let settings = MpcSettings::new(PlannerSettings::new(opts.limits.clone(), Objective::Speed));
-                    let detail = format!(
-                        "Planner (Speed) gated by lookahead runs over {:?} of forecast, cooldown {:?}, max {} nodes at once",
-                        settings.horizon, settings.cooldown, opts.limits.max_concurrent
-                    );
-                    Some(bench.run(&PolicySpec::Mpc(settings), "mpc", &detail)?)
-                }
+                None => plain
+                    .iter()
+                    .find_map(|(x, r)| (*x == p).then(|| r.as_ref().ok().cloned()))
+                    .expect("a row asked for ran"),
             };
             out.extend(row);
         }
-        for (tag, s) in ["fair", "oracle"].iter().zip(&bench.searchers) {
-            if let Some(s) = s {
-                tried.extend(
-                    s.tried
-                        .iter()
-                        .map(|(n, et)| (pl.to_string(), format!("{tag} {n}"), *et)),
-                );
-                skipped.extend(s.skipped.iter().cloned());
+        for (w, s) in searched.iter().filter(|(_, s)| s.searched) {
+            let tag = match w {
+                Search::Fair => "fair",
+                Search::Oracle => "oracle",
+            };
+            tried.extend(
+                s.tried
+                    .iter()
+                    .map(|(n, et)| (pl.to_string(), format!("{tag} {n}"), *et)),
+            );
+            skipped.extend(s.skipped.iter().cloned());
+        }
+        if opts.warn {
+            for w in &warnings {
+                eprintln!("warning: {w}");
             }
         }
-        skipped.append(&mut bench.skipped);
+        skipped.append(&mut warnings);
         for (m, r) in out {
             rows.push(m);
             runs.push(r);

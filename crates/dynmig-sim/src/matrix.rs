@@ -131,6 +131,8 @@ pub fn run_cell(cell: &Cell, setup: &Setup, pods: &BTreeMap<String, Vec<Pod>>) -
     cfg.policy_interval_s = setup.policy_interval_s;
     let mut opts = setup.opts.clone();
     opts.warn = false;
+    // The cells already run on the matrix's threads: one thread per cell's evaluation.
+    opts.threads = 1;
     let ev = evaluate(&wl, &cfg, &opts, &|_, _| {})?;
     Ok(CellOutcome {
         group: cell.group(),

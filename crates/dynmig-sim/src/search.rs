@@ -16,7 +16,65 @@ use crate::policies::PolicySpec;
 use crate::workload::Workload;
 use anyhow::Result;
 use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout, ProfileCounts};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::Duration;
+
+/// Threads an evaluation uses by default: the machine's cores.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Runs `f` on every item on up to `threads` threads, each taking the next item not yet
+/// taken; the results come in item order, so they do not depend on the threads. `f` gets the
+/// progress to report to: `progress` itself with one thread; otherwise a relay to `progress`,
+/// which is called on this thread (every 64th completion of a run is relayed).
+pub(crate) fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    progress: &dyn Fn(&str, u64),
+    f: impl Fn(&T, &dyn Fn(&str, u64)) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.min(items.len());
+    if threads <= 1 {
+        return items.iter().map(|x| f(x, progress)).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(String, u64)>();
+    let mut done: Vec<(usize, R)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let tx = tx.clone();
+                let (next, f) = (&next, &f);
+                s.spawn(move || {
+                    let relay = |label: &str, d: u64| {
+                        if d.is_multiple_of(64) {
+                            // The receiver lives until every worker ended.
+                            let _ = tx.send((label.to_string(), d));
+                        }
+                    };
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(x) = items.get(i) else { break };
+                        out.push((i, f(x, &relay)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        drop(tx);
+        for (label, d) in rx {
+            progress(&label, d);
+        }
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
 
 /// A candidate that ran: its ET on the searched workload, its name and its policy.
 #[derive(Debug, Clone)]
@@ -158,6 +216,9 @@ pub struct Searcher<'a> {
     probe: Cluster,
     cands: Vec<ProfileCounts>,
     warn: bool,
+    /// Threads the candidates run on ([`default_threads`] unless set); the ranking does not
+    /// depend on it.
+    pub threads: usize,
     /// Every candidate that ran: (name, ET).
     pub tried: Vec<(String, f64)>,
     /// Warnings about the candidates skipped.
@@ -193,6 +254,7 @@ impl<'a> Searcher<'a> {
             none,
             probe,
             warn,
+            threads: default_threads(),
             tried: Vec::new(),
             skipped: Vec::new(),
         })
@@ -206,35 +268,57 @@ impl<'a> Searcher<'a> {
         self.skipped.push(msg);
     }
 
-    /// ET of `spec` on the searched workload, or `None` (with a warning) if it cannot run
-    /// some job or its run failed.
-    fn score(&mut self, kind: &str, name: &str, spec: &PolicySpec, progress: &dyn Fn(&str, u64)) -> Option<f64> {
+    /// ET of `spec` on the searched workload, or the warning if it cannot run some job or
+    /// its run failed.
+    fn try_score(
+        &self,
+        kind: &str,
+        name: &str,
+        spec: &PolicySpec,
+        progress: &dyn Fn(&str, u64),
+    ) -> Result<f64, String> {
         if let Some(j) = unrunnable(&spec_layouts(spec), self.cfg.model, self.wl) {
-            let msg = format!(
+            return Err(format!(
                 "{} {kind} candidate '{name}' skipped: it cannot run {} ({})",
                 self.tag,
                 describe_job(j),
                 why(j)
-            );
-            self.skip(msg);
-            return None;
+            ));
         }
         let label = format!("{}/{} {kind} {name}", self.cfg.placement, self.tag);
         match simulate(self.wl, spec, &self.cfg, &|d| progress(&label, d)) {
-            Err(e) => {
-                let msg = format!("{} {kind} candidate '{name}' skipped: its run failed: {e:#}", self.tag);
-                self.skip(msg);
-                None
-            }
+            Err(e) => Err(format!(
+                "{} {kind} candidate '{name}' skipped: its run failed: {e:#}",
+                self.tag
+            )),
             Ok(r) => {
                 let m = metrics(self.wl, &r, &self.b, name, 0.0, self.cfg.window_start_s);
                 let mut v = vec![self.none.clone(), m];
                 normalise(&mut v, self.mean_work);
-                let et = v[1].et;
-                self.tried.push((format!("{kind} {name}"), et));
-                Some(et)
+                Ok(v[1].et)
             }
         }
+    }
+
+    /// Scores `candidates` (name, policy) of `kind` on [`Searcher::threads`] threads and
+    /// notes each in candidate order; returns those that ran, best first.
+    fn rank(&mut self, kind: &str, candidates: Vec<(String, PolicySpec)>, progress: &dyn Fn(&str, u64)) -> Vec<Ranked> {
+        let this = &*self;
+        let scores = par_map(&candidates, self.threads, progress, |(name, spec), p| {
+            this.try_score(kind, name, spec, p)
+        });
+        let mut out = Vec::new();
+        for ((name, spec), score) in candidates.into_iter().zip(scores) {
+            match score {
+                Ok(et) => {
+                    self.tried.push((format!("{kind} {name}"), et));
+                    out.push(Ranked { et, name, spec });
+                }
+                Err(msg) => self.skip(msg),
+            }
+        }
+        out.sort_by(|a, b| a.et.total_cmp(&b.et));
+        out
     }
 
     /// Candidates of `static`, best first: each of the model's distinct GPU layouts on every
@@ -261,15 +345,11 @@ impl<'a> Searcher<'a> {
         let mix = mix_for_demand(model, &self.probe.profiles, nodes, gpn, &d, multi, &self.cands);
         specs.push((format!("demand mix: {}", describe(&mix)), mix));
         let n = specs.len();
-        let mut out = Vec::new();
-        for (name, l) in specs {
-            let spec = PolicySpec::Static(l);
-            if let Some(et) = self.score("static", &name, &spec, progress) {
-                out.push(Ranked { et, name, spec });
-            }
-        }
-        out.sort_by(|a, b| a.et.total_cmp(&b.et));
-        (out, n)
+        let specs = specs
+            .into_iter()
+            .map(|(name, l)| (name, PolicySpec::Static(l)))
+            .collect();
+        (self.rank("static", specs, progress), n)
     }
 
     /// Candidates of `twice-daily`, best first: every ordered pair (day, night) among the
@@ -308,16 +388,14 @@ impl<'a> Searcher<'a> {
             nmix,
         ));
         let n = pairs.len();
-        let mut out = Vec::new();
-        for (name, d, nl) in pairs {
-            let mut v = vec![(Duration::from_secs_f64(day), d), (Duration::from_secs_f64(night), nl)];
-            v.sort_by_key(|x| x.0);
-            let spec = PolicySpec::Scheduled(v);
-            if let Some(et) = self.score("twice-daily", &name, &spec, progress) {
-                out.push(Ranked { et, name, spec });
-            }
-        }
-        out.sort_by(|a, b| a.et.total_cmp(&b.et));
-        (out, n)
+        let specs = pairs
+            .into_iter()
+            .map(|(name, d, nl)| {
+                let mut v = vec![(Duration::from_secs_f64(day), d), (Duration::from_secs_f64(night), nl)];
+                v.sort_by_key(|x| x.0);
+                (name, PolicySpec::Scheduled(v))
+            })
+            .collect();
+        (self.rank("twice-daily", specs, progress), n)
     }
 }

@@ -22,6 +22,7 @@ use crate::demand::Demand;
 use crate::geometry::{NodeLayout, ProfileCounts};
 pub use crate::snapshot::NodeSnapshot;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A decision: give `node` the layout `target` once its running jobs have ended.
@@ -134,13 +135,35 @@ impl Policy for DemandDriven {
     }
 
     fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
-        // Unmet demand: pending instances per profile that no free instance can serve now.
+        // Nothing can change when the concurrency limit is reached or no node may change:
+        // checked first, as they cost less than the demand.
+        let under_way = nodes.iter().filter(|n| n.repartitioning).count();
+        let mut budget = self.limits.max_concurrent.saturating_sub(under_way);
+        let mut out = Vec::new();
+        if budget == 0 {
+            return out;
+        }
+        // Candidates: available nodes whose layout is old enough. Idle nodes first, then the
+        // nodes with the fewest busy instances (they drain soonest); name breaks ties.
+        let mut cands: Vec<(u32, &NodeSnapshot)> = nodes
+            .iter()
+            .filter(|n| !n.unavailable && n.planned.is_none() && n.layout_age >= self.limits.min_layout_lifetime)
+            .map(|n| (n.busy.values().sum::<u32>(), n))
+            .collect();
+        if cands.is_empty() {
+            return out;
+        }
+        // Unmet demand: pending instances per profile that no free instance can serve now
+        // (each node's free instances, [`NodeSnapshot::free`], counted for the pending
+        // profiles only; the subtraction saturates at zero, so its order does not matter).
         let mut unmet: BTreeMap<String, u32> = demand.pending.clone();
-        for n in nodes.iter().filter(|n| !n.unavailable) {
-            for (p, free) in n.free() {
-                if let Some(u) = unmet.get_mut(p) {
-                    *u = u.saturating_sub(free);
+        for (p, u) in unmet.iter_mut() {
+            for n in nodes.iter().filter(|n| !n.unavailable) {
+                if *u == 0 {
+                    break;
                 }
+                let total = n.layout.gpus.iter().fold(0u32, |a, g| a.saturating_add(g.count(p)));
+                *u = u.saturating_sub(total.saturating_sub(n.busy.get(p).copied().unwrap_or(0)));
             }
         }
         // Supply that is already coming (nodes repartitioning towards a target that holds it)
@@ -152,35 +175,41 @@ impl Policy for DemandDriven {
         }
         unmet.retain(|_, u| *u > 0);
         if unmet.is_empty() {
-            return Vec::new();
+            return out;
         }
-        let under_way = nodes.iter().filter(|n| n.repartitioning).count();
-        let mut budget = self.limits.max_concurrent.saturating_sub(under_way);
-        let mut out = Vec::new();
+        cands.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
 
-        // Candidates: available nodes whose layout is old enough. Idle nodes first, then the
-        // nodes with the fewest busy instances (they drain soonest); name breaks ties.
-        let mut cands: Vec<&NodeSnapshot> = nodes
-            .iter()
-            .filter(|n| !n.unavailable && n.planned.is_none() && n.layout_age >= self.limits.min_layout_lifetime)
-            .collect();
-        cands.sort_by_key(|n| (n.busy.values().sum::<u32>(), n.name.clone()));
-
-        for node in cands {
+        // `best_target` depends on the node only through its layout, allowed layouts and
+        // model: nodes alike share one answer until `unmet` changes (`None`: no change).
+        type Answer = Option<(NodeLayout, BTreeMap<String, u32>)>;
+        let mut memo: Vec<(&NodeSnapshot, Answer)> = Vec::new();
+        for (_, node) in cands {
             if budget == 0 || unmet.is_empty() {
                 break;
             }
-            let (target, served) = best_target(node, &unmet, &demand.pending);
-            let gain: u32 = served.values().sum();
-            if gain < self.limits.min_gain || target == node.layout {
+            let alike = |m: &NodeSnapshot| {
+                std::ptr::eq(m.model, node.model) && Arc::ptr_eq(&m.allowed, &node.allowed) && m.layout == node.layout
+            };
+            let answer = match memo.iter().find(|(m, _)| alike(m)) {
+                Some((_, a)) => a.clone(),
+                None => {
+                    let (target, served) = best_target(node, &unmet, &demand.pending);
+                    let gain: u32 = served.values().sum();
+                    let a = (gain >= self.limits.min_gain && target != node.layout).then_some((target, served));
+                    memo.push((node, a.clone()));
+                    a
+                }
+            };
+            let Some((target, served)) = answer else {
                 continue;
-            }
+            };
             for (p, n) in &served {
                 if let Some(u) = unmet.get_mut(p) {
                     *u = u.saturating_sub(*n);
                 }
             }
             unmet.retain(|_, u| *u > 0);
+            memo.clear();
             out.push(Repartition {
                 node: node.name.clone(),
                 target,
@@ -202,42 +231,70 @@ pub fn best_target(
     unmet: &BTreeMap<String, u32>,
     pending: &BTreeMap<String, u32>,
 ) -> (NodeLayout, BTreeMap<String, u32>) {
+    // Per profile of a layout: (name, count, weight, weight x min(count, pending)).
+    type Terms = Vec<(&'static str, u32, u64, u64)>;
+    let terms = |l: &ProfileCounts| -> Terms {
+        l.iter()
+            .map(|(p, c)| {
+                let w = node.model.profile(p).map_or(1, |s| u64::from(s.compute_slices));
+                (p, c, w, w * u64::from(c.min(pending.get(p).copied().unwrap_or(0))))
+            })
+            .collect()
+    };
+    let options: Vec<(&ProfileCounts, Terms)> = node.allowed.iter().map(|l| (l, terms(l))).collect();
     let mut left = unmet.clone();
     let mut served: BTreeMap<String, u32> = BTreeMap::new();
-    let mut gpus = Vec::with_capacity(node.layout.gpus.len());
+    let mut gpus: Vec<ProfileCounts> = Vec::with_capacity(node.layout.gpus.len());
+    // The last GPU's current layout and choice, while `left` has not changed since: a GPU
+    // with the same layout gets the same choice.
+    let mut last: Option<(&ProfileCounts, usize)> = None;
     for current in &node.layout.gpus {
-        let score = |l: &ProfileCounts, left: &BTreeMap<String, u32>| -> (u64, u64, u64) {
+        if let Some((c, i)) = last {
+            if c == current {
+                gpus.push(gpus[i].clone());
+                continue;
+            }
+        }
+        let score = |l: &ProfileCounts, t: &Terms, left: &BTreeMap<String, u32>| -> (u64, u64, u64) {
             let mut unmet_score = 0u64;
             let mut pending_score = 0u64;
-            for (p, c) in l.iter() {
-                let w = node.model.profile(p).map_or(1, |s| u64::from(s.compute_slices));
+            for (p, c, w, pend) in t {
                 // Only instances the GPU does not hold today are new supply.
                 let new = c.saturating_sub(current.count(p));
-                unmet_score += w * u64::from(new.min(left.get(p).copied().unwrap_or(0)));
-                pending_score += w * u64::from(c.min(pending.get(p).copied().unwrap_or(0)));
+                if new > 0 {
+                    unmet_score += w * u64::from(new.min(left.get(*p).copied().unwrap_or(0)));
+                }
+                pending_score += pend;
             }
             let keep = u64::from(l == current);
             (unmet_score, keep, pending_score)
         };
-        let mut best = current.clone();
-        let mut best_score = score(current, &left);
-        for l in node.allowed.iter() {
-            let s = score(l, &left);
-            if s > best_score {
-                best = l.clone();
-                best_score = s;
+        let mut best = current;
+        // With nothing left unmet, every other layout scores (0, 0, _) and the current one
+        // (0, 1, _): it stays.
+        if left.values().any(|u| *u > 0) {
+            let mut best_score = score(current, &terms(current), &left);
+            for (l, t) in &options {
+                let s = score(l, t, &left);
+                if s > best_score {
+                    best = l;
+                    best_score = s;
+                }
             }
         }
+        let mut changed = false;
         for (p, c) in best.iter() {
             if let Some(u) = left.get_mut(p) {
                 let take = c.saturating_sub(current.count(p)).min(*u);
                 *u -= take;
                 if take > 0 {
+                    changed = true;
                     *served.entry(p.to_string()).or_insert(0) += take;
                 }
             }
         }
-        gpus.push(best);
+        last = (!changed).then_some((current, gpus.len()));
+        gpus.push(best.clone());
     }
     (NodeLayout { gpus }, served)
 }

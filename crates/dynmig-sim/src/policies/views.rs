@@ -1,7 +1,7 @@
 //! What the core policies see of the simulated cluster: the same [`ClusterSnapshot`] the
 //! controller builds from Slurm, built from the simulated state.
 
-use crate::cluster::{Cluster, GpuState};
+use crate::cluster::{Cluster, GpuState, SHAPE};
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, ProfileSpec};
 use dynmig_core::snapshot::{ClusterSnapshot, NodeSnapshot, Pending};
 use std::collections::BTreeMap;
@@ -34,23 +34,31 @@ pub fn node_index(name: &str) -> Option<usize> {
 /// fitting profile, a multi-GPU job as that many full profiles, as job_submit/dynmig would
 /// rewrite them); `widest` is the most GPUs a queued multi-GPU job asks (0 if none).
 ///
-/// Kept up to date incrementally: only the nodes marked dirty since the last refresh are
-/// rebuilt; layout ages and work end times move with the clock.
+/// Kept up to date incrementally: only the nodes marked dirty since the last refresh
+/// ([`Cluster::dirty_nodes`]) are updated, their busy and running counts, free whole GPUs and
+/// work end in place when only jobs started or ended ([`crate::cluster::BUSY`]), rebuilt when their layout,
+/// state or plan changed ([`SHAPE`]); layout ages and work end times move with the clock.
 #[derive(Debug, Clone, Default)]
 pub struct View {
     /// The snapshot as of the last refresh.
     pub snapshot: ClusterSnapshot,
     /// Per node, the latest time-limit end of its running jobs, ms.
     ends_ms: Vec<i64>,
+    /// Per node, busy and running instances per profile as in its snapshot's maps (when the
+    /// model has at most [`MAX_PROFILES`] profiles).
+    counts: Vec<Counts>,
 }
 
+/// Busy and running instances per profile index.
+type Counts = ([u32; MAX_PROFILES], [u32; MAX_PROFILES]);
+
 impl View {
-    /// Rebuilds the nodes with `dirty[n]` (all of them the first time) and updates the rest.
+    /// Updates the nodes marked in [`Cluster::dirty`] (builds every node the first time) and
+    /// the clock-driven fields of all.
     #[allow(clippy::too_many_arguments)]
     pub fn refresh(
         &mut self,
         c: &Cluster,
-        dirty: &[bool],
         now_ms: i64,
         allowed: &Arc<[ProfileCounts]>,
         pending: &[u32],
@@ -62,9 +70,18 @@ impl View {
         if self.snapshot.nodes.len() != c.nodes() {
             self.snapshot.nodes = (0..c.nodes()).map(|n| node(c, n, allowed, profiles, class)).collect();
             self.ends_ms = (0..c.nodes()).map(|n| node_ends_ms(c, n)).collect();
+            self.counts = (0..c.nodes()).map(|n| count_busy(c, n)).collect();
         } else {
-            for n in (0..c.nodes()).filter(|n| dirty[*n]) {
-                self.snapshot.nodes[n] = node(c, n, allowed, profiles, class);
+            for &n in &c.dirty_nodes {
+                let n = n as usize;
+                if c.dirty[n] & SHAPE != 0 || profiles.len() > MAX_PROFILES {
+                    self.snapshot.nodes[n] = node(c, n, allowed, profiles, class);
+                    self.counts[n] = count_busy(c, n);
+                } else {
+                    let counts = count_busy(c, n);
+                    update_busy(&mut self.snapshot.nodes[n], &self.counts[n], &counts, c, n, profiles);
+                    self.counts[n] = counts;
+                }
                 self.ends_ms[n] = node_ends_ms(c, n);
             }
         }
@@ -83,6 +100,62 @@ impl View {
                 .insert(full.to_string(), u32::try_from(widest).unwrap_or(u32::MAX));
         }
         self.snapshot.pending = p;
+    }
+}
+
+/// Most profiles [`update_busy`] counts in place.
+const MAX_PROFILES: usize = 16;
+
+/// Sets `map`, which holds the non-zero `old` counts of `profiles`, to the non-zero `counts`
+/// (the same map [`node`] builds), touching only the profiles whose count changed.
+fn sync_counts(map: &mut BTreeMap<String, u32>, old: &[u32], counts: &[u32], profiles: &[&'static ProfileSpec]) {
+    for ((p, &k), _) in profiles.iter().zip(counts).zip(old).filter(|((_, k), o)| *k != *o) {
+        match map.get_mut(p.name) {
+            Some(v) if k > 0 => *v = k,
+            Some(_) => {
+                map.remove(p.name);
+            }
+            None if k > 0 => {
+                map.insert(p.name.to_string(), k);
+            }
+            None => {}
+        }
+    }
+}
+
+/// Busy instances per profile of node `n`, and running jobs per profile they asked for
+/// ([`Cluster::node_counts`]).
+fn count_busy(c: &Cluster, n: usize) -> Counts {
+    let mut busy = [0u32; MAX_PROFILES];
+    let mut running = [0u32; MAX_PROFILES];
+    let np = c.profiles.len();
+    if np <= MAX_PROFILES {
+        let counts = &c.node_counts[n * 2 * np..(n + 1) * 2 * np];
+        busy[..np].copy_from_slice(&counts[..np]);
+        running[..np].copy_from_slice(&counts[np..]);
+    }
+    (busy, running)
+}
+
+/// Updates what jobs starting and ending change of node `n`'s snapshot `s`, whose counts were
+/// `old` and are `new`: busy and running instances, free whole GPUs (the same values
+/// [`node`] gives).
+fn update_busy(
+    s: &mut NodeSnapshot,
+    old: &Counts,
+    new: &Counts,
+    c: &Cluster,
+    n: usize,
+    profiles: &[&'static ProfileSpec],
+) {
+    let np = profiles.len();
+    sync_counts(&mut s.busy, &old.0[..np], &new.0[..np], profiles);
+    sync_counts(&mut s.running, &old.1[..np], &new.1[..np], profiles);
+    let full = profiles[c.full].name;
+    if c.free_full[n] > 0 {
+        s.schedulable_free.insert(full, u32::from(c.free_full[n]));
+    } else {
+        s.schedulable_free.remove(full);
     }
 }
 
