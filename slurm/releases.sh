@@ -6,6 +6,7 @@
 #   slurm/releases.sh plugins SUITE     build the plugins against SUITE's Slurm headers
 #   slurm/releases.sh env SUITE         print the exports that point the cluster at SUITE
 #   slurm/releases.sh run SUITE CMD...  mount the chroot, run CMD with SUITE's Slurm, unmount
+#   slurm/releases.sh unit SUITE        the bindings' tests against SUITE's headers
 #   slurm/releases.sh test SUITE        run the cluster test suite on SUITE (via run)
 #   slurm/releases.sh bench SUITE       run slurm/bench/submit_cost.sh on SUITE (via run)
 #   slurm/releases.sh version [SUITE]   Slurm version of SUITE (host: no SUITE)
@@ -178,7 +179,7 @@ cmd_env() {
 # Paths the daemons, hooks and jobs use that must be the same inside the chroot.
 bind_paths() {
     local t=${CARGO_TARGET_DIR:-$ROOT/target}
-    echo "$ROOT" /tmp /etc/passwd /etc/group /etc/hosts
+    echo "$ROOT" /tmp
     case "$(realpath -m "$t")/" in "$ROOT"/*) ;; *) echo "$t" ;; esac
 }
 
@@ -203,11 +204,28 @@ cmd_inner() {
     local sys=$1 p
     shift
     mount_std "$sys"
+    # The same users, groups and host names inside (copied, not bound: useradd renames
+    # /etc/passwd, and slurm/cluster.sh user adds to both).
+    cp /etc/passwd /etc/group /etc/hosts "$sys/etc/"
     for p in $(bind_paths); do
         if [ -d "$p" ]; then mkdir -p "$sys$p"; else mkdir -p "$(dirname "$sys$p")" && touch "$sys$p"; fi
         mount --bind "$p" "$sys$p"
     done
     "$@"
+}
+
+# The bindings' tests (job_desc_msg_t layout against C's) with SUITE's headers; the plugins'
+# own tests link libslurm and run with the host's Slurm only (cargo test --workspace).
+cmd_unit() {
+    local suite=${1:?usage: unit SUITE} sys ver
+    sys=$(sysroot "$suite")
+    ver=$(slurm_version_of "${sys:-/}")
+    if [ -z "$sys" ]; then
+        (cd "$ROOT" && cargo test --quiet -p slurm-sys)
+    else
+        (cd "$ROOT" && SLURM_INCLUDE_DIR=$sys/usr/include \
+            CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/slurm-build/$ver" cargo test --quiet -p slurm-sys)
+    fi
 }
 
 cmd_test() {
@@ -242,9 +260,10 @@ main() {
     _inner) cmd_inner "$@" ;;
     _apt) cmd_apt "$@" ;;
     test) cmd_test "$@" ;;
+    unit) cmd_unit "$@" ;;
     bench) cmd_bench "$@" ;;
     *)
-        sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2
         ;;
     esac
