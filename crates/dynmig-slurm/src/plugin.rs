@@ -13,9 +13,10 @@ use std::fmt;
 pub struct SlurmVersion(pub u32);
 
 impl SlurmVersion {
-    /// `"24.11.5"` (or `"slurm 24.11.5"`, or with a suffix like `24.11.5-1`).
+    /// `"24.11.5"`, or the last word of `"slurm 22.05.8"` / `"slurm-wlm 24.11.5"` (what
+    /// `scontrol --version` prints), with or without a suffix like `24.11.5-1`.
     pub fn parse(text: &str) -> Option<Self> {
-        let v = text.trim().trim_start_matches("slurm").trim();
+        let v = text.split_whitespace().last()?;
         let mut parts = v.split(['.', '-']);
         let major: u32 = parts.next()?.parse().ok()?;
         let minor: u32 = parts.next()?.parse().ok()?;
@@ -228,6 +229,7 @@ mod tests {
         let v = |s| SlurmVersion::parse(s).unwrap();
         assert_eq!(v("slurm 22.05.8"), SlurmVersion(0x160508));
         assert_eq!(v("26.05.5-1"), SlurmVersion(0x1a0505));
+        assert_eq!(v("slurm-wlm 24.11.5\n"), SlurmVersion(0x180b05));
         assert_eq!(SlurmVersion::parse("24.11"), None);
         assert!(check_plugin(PluginKind::JobSubmit, v("24.11.5"), v("24.11.5")).is_ok());
         let e = check_plugin(PluginKind::JobSubmit, v("22.05.11"), v("22.05.8")).unwrap_err();
