@@ -10,6 +10,7 @@
 #                                 #      DYNMIG_PLUGIN_DIR: the plugins of one Slurm release
 #                                 #        (slurm/releases.sh; default DYNMIG_BIN_DIR's)
 #                                 #      DYNMIG_NO_HISTORY=1 to start no history server
+#                                 #      DYNMIG_NO_CATALOG=1 to add no catalog node (tests)
 #                                 #      DYNMIG_POLICY: [policy] kind (default demand)
 #                                 #      DYNMIG_ALLOWED_LAYOUTS: per-GPU layouts, spaces
 #                                 #        between (default the six below)
@@ -148,7 +149,9 @@ cmd_up() {
     fi
     export DYNMIG_PROLOG=$DIR/bin/prolog
     export DYNMIG_EPILOG=$DIR/bin/epilog
-    export DYNMIG_CATALOG_GRES=$(catalog_gres)
+    if [ -z "${DYNMIG_NO_CATALOG:-}" ]; then
+        export DYNMIG_CATALOG_GRES=$(catalog_gres)
+    fi
     "$ROOT/slurm/cluster.sh" up >/dev/null
     # shellcheck disable=SC1091
     . "$DIR/env.sh"

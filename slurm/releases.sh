@@ -6,7 +6,7 @@
 #   slurm/releases.sh plugins SUITE     build the plugins against SUITE's Slurm headers
 #   slurm/releases.sh env SUITE         print the exports that point the cluster at SUITE
 #   slurm/releases.sh run SUITE CMD...  mount the chroot, run CMD with SUITE's Slurm, unmount
-#   slurm/releases.sh unit SUITE        the bindings' tests against SUITE's headers
+#   slurm/releases.sh unit SUITE        plugin tests and clippy with SUITE's headers and libslurm
 #   slurm/releases.sh test SUITE        run the cluster test suite on SUITE (via run)
 #   slurm/releases.sh bench SUITE       run slurm/bench/submit_cost.sh on SUITE (via run)
 #   slurm/releases.sh version [SUITE]   Slurm version of SUITE (host: no SUITE)
@@ -214,18 +214,27 @@ cmd_inner() {
     "$@"
 }
 
-# The bindings' tests (job_desc_msg_t layout against C's) with SUITE's headers; the plugins'
-# own tests link libslurm and run with the host's Slurm only (cargo test --workspace).
+# With SUITE's headers and libslurm: the bindings (bindgen's layout checks of job_desc_msg_t
+# against C's are compile-time asserts), clippy on the plugins' code for this release (its
+# cfgs), and the job_submit plugin's own tests (linked against the chroot's libslurm, run
+# inside the chroot). bookworm: cargo test --workspace covers it.
 cmd_unit() {
-    local suite=${1:?usage: unit SUITE} sys ver
+    local suite=${1:?usage: unit SUITE} sys ver exe
     sys=$(sysroot "$suite")
-    ver=$(slurm_version_of "${sys:-/}")
-    if [ -z "$sys" ]; then
-        (cd "$ROOT" && cargo test --quiet -p slurm-sys)
-    else
-        (cd "$ROOT" && SLURM_INCLUDE_DIR=$sys/usr/include \
-            CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/slurm-build/$ver" cargo test --quiet -p slurm-sys)
-    fi
+    [ -n "$sys" ] || return 0
+    ver=$(slurm_version_of "$sys")
+    cd "$ROOT"
+    export SLURM_INCLUDE_DIR=$sys/usr/include SLURM_LIB_DIR=$sys/usr/lib/x86_64-linux-gnu
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}/slurm-build/$ver
+    cargo clippy --quiet -p slurm-sys -p job-submit-dynmig -p spank-dynmig --lib -- -D warnings
+    local t
+    for t in "--lib" "--test entry"; do
+        # shellcheck disable=SC2086
+        exe=$(cargo test -p job-submit-dynmig $t --no-run 2>&1 | tee "$CARGO_TARGET_DIR/unit-build.log" |
+            sed -n 's/^ *Executable .* (\(.*\))$/\1/p' | tail -1) || true
+        [ -n "$exe" ] || die "building job-submit-dynmig's tests ($t) against Slurm $ver failed: $(grep -m3 '^error' "$CARGO_TARGET_DIR/unit-build.log")"
+        (cmd_run "$suite" chroot "$sys" "$(realpath "$exe")") || die "job-submit-dynmig's tests ($t) failed on Slurm $ver"
+    done
 }
 
 cmd_test() {

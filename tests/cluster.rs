@@ -30,6 +30,11 @@ fn bin_dir() -> PathBuf {
 
 impl Cluster {
     fn up(with_controller: bool) -> Self {
+        Self::up_with(with_controller, &[])
+    }
+
+    /// [`Cluster::up`] with more environment for slurm/local-dynmig.sh.
+    fn up_with(with_controller: bool, env: &[(&str, &str)]) -> Self {
         let lock = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         // Other test processes (another `cargo test` run) use the same namespaces and
         // directory: hold a machine-wide lock for the whole test, not only while starting.
@@ -46,6 +51,7 @@ impl Cluster {
         if !with_controller {
             cmd.env("DYNMIG_NO_CONTROLLER", "1");
         }
+        cmd.envs(env.iter().copied());
         let out = cmd.output().expect("run slurm/local-dynmig.sh");
         let c = Cluster {
             root,
@@ -431,7 +437,13 @@ fn doctor_says_whether_the_installed_plugins_are_builds_for_the_running_slurm() 
     std::fs::write(&other, &bytes).unwrap();
     let out = c.cmd(
         dynmig.to_str().unwrap(),
-        &["--config", &conf, "doctor", "--job-submit-plugin", other.to_str().unwrap()],
+        &[
+            "--config",
+            &conf,
+            "doctor",
+            "--job-submit-plugin",
+            other.to_str().unwrap(),
+        ],
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!out.status.success(), "{text}");
@@ -440,6 +452,23 @@ fn doctor_says_whether_the_installed_plugins_are_builds_for_the_running_slurm() 
         text.contains("MISMATCH") && text.contains(&next.to_string()) && text.contains(&running),
         "{text}"
     );
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn without_the_catalog_node_a_job_for_a_type_no_node_has_is_refused() {
+    // Why local-dynmig.sh adds the placeholder catalog node on every release: 23.11's "allow
+    // jobs that request a newly configured gres type to be queued" does not cover a type
+    // that only dynamic nodes bring. A held job is taken, a schedulable one refused.
+    let c = Cluster::up_with(false, &[("DYNMIG_NO_CATALOG", "1")]);
+    assert!(c.node("catalog").is_null(), "{}", c.node("catalog"));
+    let out = c.cmd("sbatch", &["--gres=gpu:3g.40gb:1", "--wrap=true"]);
+    assert!(!out.status.success(), "a job for a type no node has was accepted");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Requested node configuration is not available"), "{err}");
+    let held = c.sbatch(&["--hold", "--gres=gpu:3g.40gb:1", "--wrap=true"]);
+    assert_eq!(c.job_state(held), "PENDING");
+    c.ok("scancel", &[&held.to_string()]);
 }
 
 #[test]
@@ -971,10 +1000,7 @@ fn a_busy_node_is_reserved_at_its_jobs_end_keeps_short_jobs_and_then_repartition
         "the reservation starts when the running job's time limit ends ({ends}): {r}"
     );
     let n1 = c.node("n1");
-    assert!(
-        !has_flag(&n1, "DRAIN"),
-        "n1 was drained: {n1}"
-    );
+    assert!(!has_flag(&n1, "DRAIN"), "n1 was drained: {n1}");
     // A job whose time limit ends after the reservation starts does not start on n1's free
     // GPU; one that ends before it does (backfill), after it in the queue.
     let too_long = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--time=5", "--wrap=sleep 5"]);

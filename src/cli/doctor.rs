@@ -109,7 +109,35 @@ pub fn doctor(config: &Config, job_submit: Option<&Path>, spank: Option<&Path>) 
     for path in spank {
         ok &= report("spank/dynmig", PluginKind::Spank, &path, running);
     }
+    ok &= nvml_settings(config, &show, running);
     Ok(ok)
+}
+
+/// From 25.11, slurmstepd (and slurmd with `acct_gather_energy/gpu`) keep NVML open, so that
+/// no other process can configure the GPU: with real GPUs (`backend = "nvml"`) GPU accounting
+/// must be off. Prints a finding when it matters; returns whether the settings are safe.
+fn nvml_settings(config: &Config, show: &str, running: SlurmVersion) -> bool {
+    use dynmig_core::config::Backend;
+    if running < SlurmVersion(0x19_0b_00) || !config.node_groups.iter().any(|g| g.backend == Backend::Nvml) {
+        return true;
+    }
+    let gather = config_value(show, "JobAcctGatherParams").unwrap_or("");
+    let energy = config_value(show, "AcctGatherEnergyType").unwrap_or("");
+    let mut ok = true;
+    if !gather.contains("DisableGPUAcct") {
+        println!("slurm.conf: MISSING JobAcctGatherParams=DisableGPUAcct: from 25.11 slurmstepd holds NVML open and dynmig cannot change MIG instances");
+        ok = false;
+    }
+    if energy.contains("gpu") {
+        println!(
+            "slurm.conf: AcctGatherEnergyType={energy}: slurmd holds NVML open from 25.11; use none on dynmig nodes"
+        );
+        ok = false;
+    }
+    if ok {
+        println!("slurm.conf: GPU accounting off (JobAcctGatherParams=DisableGPUAcct): ok");
+    }
+    ok
 }
 
 /// One plugin file against the running version; prints the finding, returns whether it loads.
@@ -145,5 +173,25 @@ mod tests {
         assert_eq!(config_value(show, "Plugin"), None);
         let plugstack = "# comment spank_dynmig.so\noptional /x/spank_dynmig.so arg\nrequired other.so\ninclude /etc/x/*\nrequired spank_dynmig.so\n";
         assert_eq!(spank_paths(plugstack), ["/x/spank_dynmig.so", "spank_dynmig.so"]);
+    }
+
+    #[test]
+    fn gpu_accounting_must_be_off_with_real_gpus_from_25_11() {
+        let mut config = Config::default_embedded();
+        assert!(!config.node_groups.is_empty());
+        let on = "JobAcctGatherParams     = (null)\n";
+        let off = "JobAcctGatherParams     = DisableGPUAcct\n";
+        let energy = "JobAcctGatherParams = DisableGPUAcct\nAcctGatherEnergyType = acct_gather_energy/gpu\n";
+        let v2511 = SlurmVersion::parse("25.11.0").unwrap();
+        let v2505 = SlurmVersion::parse("25.05.3").unwrap();
+        for g in &mut config.node_groups {
+            g.backend = dynmig_core::config::Backend::Simulated;
+        }
+        assert!(nvml_settings(&config, on, v2511), "simulated GPUs need nothing");
+        config.node_groups[0].backend = dynmig_core::config::Backend::Nvml;
+        assert!(nvml_settings(&config, on, v2505), "before 25.11 nothing holds NVML");
+        assert!(!nvml_settings(&config, on, v2511));
+        assert!(nvml_settings(&config, off, v2511));
+        assert!(!nvml_settings(&config, energy, v2511));
     }
 }

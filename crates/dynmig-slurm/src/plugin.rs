@@ -214,10 +214,7 @@ mod tests {
 
     #[test]
     fn refuses_files_that_are_not_plugins() {
-        assert_eq!(
-            plugin_version(&elf("plugin_versions", 1)),
-            Err(PluginError::NoVersion)
-        );
+        assert_eq!(plugin_version(&elf("plugin_versions", 1)), Err(PluginError::NoVersion));
         assert!(matches!(plugin_version(b"#!/bin/sh\n"), Err(PluginError::NotElf(_))));
         let mut cut = elf("plugin_version", 1);
         cut.truncate(cut.len() - 10);
