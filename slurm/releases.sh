@@ -9,6 +9,7 @@
 #   slurm/releases.sh unit SUITE        plugin tests and clippy with SUITE's headers and libslurm
 #   slurm/releases.sh test SUITE        run the cluster test suite on SUITE (via run)
 #   slurm/releases.sh bench SUITE       run slurm/bench/submit_cost.sh on SUITE (via run)
+#   slurm/releases.sh demo SUITE        run slurm/demo.sh on SUITE (debug build; via run)
 #   slurm/releases.sh version [SUITE]   Slurm version of SUITE (host: no SUITE)
 #
 # SUITE is bookworm (the host itself, nothing mounted), trixie or sid.
@@ -129,8 +130,13 @@ cmd_plugins() {
     # The host's plugins are those of the workspace build (slurm/setup.sh).
     [ -n "$sys" ] || tdir="${CARGO_TARGET_DIR:-$ROOT/target}"
     [ -n "$sys" ] || inc=${SLURM_INCLUDE_DIR:-}
+    # The host's: the workspace build (a no-op after slurm/setup.sh; building only the two
+    # plugin packages would resolve other features and rebuild their dependencies).
+    local pkgs="-p job-submit-dynmig -p spank-dynmig"
+    [ -n "$sys" ] || pkgs=--workspace
+    # shellcheck disable=SC2086
     (cd "$ROOT" && env ${inc:+SLURM_INCLUDE_DIR=$inc} CARGO_TARGET_DIR="$tdir" \
-        cargo build --quiet -p job-submit-dynmig -p spank-dynmig) ||
+        cargo build --quiet $pkgs) ||
         die "building the plugins against Slurm $ver ($inc) failed"
     cp "$tdir/debug/libjob_submit_dynmig.so" "$out/job_submit_dynmig.so.tmp"
     cp "$tdir/debug/libspank_dynmig.so" "$out/spank_dynmig.so.tmp"
@@ -251,6 +257,14 @@ cmd_bench() {
     cmd_run "$suite" bash "$ROOT/slurm/bench/submit_cost.sh" "$@"
 }
 
+# slurm/demo.sh on SUITE (the debug build unless DYNMIG_PROFILE=release).
+cmd_demo() {
+    local suite=${1:?usage: demo SUITE}
+    shift
+    cmd_plugins "$suite" >/dev/null
+    DYNMIG_PROFILE=${DYNMIG_PROFILE:-dev} cmd_run "$suite" bash "$ROOT/slurm/demo.sh" "$@"
+}
+
 cmd_version() {
     local r
     r=$(sysroot "${1:-bookworm}")
@@ -271,8 +285,9 @@ main() {
     test) cmd_test "$@" ;;
     unit) cmd_unit "$@" ;;
     bench) cmd_bench "$@" ;;
+    demo) cmd_demo "$@" ;;
     *)
-        sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2
         ;;
     esac

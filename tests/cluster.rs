@@ -4,7 +4,10 @@
 //! plugin loaded, one dynmig agent per node.
 //!
 //! They need root, Slurm and the built plugins, so they are `#[ignore]`d in a plain
-//! `cargo test`; `slurm/test.sh` (the README's test command) runs them with `--include-ignored`.
+//! `cargo test`; `slurm/test.sh` (the README's test command) runs them with `--include-ignored`
+//! on every Slurm release of the matrix: the host's 22.05, then 24.11 and 26.05 through
+//! `slurm/releases.sh test SUITE`, which puts wrappers for that release's commands (run in its
+//! chroot) first on `PATH` and sets `DYNMIG_SLURM_ROOT` and `DYNMIG_PLUGIN_DIR`.
 //! They share the namespaces and so run one at a time (a process-wide lock, and a file lock
 //! on /run/dynmig-cluster-tests.lock for other test processes).
 
