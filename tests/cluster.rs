@@ -89,6 +89,15 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("run {program} as uid {uid}: {e}"))
     }
 
+    /// (major, minor) of the running release, from `slurmctld -V` ("slurm 22.05.8",
+    /// "slurm-wlm 24.11.5").
+    fn slurm_version(&self) -> (u32, u32) {
+        let v = String::from_utf8_lossy(&self.cmd("slurmctld", &["-V"]).stdout).into_owned();
+        let mut parts = v.split_whitespace().last().unwrap_or("").split('.');
+        let mut next = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        (next(), next())
+    }
+
     /// An ordinary user made for the tests (`slurm/cluster.sh user`: on the host and in the
     /// release's chroot); its uid.
     fn user(&self, name: &str) -> u32 {
@@ -375,6 +384,12 @@ fn an_ordinary_user_submits_updates_holds_releases_and_cancels_and_the_admin_com
     let out = c.as_user(uid, "scontrol", &["update", &jid, "gres=gpu:1"]);
     assert!(!out.status.success(), "an untyped single-GPU update was accepted");
     assert_eq!(tres(&kept("a refused update")), "gres:gpu:3g.40gb:1");
+    // From 23.02 job_modify hands its reason back (err_msg) and scontrol prints it; 22.05
+    // has no err_msg there, so the user sees only Slurm's text for the code.
+    let err = String::from_utf8_lossy(&out.stderr);
+    if c.slurm_version() >= (23, 2) {
+        assert!(err.contains("cannot size an untyped GPU request"), "{err}");
+    }
     // The user changes the time limit (of a pending job, within the partition's limit).
     user(&["scontrol", "update", &jid, "timelimit=5"]);
     assert_eq!(field(&kept("the time limit update"), "TimeLimit"), "00:05:00");
