@@ -135,8 +135,9 @@ cmd_plugins() {
     local pkgs="-p job-submit-dynmig -p spank-dynmig"
     [ -n "$sys" ] || pkgs=--workspace
     # shellcheck disable=SC2086
-    (cd "$ROOT" && env ${inc:+SLURM_INCLUDE_DIR=$inc} CARGO_TARGET_DIR="$tdir" \
-        cargo build --quiet $pkgs) ||
+    # SLURM_LIB_DIR as cmd_unit sets it, so that the two do not rebuild each other's crates.
+    (cd "$ROOT" && env ${inc:+SLURM_INCLUDE_DIR=$inc} ${sys:+SLURM_LIB_DIR=$sys/usr/lib/x86_64-linux-gnu} \
+        CARGO_TARGET_DIR="$tdir" cargo build --quiet $pkgs) ||
         die "building the plugins against Slurm $ver ($inc) failed"
     cp "$tdir/debug/libjob_submit_dynmig.so" "$out/job_submit_dynmig.so.tmp"
     cp "$tdir/debug/libspank_dynmig.so" "$out/spank_dynmig.so.tmp"
