@@ -7,8 +7,10 @@
 #   slurm/cluster.sh down                      stop everything, remove namespaces; idempotent
 #   slurm/cluster.sh restart-node NODE GRES [--write-gres-conf]
 #                                              re-register NODE as a dynamic node with GRES
+#   slurm/cluster.sh restart-ctld              restart slurmctld on its saved state
 #   slurm/cluster.sh status                    daemons, namespaces and sinfo
 #   slurm/cluster.sh selftest                  up, jobs, restart-node, down, with checks
+#   slurm/cluster.sh user NAME                 make an ordinary user (host and chroot), print uid
 #
 # Environment: DYNMIG_CLUSTER_DIR (default ./.run/cluster), DYNMIG_NODES (default "n1 n2"),
 # DYNMIG_JOBSUBMIT_SO, DYNMIG_SPANK_SO, DYNMIG_PROLOG, DYNMIG_EPILOG, DYNMIG_CONFIG,
@@ -99,6 +101,37 @@ cmd_restart_node() {
     log "restart-node $node $gres: idle again after $(elapsed "$t0") s"
 }
 
+# restart-ctld: stop slurmctld and start it again on its saved state (jobs, dynamic nodes).
+cmd_restart_ctld() {
+    need_root
+    load_env
+    local t0
+    t0=$(date +%s.%N)
+    # The job_submit plugin's config, as up gave it (slurm/local-dynmig.sh records it).
+    if [ -z "${DYNMIG_CONFIG:-}" ] && [ -f "$DIR/env.sh" ]; then
+        DYNMIG_CONFIG=$(sed -n 's/^export DYNMIG_CONFIG=//p' "$DIR/env.sh")
+    fi
+    stop_pidfile "$DIR/run/slurmctld.pid" slurmctld
+    start_slurmctld
+    log "restart-ctld: slurmctld answers again after $(elapsed "$t0") s"
+}
+
+# user NAME: an ordinary user NAME (own group, no home, no login), made if missing, also inside
+# the release's chroot (DYNMIG_SLURM_ROOT); prints its uid.
+cmd_user() {
+    need_root
+    local name=${1:?usage: user NAME} f
+    id -u "$name" >/dev/null 2>&1 ||
+        useradd --system --user-group --no-create-home --shell /usr/sbin/nologin "$name" ||
+        die "useradd $name failed"
+    if [ -n "$SLURM_ROOT" ]; then
+        for f in passwd group; do
+            grep -q "^$name:" "$SLURM_ROOT/etc/$f" || grep "^$name:" "/etc/$f" >>"$SLURM_ROOT/etc/$f"
+        done
+    fi
+    id -u "$name"
+}
+
 cmd_status() {
     local nodes node
     nodes=$(recorded_nodes)
@@ -129,16 +162,18 @@ main() {
     local cmd=${1:-}
     shift || true
     case "$cmd" in
-    up | down | restart-node | selftest) need_root && lock ;;
+    up | down | restart-node | restart-ctld | selftest) need_root && lock ;;
     esac
     case "$cmd" in
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
     restart-node) cmd_restart_node "$@" ;;
+    restart-ctld) cmd_restart_ctld "$@" ;;
     status) cmd_status "$@" ;;
     selftest) cmd_selftest "$@" ;;
+    user) cmd_user "$@" ;;
     *)
-        sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2
         ;;
     esac

@@ -8,11 +8,17 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 [ "$(id -u)" = 0 ] || { echo "demo: run as root (it starts slurmctld, slurmd and munged)" >&2; exit 1; }
 bash slurm/setup.sh
+# DYNMIG_PROFILE=dev (as slurm/setup.sh) runs the debug build instead of the release one.
+if [ "${DYNMIG_PROFILE:-release}" = release ]; then
+    export DYNMIG_BIN_DIR=${CARGO_TARGET_DIR:-$ROOT/target}/release
+else
+    export DYNMIG_BIN_DIR=${CARGO_TARGET_DIR:-$ROOT/target}/debug
+fi
 export DYNMIG_CLUSTER_DIR=$ROOT/.run/demo
 trap 'bash slurm/local-dynmig.sh down' EXIT
 bash slurm/local-dynmig.sh up
 # shellcheck disable=SC1091
 . "$DYNMIG_CLUSTER_DIR/env.sh"
-target/release/dynmig demo --trace slurm/demo/trace-slice.csv \
+"$DYNMIG_BIN_DIR/dynmig" demo --trace slurm/demo/trace-slice.csv \
     --workdir "$DYNMIG_CLUSTER_DIR/jobs" --report "$DYNMIG_CLUSTER_DIR/report.md" "$@"
 echo "report: $DYNMIG_CLUSTER_DIR/report.md" >&2

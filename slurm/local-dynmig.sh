@@ -7,7 +7,10 @@
 #
 #   slurm/local-dynmig.sh up      # env: DYNMIG_CLUSTER_DIR, DYNMIG_BIN_DIR (target/release),
 #                                 #      DYNMIG_NO_CONTROLLER=1 to start no controller
+#                                 #      DYNMIG_PLUGIN_DIR: the plugins of one Slurm release
+#                                 #        (slurm/releases.sh; default DYNMIG_BIN_DIR's)
 #                                 #      DYNMIG_NO_HISTORY=1 to start no history server
+#                                 #      DYNMIG_NO_CATALOG=1 to add no catalog node (tests)
 #                                 #      DYNMIG_POLICY: [policy] kind (default demand)
 #                                 #      DYNMIG_ALLOWED_LAYOUTS: per-GPU layouts, spaces
 #                                 #        between (default the six below)
@@ -136,11 +139,19 @@ cmd_up() {
         export "DYNMIG_NODE_GRES_$node=$gres"
     done
     export DYNMIG_CONFIG=$CONF
-    export DYNMIG_SPANK_SO=$BIN/libspank_dynmig.so
+    if [ -n "${DYNMIG_PLUGIN_DIR:-}" ]; then
+        # The plugins of one Slurm release (slurm/releases.sh plugins SUITE).
+        export DYNMIG_SPANK_SO=$DYNMIG_PLUGIN_DIR/spank_dynmig.so
+        export DYNMIG_JOBSUBMIT_SO=$DYNMIG_PLUGIN_DIR/job_submit_dynmig.so
+    else
+        export DYNMIG_SPANK_SO=$BIN/libspank_dynmig.so
+        export DYNMIG_JOBSUBMIT_SO=$BIN/libjob_submit_dynmig.so
+    fi
     export DYNMIG_PROLOG=$DIR/bin/prolog
     export DYNMIG_EPILOG=$DIR/bin/epilog
-    export DYNMIG_JOBSUBMIT_SO=$BIN/libjob_submit_dynmig.so
-    export DYNMIG_CATALOG_GRES=$(catalog_gres)
+    if [ -z "${DYNMIG_NO_CATALOG:-}" ]; then
+        export DYNMIG_CATALOG_GRES=$(catalog_gres)
+    fi
     "$ROOT/slurm/cluster.sh" up >/dev/null
     # shellcheck disable=SC1091
     . "$DIR/env.sh"

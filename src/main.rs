@@ -56,6 +56,16 @@ enum Cmd {
         #[arg(long)]
         node: String,
     },
+    /// Check that the dynmig plugins installed here are builds for the Slurm that runs
+    /// (slurmctld's version from `scontrol show config`); exit 1 on a mismatch.
+    Doctor {
+        /// The job_submit plugin file [default: job_submit_dynmig.so in slurmctld's PluginDir].
+        #[arg(long)]
+        job_submit_plugin: Option<PathBuf>,
+        /// The SPANK plugin file [default: the spank_dynmig line of PlugStackConfig].
+        #[arg(long)]
+        spank_plugin: Option<PathBuf>,
+    },
     /// Show what the controller would do now, without changing anything.
     Plan,
     /// Run the controller (one per cluster).
@@ -255,6 +265,17 @@ fn run(cli: Cli) -> Result<()> {
             let entries = dynmig_gpu::gres_conf::node_entries(&gpus, |g| backend.gpu_device_file(g));
             print!("{}", dynmig_gpu::gres_conf::render(&entries));
             Ok(())
+        }
+        Cmd::Doctor {
+            job_submit_plugin,
+            spank_plugin,
+        } => {
+            let (config, _) = load_config(explicit)?;
+            if dynmig::cli::doctor::doctor(&config, job_submit_plugin.as_deref(), spank_plugin.as_deref())? {
+                Ok(())
+            } else {
+                Err(anyhow!("a dynmig plugin does not match the running Slurm"))
+            }
         }
         Cmd::Plan => {
             let (config, _) = load_config(explicit)?;

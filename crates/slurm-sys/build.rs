@@ -11,7 +11,7 @@
 //! Every header read is a `cargo:rerun-if-changed` (bindgen's `CargoCallbacks` adds the
 //! ones clang opens), so an in-place header upgrade rebuilds with the new version.
 //!
-//! Emits the cfgs `slurm_2302_plus` and `slurm_2311_plus` for this crate and
+//! Emits the cfgs `slurm_2302_plus`, `slurm_2311_plus` and `slurm_2605_plus` for this crate and
 //! `cargo:version_number=0xAABBCC` (read by dependents as `DEP_SLURM_VERSION_NUMBER`).
 use std::env;
 use std::fs;
@@ -37,11 +37,15 @@ fn main() {
     println!("cargo:version_number={version:#x}");
     println!("cargo::rustc-check-cfg=cfg(slurm_2302_plus)");
     println!("cargo::rustc-check-cfg=cfg(slurm_2311_plus)");
+    println!("cargo::rustc-check-cfg=cfg(slurm_2605_plus)");
     if version >= 0x17_02_00 {
         println!("cargo:rustc-cfg=slurm_2302_plus");
     }
     if version >= 0x17_0b_00 {
         println!("cargo:rustc-cfg=slurm_2311_plus");
+    }
+    if version >= 0x1a_05_00 {
+        println!("cargo:rustc-cfg=slurm_2605_plus");
     }
 
     if env::var_os("CARGO_FEATURE_LINK").is_some() {

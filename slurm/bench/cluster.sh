@@ -1,5 +1,5 @@
 #!/bin/bash
-# Throwaway single-host Slurm (22.05) for trying job_submit/dynmig and the SPANK plugin:
+# Throwaway single-host Slurm (any release of slurm/releases.sh) for trying job_submit/dynmig and the SPANK plugin:
 # its own munged, slurmctld and slurmd, all as root, all files under DIR, ports 17817/17818
 # (so it does not clash with slurm/cluster.sh's cluster).
 #
@@ -7,7 +7,9 @@
 #   slurm/bench/cluster.sh stop DIR
 #   SLURM_CONF=DIR/slurm.conf sbatch ...
 #
-# Needs: cargo build --release -p job-submit-dynmig -p spank-dynmig (or PLUGIN_LIB_DIR=...).
+# Needs: cargo build --release -p job-submit-dynmig -p spank-dynmig (or PLUGIN_LIB_DIR=...,
+# or DYNMIG_PLUGIN_DIR=... with the versioned builds of slurm/releases.sh plugins SUITE).
+# With another release's Slurm: slurm/releases.sh bench SUITE (its daemons and clients).
 set -euo pipefail
 cmd=${1:?start|stop}
 D=${2:?directory}
@@ -40,8 +42,19 @@ fi
 mkdir -p "$D"/{state,spool,plugins}
 touch "$D"/mig{0..6}
 # slurmctld looks for job_submit_<name>.so in PluginDir; cargo builds lib<name>.so.
-cp "$libdir/libjob_submit_dynmig.so" "$D/plugins/job_submit_dynmig.so"
-cp "$libdir/libspank_dynmig.so" "$D/plugins/libspank_dynmig.so"
+if [ -n "${DYNMIG_PLUGIN_DIR:-}" ]; then
+	cp "$DYNMIG_PLUGIN_DIR/job_submit_dynmig.so" "$D/plugins/job_submit_dynmig.so"
+	cp "$DYNMIG_PLUGIN_DIR/spank_dynmig.so" "$D/plugins/libspank_dynmig.so"
+else
+	cp "$libdir/libjob_submit_dynmig.so" "$D/plugins/job_submit_dynmig.so"
+	cp "$libdir/libspank_dynmig.so" "$D/plugins/libspank_dynmig.so"
+fi
+# 24.05+ slurmd needs a cgroup plugin it can use; nothing here uses cgroups.
+rm -f "$D/cgroup.conf"
+v=$(slurmctld -V | awk '{print $2}')
+if [ "$(printf '%d%02d' "${v%%.*}" "$(echo "$v" | cut -d. -f2)")" -ge 2405 ]; then
+	echo "CgroupPlugin=disabled" >"$D/cgroup.conf"
+fi
 cp "$here/job_submit.lua" "$D/job_submit.lua"
 
 if [ ! -s "$D/munged.pid" ] || ! kill -0 "$(cat "$D/munged.pid")" 2>/dev/null; then

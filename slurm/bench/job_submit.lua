@@ -1,7 +1,7 @@
 -- job_submit/lua doing what job_submit/dynmig does for the common case, for comparison
 -- (slurm/bench/submit_cost.sh): read --mig-mem from spank_job_env, pick the smallest
--- A100-80GB MIG profile that fits, rewrite tres_per_node "gres:gpu:N" to
--- "gres:gpu:<profile>:N", and note the decision in admin_comment.
+-- A100-80GB MIG profile that fits, rewrite tres_per_node "gres:gpu:N" (23.11+: "gres/gpu:N")
+-- to "gres:gpu:<profile>:N" (the same prefix), and note the decision in admin_comment.
 -- Profile memory in MiB from crates/dynmig-core/src/geometry/models.rs (A100_80GB).
 local profiles = {
 	{ "1g.10gb", 9728 }, { "2g.20gb", 19968 }, { "3g.40gb", 40192 }, { "7g.80gb", 80896 },
@@ -24,7 +24,9 @@ end
 function slurm_job_submit(job_desc, part_list, submit_uid)
 	local tres = job_desc.tres_per_node
 	if tres == nil then return slurm.SUCCESS end
-	local count = string.match(tres, "^gres[:/]gpu:(%d+)$")
+	-- Keep the release's prefix: 23.11+ refuses "gres:" ("Invalid Trackable RESource
+	-- (TRES) specification") where it sends "gres/".
+	local prefix, count = string.match(tres, "^(gres[:/])gpu:(%d+)$")
 	if count == nil then return slurm.SUCCESS end
 	local mib = mig_mem_mib(job_desc.spank_job_env)
 	if mib == nil then mib = 9728 end
@@ -34,7 +36,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 	end
 	for _, p in ipairs(profiles) do
 		if p[2] >= mib then
-			job_desc.tres_per_node = "gres:gpu:" .. p[1] .. ":" .. count
+			job_desc.tres_per_node = prefix .. "gpu:" .. p[1] .. ":" .. count
 			job_desc.admin_comment = string.format(
 				"dynmig: profile=%s count=%s mem=%.1fGiB source=mig-mem", p[1], count, mib / 1024)
 			slurm.log_info("dynmig-lua: job %s uid %u: %s", tostring(job_desc.name), submit_uid,

@@ -48,3 +48,19 @@ for variant in ${VARIANTS:-none typed dynmig lua}; do
 	scancel -u root
 	"$here/cluster.sh" stop "$D"
 done
+# Ratios of the medians within this run (the absolute figures move with the machine's load).
+median() { sort -n "$D/usec.$1" | awk '{a[NR]=$1} END {print (NR ? a[int((NR + 1) / 2)] : 0)}'; }
+ratio() {
+	local a b
+	[ -s "$D/usec.$1" ] && [ -s "$D/usec.$2" ] || return 0
+	a=$(median "$1")
+	b=$(median "$2")
+	if [ "$b" -gt 0 ]; then
+		printf 'ratio %s/%s = %.2f (medians %d/%d usec)\n' "$1" "$2" "$(echo "$a / $b" | bc -l)" "$a" "$b"
+	fi
+}
+echo "Slurm $(slurmctld -V | awk '{print $2}'):"
+ratio dynmig none
+ratio lua none
+ratio dynmig lua
+ratio dynmig typed

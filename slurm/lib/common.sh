@@ -12,6 +12,24 @@ CTL_ADDR=10.199.0.1
 CTL_PORT=6817
 CATALOG_STATE=${DYNMIG_CATALOG_STATE:-DOWN}
 GRES_HEADER="gres.conf written by slurm/cluster.sh"
+# The root directory of the Slurm release in use: empty for the host's own, a chroot of
+# slurm/releases.sh otherwise (its commands are then wrappers on PATH that chroot there).
+SLURM_ROOT=${DYNMIG_SLURM_ROOT:-}
+
+# The running Slurm's version, "24.11.5" (of the slurmctld on PATH, so of the release in use).
+slurm_version() {
+    [ -n "${SLURM_VERSION:-}" ] || SLURM_VERSION=$(timeout 10 slurmctld -V | awk '{print $2}')
+    echo "$SLURM_VERSION"
+}
+
+# slurm_at_least MAJOR.MINOR: true when the Slurm in use is that release or later.
+slurm_at_least() {
+    local v want
+    v=$(slurm_version)
+    want=$1
+    [ "$(printf '%d%02d' "${v%%.*}" "$(echo "$v" | cut -d. -f2)")" -ge \
+        "$(printf '%d%02d' "${want%%.*}" "${want#*.}")" ]
+}
 
 log() { echo "cluster.sh: $*" >&2; }
 die() {
@@ -95,7 +113,10 @@ show_pidfile() {
 # Fill @NAME@ fields of the template and add the optional lines.
 write_configs() {
     local conf="$DIR/etc/slurm.conf" plugin_dir=/usr/lib/x86_64-linux-gnu/slurm-wlm
-    [ -d "$plugin_dir" ] || plugin_dir=$(dirname "$(find /usr/lib* -name auth_munge.so 2>/dev/null | head -1)")
+    if [ ! -d "$SLURM_ROOT$plugin_dir" ]; then
+        plugin_dir=$(find "$SLURM_ROOT"/usr/lib* -name auth_munge.so 2>/dev/null | head -1)
+        plugin_dir=$(dirname "${plugin_dir#"$SLURM_ROOT"}")
+    fi
     sed -e "s|@DIR@|$DIR|g" -e "s|@CTL_HOST@|$(hostname -s)|g" -e "s|@CTL_ADDR@|$CTL_ADDR|g" \
         -e "s|@CTL_PORT@|$CTL_PORT|g" -e "s|@MUNGE_SOCKET@|$DIR/munge/munge.socket|g" \
         -e "s|@CTL_DEBUG@|${DYNMIG_SLURMCTLD_DEBUG:-debug}|g" \
@@ -123,6 +144,12 @@ write_configs() {
     fi
     if [ -n "${DYNMIG_EXTRA_CONF:-}" ]; then
         printf '%s\n' "$DYNMIG_EXTRA_CONF" >>"$conf"
+    fi
+    # 24.11's slurmd stops with "cgroup filesystem not mounted" without a cgroup plugin it
+    # can use; no cgroups are used here (proctrack/linuxproc, task/none).
+    rm -f "$DIR/etc/cgroup.conf"
+    if slurm_at_least 24.05; then
+        echo "CgroupPlugin=disabled" >"$DIR/etc/cgroup.conf"
     fi
     : >"$DIR/etc/plugstack.conf"
     if [ -n "${DYNMIG_SPANK_SO:-}" ]; then
@@ -172,6 +199,8 @@ prepare_node() {
     local node=$1 gres=$2 nd="$DIR/nodes/$1"
     mkdir -p "$nd/etc" "$nd/spool" "$nd/dev"
     cp "$DIR/etc/slurm.conf" "$nd/etc/slurm.conf"
+    rm -f "$nd/etc/cgroup.conf"
+    if [ -f "$DIR/etc/cgroup.conf" ]; then cp "$DIR/etc/cgroup.conf" "$nd/etc/cgroup.conf"; fi
     # A gres.conf the caller wrote (no header of ours) is kept; ours is rewritten for GRES.
     if [ ! -f "$nd/etc/gres.conf" ] || head -1 "$nd/etc/gres.conf" | grep -q "$GRES_HEADER"; then
         write_gres_conf "$node" "$gres"

@@ -1,5 +1,6 @@
 //! Glue of the administrator's commands: config loading, the GPU tools.
 
+pub mod doctor;
 pub mod gpu;
 
 use anyhow::{anyhow, Context, Result};

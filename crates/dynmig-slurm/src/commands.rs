@@ -1,11 +1,12 @@
 //! [`SlurmApi`] over Slurm's client commands.
 
-use crate::json::{parse_jobs, parse_nodes};
+use crate::json::{has_list, parse_jobs, parse_nodes};
 use crate::{JobInfo, MaintReservation, NodeInfo, SlurmApi, SlurmError};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_host::process::{run, Limits, RunError};
 use std::ffi::OsStr;
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 /// Paths of the Slurm client commands and the limits every call runs under.
 #[derive(Debug, Clone)]
@@ -18,6 +19,9 @@ pub struct SlurmCommands {
     pub scontrol: PathBuf,
     /// Timeout and output cap of each call.
     pub limits: Limits,
+    /// Whether nodes come from `scontrol --json show nodes` (23.02+) rather than
+    /// `sinfo --json` (22.05); learnt from the first answer, shared by clones.
+    nodes_via_scontrol: Arc<OnceLock<bool>>,
 }
 
 impl Default for SlurmCommands {
@@ -28,6 +32,7 @@ impl Default for SlurmCommands {
             sinfo: "sinfo".into(),
             scontrol: "scontrol".into(),
             limits: Limits::default(),
+            nodes_via_scontrol: Arc::default(),
         }
     }
 }
@@ -82,7 +87,24 @@ impl SlurmApi for SlurmCommands {
     }
 
     fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
-        parse_nodes(&run(self.sinfo.as_os_str(), &["--json"], self.limits)?)
+        // 22.05's `sinfo --json` lists the nodes; from 23.02 it lists partition and state
+        // groups ("sinfo") and the nodes come from `scontrol --json show nodes`.
+        let from_scontrol = || parse_nodes(&self.scontrol(&["--json", "show", "nodes"])?);
+        if self.nodes_via_scontrol.get() == Some(&true) {
+            return from_scontrol();
+        }
+        let out = run(self.sinfo.as_os_str(), &["--json"], self.limits)?;
+        match parse_nodes(&out) {
+            Ok(nodes) => {
+                let _ = self.nodes_via_scontrol.set(false);
+                Ok(nodes)
+            }
+            Err(_) if has_list(&out, "sinfo") => {
+                let _ = self.nodes_via_scontrol.set(true);
+                from_scontrol()
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn drain(&self, node: &str, intent: &NodeIntent) -> Result<(), SlurmError> {

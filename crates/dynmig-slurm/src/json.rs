@@ -44,6 +44,11 @@ fn array<'a>(json: &'a str, key: &str, what: &'static str) -> Result<(Value, &'a
     Ok((v, json))
 }
 
+/// Whether `json` is an object with a list under `key` (which layout a command answered in).
+pub fn has_list(json: &str, key: &str) -> bool {
+    serde_json::from_str::<Value>(json).is_ok_and(|v| v.get(key).is_some_and(Value::is_array))
+}
+
 /// Reads the job list of `squeue --json` output.
 ///
 /// # Errors

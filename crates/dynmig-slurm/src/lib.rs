@@ -13,6 +13,7 @@ pub mod commands;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod json;
+pub mod plugin;
 
 pub use commands::SlurmCommands;
 use dynmig_core::protocol::intent::NodeIntent;

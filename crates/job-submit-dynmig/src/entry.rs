@@ -97,6 +97,18 @@ enum Call {
 }
 
 /// Decode -> core -> encode -> log, for `job_submit` and `job_modify`.
+/// The job id of an update: 26.05 moved it into `step_id` (a `slurm_step_id_t`).
+#[cfg(not(slurm_2605_plus))]
+fn job_id(desc: &job_desc_msg_t) -> u32 {
+    desc.job_id
+}
+
+/// The job id of an update: 26.05 moved it into `step_id` (a `slurm_step_id_t`).
+#[cfg(slurm_2605_plus)]
+fn job_id(desc: &job_desc_msg_t) -> u32 {
+    desc.step_id.job_id
+}
+
 ///
 /// # Safety
 /// `desc` is NULL or a valid job description from slurmctld; `err_msg` is NULL or valid.
@@ -106,7 +118,7 @@ unsafe fn run(call: Call, desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mu
     };
     let what = match call {
         Call::Submit => format!("job {}", shorten(xalloc::borrow(desc.name).unwrap_or("(no name)"), 100)),
-        Call::Update => format!("update of job {}", desc.job_id),
+        Call::Update => format!("update of job {}", job_id(desc)),
     };
     let ready = match state::current().as_deref() {
         Some(state::State::Ready(ready)) => ready.clone(),

@@ -74,7 +74,15 @@ fn a_users_gres_update_keeps_the_admin_comment_and_is_not_refused_for_it() {
         let record = "dynmig/v1 profile=1g.10gb count=1 mem=9663676416 source=mig-mem";
         let mut d = zeroed();
         let mut err: *mut c_char = std::ptr::null_mut();
-        d.job_id = 42;
+        // 26.05 moved the job id into step_id.
+        #[cfg(not(slurm_2605_plus))]
+        {
+            d.job_id = 42;
+        }
+        #[cfg(slurm_2605_plus)]
+        {
+            d.step_id.job_id = 42;
+        }
         d.tres_per_node = xalloc::xstrdup("gres:gpu:3g.40gb:1");
         assert_eq!(modify(&mut d, &mut err), SLURM_SUCCESS);
         assert!(d.admin_comment.is_null(), "an update must not set admin_comment");
