@@ -653,7 +653,7 @@ impl<'a> Sim<'a> {
             at_s: self.now as f64 / 1000.0,
             profile: self.c.profiles[p].name,
             gpus: j.gpus,
-            time_limit_s: self.limit_ms(job) as f64 / 1000.0,
+            time_limit_s: self.limit[job as usize] as f64 / 1000.0,
             deadline_s: Some(j.due),
         });
     }

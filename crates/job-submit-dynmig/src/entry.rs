@@ -96,19 +96,16 @@ enum Call {
     Update,
 }
 
+/// The job id of an update: 26.05 moved it into `step_id` (a `slurm_step_id_t`).
+fn job_id(desc: &job_desc_msg_t) -> u32 {
+    #[cfg(slurm_2605_plus)]
+    let id = desc.step_id.job_id;
+    #[cfg(not(slurm_2605_plus))]
+    let id = desc.job_id;
+    id
+}
+
 /// Decode -> core -> encode -> log, for `job_submit` and `job_modify`.
-/// The job id of an update: 26.05 moved it into `step_id` (a `slurm_step_id_t`).
-#[cfg(not(slurm_2605_plus))]
-fn job_id(desc: &job_desc_msg_t) -> u32 {
-    desc.job_id
-}
-
-/// The job id of an update: 26.05 moved it into `step_id` (a `slurm_step_id_t`).
-#[cfg(slurm_2605_plus)]
-fn job_id(desc: &job_desc_msg_t) -> u32 {
-    desc.step_id.job_id
-}
-
 ///
 /// # Safety
 /// `desc` is NULL or a valid job description from slurmctld; `err_msg` is NULL or valid.

@@ -35,7 +35,8 @@ pub enum JobEvent {
         /// Compute slices of each instance it holds.
         slices: u8,
     },
-    /// A job ended (completed, failed, cancelled or timed out); it does not come back.
+    /// A job (or one attempt of it) ended: completed, failed, cancelled or timed out. A job
+    /// requeued after a failed attempt is `Submitted` again with the same id.
     Ended {
         /// Job id.
         id: u64,

@@ -95,19 +95,6 @@ struct Arrival {
     run_s: Option<f64>,
 }
 
-/// Counts of lookahead verdicts, for reports and tests.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MpcStats {
-    /// Proposals judged by a lookahead.
-    pub judged: u64,
-    /// Of those, made because they paid.
-    pub accepted: u64,
-    /// Of those, made because a lookahead run failed (the planner is followed then).
-    pub failed: u64,
-    /// The last lookahead failure.
-    pub last_error: Option<String>,
-}
-
 /// The planner gated by lookahead runs of the engine (module docs).
 pub struct Mpc {
     settings: MpcSettings,
@@ -125,7 +112,6 @@ pub struct Mpc {
     limit_sum_s: f64,
     ended: u64,
     quiet_until_s: f64,
-    stats: MpcStats,
 }
 
 impl Mpc {
@@ -149,13 +135,7 @@ impl Mpc {
             limit_sum_s: 0.0,
             ended: 0,
             quiet_until_s: f64::NEG_INFINITY,
-            stats: MpcStats::default(),
         }
-    }
-
-    /// Verdicts so far.
-    pub fn stats(&self) -> &MpcStats {
-        &self.stats
     }
 
     /// Run time over time limit of the jobs that ended (1 until 20 have).
@@ -324,20 +304,13 @@ impl Policy for Mpc {
         if proposals.is_empty() || self.now_s < self.quiet_until_s {
             return Vec::new();
         }
-        self.stats.judged += 1;
         match self.pays(nodes, &proposals) {
-            Ok(true) => {
-                self.stats.accepted += 1;
-                proposals
-            }
+            // A lookahead that cannot run (a state the engine refuses) does not stop the
+            // planner: its proposals are made as they would be without the gate.
+            Ok(true) | Err(_) => proposals,
             Ok(false) => {
                 self.quiet_until_s = self.now_s + self.settings.cooldown.as_secs_f64();
                 Vec::new()
-            }
-            Err(e) => {
-                self.stats.failed += 1;
-                self.stats.last_error = Some(format!("{e:#}"));
-                proposals
             }
         }
     }
