@@ -5,7 +5,7 @@ use anyhow::{anyhow, Context, Result};
 use clap::{Parser, Subcommand};
 use dynmig::cli::load_config;
 use dynmig::dev::{demo, trace};
-use dynmig_controller::{managed_nodes, pass, policy_from_config, PassSettings};
+use dynmig_controller::{managed_nodes, pass, policy_from_config, JobFeed, PassSettings};
 use dynmig_core::geometry::{all_layouts, maximal_layouts, model_by_name, model_names, ProfileCounts};
 use dynmig_node::hooks::{node_backend, HookEnv};
 use dynmig_node::paths::{event_log, NodePaths};
@@ -283,7 +283,7 @@ fn run(cli: Cli) -> Result<()> {
             let r = pass(
                 &SlurmCommands::from_config(&config),
                 &managed_nodes(&config),
-                policy.as_mut(),
+                policy.as_mut(), &mut JobFeed::new(),
                 &dynmig_host::fs::LineLog::none(),
                 &PassSettings {
                     dry_run: true,
@@ -320,13 +320,14 @@ fn run(cli: Cli) -> Result<()> {
             let slurm = SlurmCommands::from_config(&config);
             let managed = managed_nodes(&config);
             let events = event_log(&config);
+            let mut feed = JobFeed::new();
             let mut first = true;
             loop {
                 let settings = PassSettings {
                     sweep: first,
                     ..PassSettings::from_config(&config, dynmig_host::clock::now_secs())
                 };
-                match pass(&slurm, &managed, policy.as_mut(), &events, &settings) {
+                match pass(&slurm, &managed, policy.as_mut(), &mut feed, &events, &settings) {
                     Ok(r) => {
                         first = false;
                         for d in &r.drained {

@@ -17,6 +17,7 @@ use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout};
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::{Job, JobKind, ModelParams};
 use dynmig_sim::policies::{PlannerSettings, PolicyLimits, PolicySpec};
+use dynmig_sim::policies::mpc::MpcSettings;
 use dynmig_sim::search::{describe, Searcher};
 use dynmig_sim::workload::Workload;
 use rand::{Rng, SeedableRng};
@@ -59,6 +60,7 @@ pub fn workload(jobs: &[DemoJob], model: &GpuModel, limit_factor: f64, seed: u64
                 gamma: 0.0,
                 due: release + rng.gen_range(m.due_lo..=m.due_hi) * work,
                 limit_factor: time_limit_s(j.run, limit_factor) as f64 / work.max(1e-3),
+                exact_slices: None,
             }
         })
         .collect();
@@ -93,7 +95,10 @@ pub fn sim_config(config: &Config, reconfig_cost_s: f64) -> Result<SimConfig> {
 pub fn spec_for(config: &Config) -> PolicySpec {
     match config.policy {
         PolicyConfig::Demand { min_gain, .. } => PolicySpec::Dynamic(PolicyLimits::from_config(config, min_gain)),
-        PolicyConfig::Plan { .. } => PlannerSettings::from_config(config).map_or(PolicySpec::None, PolicySpec::Plan),
+        PolicyConfig::Plan { lookahead, .. } => PlannerSettings::from_config(config).map_or(PolicySpec::None, |s| match lookahead {
+            Some(horizon) => PolicySpec::Mpc(MpcSettings { horizon, ..MpcSettings::new(s) }),
+            None => PolicySpec::Plan(s),
+        }),
         PolicyConfig::Static => PolicySpec::Static(
             config
                 .node_groups
@@ -109,6 +114,7 @@ pub fn spec_for(config: &Config) -> PolicySpec {
 pub fn policy_kind(p: &PolicyConfig) -> &'static str {
     match p {
         PolicyConfig::Demand { .. } => "demand",
+        PolicyConfig::Plan { lookahead: Some(_), .. } => "mpc",
         PolicyConfig::Plan { consolidate: false, .. } => "plan",
         PolicyConfig::Plan { consolidate: true, .. } => "consolidate",
         PolicyConfig::Static => "static",

@@ -5,7 +5,7 @@
 //! `cargo bench -p dynmig-controller --bench pass`
 
 use criterion::{black_box, Criterion};
-use dynmig_controller::{pass, ManagedNode, PassSettings};
+use dynmig_controller::{pass, JobFeed, ManagedNode, PassSettings};
 use dynmig_core::geometry::{all_layouts, NodeLayout, A100_80GB};
 use dynmig_core::policy::planner::{Objective, Planner, PlannerSettings};
 use dynmig_core::policy::{DemandDriven, Policy, PolicyLimits};
@@ -90,17 +90,17 @@ fn main() {
     for (name, mut policy) in policies {
         c.bench_function(
             &format!("controller pass ({name}), 1000 nodes x 8 GPUs, 10000 pending jobs"),
-            |b| b.iter(|| black_box(pass(&slurm, &managed, policy.as_mut(), &log, &settings).expect("pass"))),
+            |b| b.iter(|| black_box(pass(&slurm, &managed, policy.as_mut(), &mut JobFeed::new(), &log, &settings).expect("pass"))),
         );
         let mut times: Vec<Duration> = (0..200)
             .map(|_| {
                 let t = Instant::now();
-                black_box(pass(&slurm, &managed, policy.as_mut(), &log, &settings).expect("pass"));
+                black_box(pass(&slurm, &managed, policy.as_mut(), &mut JobFeed::new(), &log, &settings).expect("pass"));
                 t.elapsed()
             })
             .collect();
         times.sort();
-        let r = pass(&slurm, &managed, policy.as_mut(), &log, &settings).expect("pass");
+        let r = pass(&slurm, &managed, policy.as_mut(), &mut JobFeed::new(), &log, &settings).expect("pass");
         println!(
             "controller pass, policy {name} (1000 nodes x 8 GPUs, 10000 pending jobs, fake Slurm, dry run): median {:.2} ms, p99 {:.2} ms over 200 passes; {} repartitions planned",
             times[100].as_secs_f64() * 1e3,

@@ -9,10 +9,12 @@
 //! the node's `slurmd_start_time`. A restarted controller picks up where it was.
 #![deny(missing_docs)]
 
+mod jobs;
 mod plans;
 mod snapshot;
 pub mod status;
 
+pub use jobs::{JobFeed, UNLIMITED_TIME_LIMIT_S};
 pub use plans::{load_plans, save_plans, LoadedPlans};
 pub use snapshot::{build_snapshot, managed_nodes, work_ends, ManagedNode, NodeRole};
 
@@ -28,24 +30,41 @@ use dynmig_core::snapshot::ClusterSnapshot;
 use dynmig_core::snapshot::NodeSnapshot;
 use dynmig_core::types::DrainMode;
 use dynmig_host::fs::LineLog;
+use dynmig_sim::engine::{DrainTiming, SimConfig};
+use dynmig_sim::policies::mpc::{Mpc, MpcSettings};
 use dynmig_slurm::{MaintReservation, NodeInfo, SlurmApi, SlurmError};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The configured policy.
+/// The configured policy. `mpc` judges the planner's proposals with the simulator's engine
+/// modelling the managed nodes (the config allows it only when every node group has one GPU
+/// model and GPU count) with the controller's drain mode.
 pub fn policy_from_config(config: &Config) -> Box<dyn Policy> {
     match config.policy {
         PolicyConfig::Demand { min_gain, .. } => {
             Box::new(DemandDriven::new(PolicyLimits::from_config(config, min_gain)))
         }
-        PolicyConfig::Plan { .. } => {
+        PolicyConfig::Plan { lookahead, .. } => {
             let Some(mut s) = PlannerSettings::from_config(config) else {
                 return Box::new(NoChange);
             };
             // Slurm runs a job only on an instance of the GRES type it asked for.
             s.exact_profiles = true;
-            Box::new(Planner::new(s))
+            match (lookahead, config.node_groups.first()) {
+                (Some(horizon), Some(g)) => {
+                    let nodes = config.node_groups.iter().map(|g| g.nodes.len()).sum();
+                    let mut cfg = SimConfig::new(g.gpu_model, nodes, g.gpus as usize);
+                    cfg.timing = match config.controller.drain {
+                        DrainMode::Reservation => DrainTiming::Reservation,
+                        DrainMode::Immediate => DrainTiming::Immediate,
+                    };
+                    let mut m = MpcSettings::new(s);
+                    m.horizon = horizon;
+                    Box::new(Mpc::new(m, &cfg))
+                }
+                _ => Box::new(Planner::new(s)),
+            }
         }
         PolicyConfig::Static | PolicyConfig::None => Box::new(NoChange),
     }
@@ -113,7 +132,8 @@ impl PassSettings {
     }
 }
 
-/// One controller pass.
+/// One controller pass. A policy that follows jobs ([`Policy::observes_jobs`]) is first told
+/// what `feed` saw change in the queue since the last pass.
 ///
 /// # Errors
 /// Slurm cannot be read, or a drain, resume or reservation change is refused. Plans changed
@@ -122,12 +142,16 @@ pub fn pass(
     slurm: &dyn SlurmApi,
     managed: &[ManagedNode],
     policy: &mut dyn Policy,
+    feed: &mut JobFeed,
     events: &LineLog,
     settings: &PassSettings,
 ) -> Result<PassReport, SlurmError> {
     let jobs = slurm.jobs()?;
     let nodes = slurm.nodes()?;
     let now = settings.now;
+    if policy.observes_jobs() {
+        policy.observe(now as f64, &feed.events(&jobs, managed, now));
+    }
     let (snapshot, roles) = build_snapshot(&jobs, &nodes, managed, now);
     let mut timed_out = Vec::new();
     for (name, role) in &roles {

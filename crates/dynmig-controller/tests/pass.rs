@@ -1,6 +1,6 @@
 //! The controller pass against the fake Slurm.
 
-use dynmig_controller::{pass, ManagedNode, PassSettings};
+use dynmig_controller::{pass, JobFeed, ManagedNode, PassSettings};
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::{all_layouts, NodeLayout, A100_80GB};
 use dynmig_core::policy::{DemandDriven, PolicyLimits};
@@ -98,7 +98,7 @@ fn a_busy_node_gets_a_reservation_at_its_jobs_end_instead_of_a_drain() {
     );
     let dir = tempfile_dir("reserve");
     let log = LineLog::to(dir.join("events.jsonl"));
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &log, &with_plans(1000, &dir)).unwrap();
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &log, &with_plans(1000, &dir)).unwrap();
     assert!(r.drained.is_empty(), "{r:?}");
     assert_eq!(r.planned.len(), 1);
     assert_eq!(
@@ -118,12 +118,12 @@ fn a_busy_node_gets_a_reservation_at_its_jobs_end_instead_of_a_drain() {
         .contains("\"kind\":\"planned\""));
 
     // Next pass: the plan is in the snapshot (counted as under way), nothing new happens.
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &log, &with_plans(1010, &dir)).unwrap();
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &log, &with_plans(1010, &dir)).unwrap();
     assert!(r.drained.is_empty() && r.planned.is_empty(), "{r:?}");
     assert_eq!(slurm.calls().len(), 1, "{:?}", slurm.calls());
 
     // The reservation's start comes: drained with the intent, reservation deleted.
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &log, &with_plans(1300, &dir)).unwrap();
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &log, &with_plans(1300, &dir)).unwrap();
     assert_eq!(r.drained.len(), 1);
     let calls = slurm.calls();
     assert!(calls[1].starts_with("drain n1 dynmig/v1 repartition to="), "{calls:?}");
@@ -144,7 +144,7 @@ fn an_idle_node_is_drained_at_once_and_immediate_mode_drains_a_busy_one() {
     let r = pass(
         &slurm,
         &[managed("n1")],
-        &mut policy(),
+        &mut policy(), &mut JobFeed::new(),
         &LineLog::none(),
         &with_plans(1000, &dir),
     )
@@ -164,7 +164,7 @@ fn an_idle_node_is_drained_at_once_and_immediate_mode_drains_a_busy_one() {
         drain: DrainMode::Immediate,
         ..with_plans(1000, &dir)
     };
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &LineLog::none(), &s).unwrap();
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &LineLog::none(), &s).unwrap();
     assert_eq!((r.drained.len(), r.planned.len()), (1, 0));
     assert!(slurm.calls()[0].starts_with("drain n1 "), "{:?}", slurm.calls());
 }
@@ -183,7 +183,7 @@ fn a_planned_node_that_becomes_idle_is_drained_before_its_reservation() {
     let r = pass(
         &slurm,
         &[managed("n1")],
-        &mut Says(vec![]),
+        &mut Says(vec![]), &mut JobFeed::new(),
         &LineLog::none(),
         &with_plans(1100, &dir),
     )
@@ -208,7 +208,7 @@ fn a_reservation_is_brought_forward_when_the_jobs_end_earlier() {
     plan_n1(&slurm, &m, &dir);
     // The long job is cancelled: the reservation starts when the other one ends.
     slurm.state.lock().unwrap().jobs.retain(|j| j.id != 7);
-    pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1100, &dir)).unwrap();
+    pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &with_plans(1100, &dir)).unwrap();
     assert_eq!(slurm.calls().last().unwrap(), "reserve-update dynmig_n1 start=2000");
     assert_eq!(slurm.state.lock().unwrap().reservations[0].start, 2000);
     // A dry run reads the plan but changes nothing.
@@ -217,7 +217,7 @@ fn a_reservation_is_brought_forward_when_the_jobs_end_earlier() {
         dry_run: true,
         ..with_plans(2000, &dir)
     };
-    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &s).unwrap();
+    let r = pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &s).unwrap();
     assert_eq!(r.drained.len(), 1, "would start the plan");
     assert_eq!(slurm.calls().len(), 2);
     assert_eq!(
@@ -234,14 +234,14 @@ fn a_plan_is_moved_and_cancelled() {
     plan_n1(&slurm, &m, &dir);
     // The policy sees the plan, and moves it.
     let mut p = Says(vec![("n1".into(), "2x3g.40gb,1x7g.80gb".into())]);
-    let r = pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1010, &dir)).unwrap();
+    let r = pass(&slurm, &m, &mut p, &mut JobFeed::new(), &LineLog::none(), &with_plans(1010, &dir)).unwrap();
     assert_eq!(r.moved.len(), 1);
     assert_eq!(slurm.calls().len(), 1, "same reservation: {:?}", slurm.calls());
     let plans = std::fs::read_to_string(dir.join("controller-plans.json")).unwrap();
     assert!(plans.contains("2x3g.40gb,1x7g.80gb"), "{plans}");
     // The current layout cancels it.
     let mut p = Says(vec![("n1".into(), "1x7g.80gb,1x7g.80gb".into())]);
-    let r = pass(&slurm, &m, &mut p, &LineLog::none(), &with_plans(1020, &dir)).unwrap();
+    let r = pass(&slurm, &m, &mut p, &mut JobFeed::new(), &LineLog::none(), &with_plans(1020, &dir)).unwrap();
     assert_eq!(r.cancelled, vec!["n1".to_string()]);
     assert_eq!(slurm.calls().last().unwrap(), "unreserve dynmig_n1");
     assert!(slurm.state.lock().unwrap().reservations.is_empty());
@@ -268,7 +268,7 @@ fn the_policy_sees_a_plan_as_planned_and_under_way() {
     pass(
         &slurm,
         &[managed("n1")],
-        &mut look,
+        &mut look, &mut JobFeed::new(),
         &LineLog::none(),
         &with_plans(1100, &dir),
     )
@@ -314,7 +314,7 @@ fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
         sweep: true,
         ..with_plans(1100, &dir)
     };
-    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &s).unwrap();
+    let r = pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &s).unwrap();
     assert_eq!(r.repaired.len(), 1, "{r:?}");
     assert_eq!(r.repaired[0].0, "n2");
     let names: Vec<String> = slurm
@@ -326,7 +326,7 @@ fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
         .map(|r| r.name.clone())
         .collect();
     assert_eq!(names, ["dynmig_n1"]);
-    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1300, &dir)).unwrap();
+    let r = pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &with_plans(1300, &dir)).unwrap();
     assert_eq!(r.drained.len(), 1, "the recovered plan starts on time");
     assert_eq!(
         slurm.node("n1").unwrap().unwrap().reason,
@@ -337,13 +337,13 @@ fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
     pass(
         &slurm,
         &m,
-        &mut Says(vec![("n2".into(), "7x1g.10gb,1x7g.80gb".into())]),
+        &mut Says(vec![("n2".into(), "7x1g.10gb,1x7g.80gb".into())]), &mut JobFeed::new(),
         &LineLog::none(),
         &with_plans(1310, &dir),
     )
     .unwrap();
     slurm.state.lock().unwrap().reservations.clear();
-    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1320, &dir)).unwrap();
+    let r = pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &with_plans(1320, &dir)).unwrap();
     assert_eq!(r.repaired.len(), 1, "{r:?}");
     assert!(r.drained.is_empty());
     assert!(!slurm.node("n2").unwrap().unwrap().is_drain());
@@ -361,7 +361,7 @@ fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
             start: 1400,
             duration: Duration::from_secs(600),
         });
-    let r = pass(&slurm, &m, &mut Says(vec![]), &LineLog::none(), &with_plans(1330, &dir)).unwrap();
+    let r = pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &with_plans(1330, &dir)).unwrap();
     assert!(r.repaired.iter().any(|(n, _)| n == "n2"), "{r:?}");
     assert!(slurm.state.lock().unwrap().reservations.is_empty());
     assert!(dir.join("controller-plans.json.bad").exists());
@@ -381,7 +381,7 @@ fn unmet_demand_drains_one_node_with_a_versioned_intent() {
     let r = pass(
         &slurm,
         &[managed("n1"), managed("n2")],
-        &mut policy(),
+        &mut policy(), &mut JobFeed::new(),
         &log,
         &settings(1000),
     )
@@ -408,7 +408,7 @@ fn a_dry_run_changes_nothing() {
         dry_run: true,
         ..settings(1000)
     };
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &LineLog::none(), &s).unwrap();
+    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &LineLog::none(), &s).unwrap();
     assert_eq!(r.drained.len(), 1);
     assert!(slurm.calls().is_empty());
 }
@@ -425,7 +425,7 @@ fn a_repartition_whose_jobs_outlive_the_drain_timeout_is_dropped() {
     let r = pass(
         &slurm,
         &[managed("n1")],
-        &mut policy(),
+        &mut policy(), &mut JobFeed::new(),
         &LineLog::none(),
         &settings(100 + 601),
     )
@@ -447,7 +447,7 @@ fn an_admins_drain_and_a_failed_repartition_are_never_touched() {
     let r = pass(
         &slurm,
         &[managed("a"), managed("f")],
-        &mut policy(),
+        &mut policy(), &mut JobFeed::new(),
         &LineLog::none(),
         &settings(10_000),
     )
@@ -460,7 +460,7 @@ fn an_admins_drain_and_a_failed_repartition_are_never_touched() {
 fn slurm_unreadable_is_an_error_not_a_decision() {
     let slurm = FakeSlurm::new(vec![node("n1", "1x7g.80gb,1x7g.80gb")], vec![]);
     slurm.state.lock().unwrap().fail = Some("slurmctld down".into());
-    assert!(pass(&slurm, &[managed("n1")], &mut policy(), &LineLog::none(), &settings(1)).is_err());
+    assert!(pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &LineLog::none(), &settings(1)).is_err());
 }
 
 /// n1 busy with job 7 until 1300.
@@ -474,7 +474,7 @@ fn one_busy_node() -> FakeSlurm {
 /// A first pass at 1000 whose policy plans n1 to `7x1g.10gb,1x7g.80gb`.
 fn plan_n1(slurm: &FakeSlurm, m: &[ManagedNode], dir: &std::path::Path) {
     let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
-    pass(slurm, m, &mut p, &LineLog::none(), &with_plans(1000, dir)).unwrap();
+    pass(slurm, m, &mut p, &mut JobFeed::new(), &LineLog::none(), &with_plans(1000, dir)).unwrap();
 }
 
 fn tempfile_dir(name: &str) -> std::path::PathBuf {
@@ -502,7 +502,7 @@ fn the_configured_planner_reserves_the_node_whose_jobs_end_soonest_for_a_typed_n
     let dir = tempfile_dir("planner");
     let log = LineLog::to(dir.join("events.jsonl"));
     let managed = [managed("n1"), managed("n2")];
-    let r = pass(&slurm, &managed, planner.as_mut(), &log, &with_plans(1000, &dir)).unwrap();
+    let r = pass(&slurm, &managed, planner.as_mut(), &mut JobFeed::new(), &log, &with_plans(1000, &dir)).unwrap();
     assert_eq!(r.planned.len(), 1, "{r:?}");
     assert_eq!(r.planned[0].node, "n2", "n2's job ends first");
     assert!(
@@ -510,4 +510,60 @@ fn the_configured_planner_reserves_the_node_whose_jobs_end_soonest_for_a_typed_n
         "Slurm runs a 2g job only on a 2g instance: {}",
         r.planned[0].target
     );
+}
+
+/// The example config with `policy` in place of its `[policy]` kind.
+fn config_with(policy: &str) -> dynmig_core::config::Config {
+    let toml = dynmig_core::config::EXAMPLE_TOML.replacen("kind = \"demand\" ", &format!("kind = \"{policy}\" "), 1);
+    dynmig_core::config::parse_config(&toml.replacen("forecast_window = \"10m\"", "# forecast_window", 1)).unwrap()
+}
+
+/// n1 (3x2g.20gb+1x1g.10gb on both GPUs) runs six 2g.20gb jobs until `n1_end` (started at 0,
+/// their time limits ending then), n2 (whole GPUs) is idle; twelve 2g.20gb jobs with 30 min
+/// limits and deadlines at 1000 + `deadline_in` wait (the planner waits out a queue no longer
+/// than the running jobs).
+fn waiting_2g(n1_end: i64, deadline_in: i64) -> FakeSlurm {
+    let mut n1 = node("n1", "3x2g.20gb+1x1g.10gb,3x2g.20gb+1x1g.10gb");
+    n1.state = NodeState::Mixed;
+    n1.alloc_cpus = 1;
+    n1.gres_used = "gpu:2g.20gb:6(IDX:0-1)".into();
+    let with_limit = |mut j: dynmig_slurm::JobInfo| {
+        j.time_limit_s = Some(j.end_time);
+        j
+    };
+    let mut jobs: Vec<_> = (0..6)
+        .map(|i| with_limit(running_job(10 + i, "n1", "gres:gpu:2g.20gb:1", n1_end)))
+        .collect();
+    for id in 1..=12 {
+        let mut j = pending_job(id, "gres:gpu:2g.20gb:1");
+        j.submit_time = 990;
+        j.time_limit_s = Some(1800);
+        j.deadline = 1000 + deadline_in;
+        jobs.push(j);
+    }
+    FakeSlurm::new(vec![n1, node("n2", "1x7g.80gb,1x7g.80gb")], jobs)
+}
+
+/// What `policy` decides for `slurm` at 1000: nodes drained or planned.
+fn decides(policy: &str, slurm: &FakeSlurm) -> Vec<String> {
+    let managed = [managed("n1"), managed("n2")];
+    let mut p = dynmig_controller::policy_from_config(&config_with(policy));
+    assert_eq!(p.name(), policy);
+    let r = pass(slurm, &managed, p.as_mut(), &mut JobFeed::new(), &LineLog::none(), &PassSettings { dry_run: true, ..settings(1000) }).unwrap();
+    r.drained.iter().chain(&r.planned).map(|d| d.node.clone()).collect()
+}
+
+#[test]
+fn mpc_makes_the_planners_change_when_the_lookahead_says_it_pays_and_not_when_it_does_not() {
+    assert!(dynmig_controller::policy_from_config(&config_with("mpc")).observes_jobs());
+    // The 2g.20gb instances are busy for another 5 h: without a change the waiting jobs miss
+    // their deadline by hours; n2 with 2g.20gb instances meets it.
+    let slurm = waiting_2g(1000 + 5 * 3600, 3600);
+    assert_eq!(decides("plan", &slurm), ["n2"]);
+    assert_eq!(decides("mpc", &slurm), ["n2"]);
+    // The 2g.20gb instances free at 1310 and the deadlines are a day away: the jobs are in
+    // time on them, in two rounds; the same proposal gains nothing, so mpc does not make it.
+    let slurm = waiting_2g(1310, 86_400);
+    assert_eq!(decides("plan", &slurm), ["n2"]);
+    assert_eq!(decides("mpc", &slurm), Vec::<String>::new());
 }

@@ -171,7 +171,7 @@ fn bad_enum_values_list_the_allowed_ones() {
     assert!(e.contains("`full-profile`, `estimate`, `reject`"), "{e}");
     let t = example_with("kind = \"demand\"", "kind = \"learned\"");
     let e = bad(&t, "policy.kind", line_of(&t, "kind ="));
-    assert!(e.contains("`demand`, `plan`, `consolidate`, `static`, `none`"), "{e}");
+    assert!(e.contains("`demand`, `plan`, `consolidate`, `mpc`, `static`, `none`"), "{e}");
     let t = example_with("backend = \"simulated\"", "backend = \"fake\"");
     let e = bad(&t, "node_group.backend", line_of(&t, "backend ="));
     assert!(e.contains("expected `simulated` or `nvml`"), "{e}");
@@ -375,7 +375,7 @@ fn media_extension_layouts_are_accepted_in_the_config() {
 #[test]
 fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
     let t = example_with(
-        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
+        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
         "kind = \"consolidate\"\nhorizon = \"90m\"\nmax_wait = \"1h\"",
     );
     let c = parse_config(&t).unwrap();
@@ -383,15 +383,37 @@ fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
         c.policy,
         PolicyConfig::Plan {
             consolidate: true,
+            lookahead: None,
             horizon: Duration::from_secs(5400),
             max_wait: Duration::from_secs(3600),
             min_gain: 1
         }
     );
     let t = example_with(
-        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
+        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
         "kind = \"static\"\nhorizon = \"2h\"",
     );
     let e = bad(&t, "policy.horizon", line_of(&t, "horizon ="));
-    assert!(e.contains("applies only to kind = \"plan\" or \"consolidate\""), "{e}");
+    assert!(e.contains("applies only to kind = \"plan\", \"consolidate\" or \"mpc\""), "{e}");
+}
+
+#[test]
+fn the_mpc_policy_reads_its_lookahead_and_needs_alike_node_groups() {
+    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
+    let c = parse_config(&example_with(kind_line, "kind = \"mpc\"\nlookahead = \"3h\"")).unwrap();
+    assert!(
+        matches!(c.policy, PolicyConfig::Plan { consolidate: false, lookahead: Some(l), .. } if l == Duration::from_secs(3 * 3600)),
+        "{:?}",
+        c.policy
+    );
+    let c = parse_config(&example_with(kind_line, "kind = \"mpc\"")).unwrap();
+    assert!(matches!(c.policy, PolicyConfig::Plan { lookahead: Some(l), .. } if l == Duration::from_secs(4 * 3600)));
+    let t = example_with(kind_line, "kind = \"plan\"\nlookahead = \"3h\"");
+    let e = bad(&t, "policy.lookahead", line_of(&t, "lookahead ="));
+    assert!(e.contains("applies only to kind = \"mpc\""), "{e}");
+    // Two node groups of different GPU models: the engine behind the lookahead models one.
+    let t = example_with(kind_line, "kind = \"mpc\"")
+        + "\n[[node_group]]\nname = \"h100\"\nnodes = \"h[1-2]\"\ngpu_model = \"H100-80GB\"\ngpus = 2\nbackend = \"simulated\"\ninitial_layout = \"1x7g.80gb\"\nnode_conf = \"CPUs=4 RealMemory=4000\"\n";
+    let e = parse_config(&t).unwrap_err().to_string();
+    assert!(e.contains("needs one GPU model and GPU count in every node group") && e.contains("'h100'"), "{e}");
 }

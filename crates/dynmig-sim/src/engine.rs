@@ -432,6 +432,21 @@ impl<'a> Sim<'a> {
                     );
                 }
                 class.push((np + j.gpus as usize) as u16);
+            } else if let Some(slices) = j.exact_slices {
+                let p = c
+                    .profiles
+                    .iter()
+                    .position(|p| p.memory_mib == j.mem_mib && p.compute_slices == slices)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "job {} asks for a profile of {} MiB and {} compute slices; {} has none",
+                            j.id,
+                            j.mem_mib,
+                            slices,
+                            cfg.model.name
+                        )
+                    })?;
+                class.push(p as u16);
             } else {
                 let p = c.smallest_fitting(j.mem_mib).ok_or_else(|| {
                     anyhow!(
@@ -445,8 +460,8 @@ impl<'a> Sim<'a> {
             }
         }
         let req = plan_requests(&wl.jobs, cfg.model, &c.profiles, &cfg.requests, cfg.seed)?;
-        for (k, r) in class.iter_mut().zip(&req) {
-            if let Some(first) = r.profile {
+        for ((k, r), j) in class.iter_mut().zip(&req).zip(&wl.jobs) {
+            if let (Some(first), None) = (r.profile, j.exact_slices) {
                 *k = first;
             }
         }
@@ -675,10 +690,19 @@ impl<'a> Sim<'a> {
                 .collect();
             (full.len() == j.gpus as usize).then_some(full)
         } else {
-            let need = self.c.profiles[self.class[job as usize] as usize].memory_mib;
+            let class = self.class[job as usize] as usize;
+            let need = self.c.profiles[class].memory_mib;
+            let exact = j.exact_slices.is_some();
             up.iter()
                 .flat_map(|g| self.c.insts[*g].iter().map(move |i| (*g, i)))
-                .filter(|(_, i)| i.job.is_none() && self.c.profiles[i.pidx as usize].memory_mib >= need)
+                .filter(|(_, i)| {
+                    i.job.is_none()
+                        && if exact {
+                            i.pidx as usize == class
+                        } else {
+                            self.c.profiles[i.pidx as usize].memory_mib >= need
+                        }
+                })
                 .min_by_key(|(g, i)| (self.c.profiles[i.pidx as usize].memory_mib, *g, i.placed.start))
                 .map(|(g, i)| vec![Cluster::key(g, i.placed.start)])
         };
@@ -1175,13 +1199,19 @@ impl<'a> Sim<'a> {
                     .collect(),
             ));
         }
+        // A job asking for one profile runs only on that profile's instances.
+        let (lo, hi) = if self.jobs[job as usize].exact_slices.is_some() {
+            (class, class + 1)
+        } else {
+            (class, np)
+        };
         if self.cfg.placement == Placement::Random {
-            let total: usize = (class..np).map(|p| self.c.free[p].len()).sum();
+            let total: usize = (lo..hi).map(|p| self.c.free[p].len()).sum();
             if total == 0 {
                 return None;
             }
             let mut r = self.rng.gen_range(0..total);
-            let mut p = class;
+            let mut p = lo;
             while r >= self.c.free[p].len() {
                 r -= self.c.free[p].len();
                 p += 1;
@@ -1193,8 +1223,8 @@ impl<'a> Sim<'a> {
                 .then_some(Keys::One(key));
         }
         let fastest = self.cfg.placement.fastest_first();
-        for i in 0..np - class {
-            let p = if fastest { np - 1 - i } else { class + i };
+        for i in 0..hi - lo {
+            let p = if fastest { hi - 1 - i } else { lo + i };
             for key in self.c.free[p].iter() {
                 if self.fits_reservation(job, (key / 8) as usize, p, resv) {
                     return Some(Keys::One(key));

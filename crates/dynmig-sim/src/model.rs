@@ -105,6 +105,11 @@ pub struct Job {
     /// The user's time limit over the run time on the profile the job asks for (>= 1; see
     /// [`ModelParams::time_limit_f`]).
     pub limit_factor: f64,
+    /// A single-GPU job that runs only on instances of one profile, the one with `mem_mib` of
+    /// memory and this many compute slices: Slurm runs a job only on the GRES type it asked
+    /// for. `None` (the simulator's workloads): any instance with enough memory.
+    #[serde(default)]
+    pub exact_slices: Option<u8>,
 }
 
 impl Job {

@@ -24,6 +24,7 @@ fn seven_jobs() -> Workload {
             gamma: 1.0,
             due: 70.0,
             limit_factor: 1.0,
+            exact_slices: None,
         })
         .collect();
     Workload::new(jobs, "seven".into())
@@ -111,6 +112,7 @@ fn multi_gpu_job_waits_for_whole_gpus_on_one_node() {
         gamma: 1.0,
         due: 100.0,
         limit_factor: 1.0,
+        exact_slices: None,
     }];
     jobs.push(Job {
         id: 1,

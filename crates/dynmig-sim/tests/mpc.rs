@@ -22,6 +22,7 @@ fn job(work: f64, mem_mib: u64, limit_factor: f64) -> Job {
         gamma: 1.0,
         due: work,
         limit_factor,
+        exact_slices: None,
     }
 }
 
@@ -120,4 +121,32 @@ fn mpc_keeps_whole_gpus_where_partitions_do_not_pay() {
             .sum()
     };
     assert!(tardiness(&mpc) < tardiness(&plan), "fewer partitions, less late");
+}
+
+/// A node of one GPU in 1x4g.20gb+1x2g.10gb+1x1g.5gb with job 0 on the 1g.5gb instance for
+/// 700 s (100 s of work on a whole GPU); job 1 asks for a 1g.5gb instance. Fitting by memory it starts at once on the larger
+/// free 2g.10gb; asking for the profile exactly (Slurm's GRES type) it waits for the 1g.5gb.
+#[test]
+fn a_job_asking_for_one_profile_runs_only_on_that_profiles_instances() {
+    let mut c = SimConfig::new(&A100_40GB, 1, 1);
+    c.power = linear_power();
+    c.audit = true;
+    let start = StartState {
+        layouts: vec![node("1x4g.20gb+1x2g.10gb+1x1g.5gb")],
+        running: vec![(0, 0)],
+        changes: Vec::new(),
+    };
+    let mut jobs = vec![job(100.0, 4_864, 1.0), job(10.0, 4_864, 1.0)];
+    let loose = simulate_from(&Workload::new(jobs.clone(), "loose".into()), &start, &c).unwrap();
+    assert_eq!(loose.jobs[0].slices, 1, "the running job holds the 1g.5gb instance");
+    assert_eq!((loose.jobs[1].start_ms, loose.jobs[1].slices), (0, 2));
+    for j in &mut jobs {
+        j.exact_slices = Some(1);
+    }
+    let exact = simulate_from(&Workload::new(jobs.clone(), "exact".into()), &start, &c).unwrap();
+    assert_eq!((exact.jobs[1].start_ms, exact.jobs[1].slices), (700_000, 1));
+    // A profile the model does not have is refused with what was asked.
+    jobs[1].exact_slices = Some(3);
+    let e = simulate_from(&Workload::new(jobs, "bad".into()), &start, &c).unwrap_err().to_string();
+    assert!(e.contains("4864 MiB and 3 compute slices"), "{e}");
 }

@@ -134,6 +134,7 @@ fn one_oom(early: bool) -> RunResult {
         gamma: 1.0,
         due: 70.0,
         limit_factor: 1.0,
+        exact_slices: None,
     };
     let wl = Workload::new(vec![job], "one".into());
     let mut c = estimated("model=1", 2);

@@ -21,6 +21,7 @@ fn job(release: f64, work: f64, mem_mib: u64) -> Job {
         gamma: 1.0,
         due: release + work,
         limit_factor: 1.0,
+        exact_slices: None,
     }
 }
 

@@ -61,6 +61,8 @@ pub fn pending_job(id: u32, tres_per_node: &str) -> JobInfo {
         submit_time: 0,
         start_time: 0,
         end_time: 0,
+        time_limit_s: None,
+        deadline: 0,
         admin_comment: String::new(),
         exit_status: 0,
         restarts: 0,

@@ -22,6 +22,18 @@ pub fn num(v: Option<&Value>) -> i64 {
     }
 }
 
+/// A job's `time_limit` (minutes) in seconds: `None` when absent, unset, `{"infinite": true}`
+/// (v0.0.39+) or Slurm's INFINITE/NO_VAL (`0xffffffff`/`0xfffffffe`, 22.05's plain number).
+fn time_limit_s(v: Option<&Value>) -> Option<i64> {
+    if let Some(Value::Object(o)) = v {
+        if o.get("infinite").and_then(Value::as_bool) == Some(true) || o.get("set").and_then(Value::as_bool) == Some(false) {
+            return None;
+        }
+    }
+    let minutes = num(v);
+    (1..0xffff_fffe).contains(&minutes).then_some(minutes * 60)
+}
+
 fn text(v: Option<&Value>) -> String {
     match v {
         Some(Value::String(s)) => s.clone(),
@@ -85,6 +97,8 @@ pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>, SlurmError> {
                 submit_time: num(j.get("submit_time")),
                 start_time: num(j.get("start_time")),
                 end_time: num(j.get("end_time")),
+                time_limit_s: time_limit_s(j.get("time_limit")),
+                deadline: num(j.get("deadline")),
                 admin_comment: text(j.get("admin_comment")),
                 exit_status: i32::try_from(exit_status).unwrap_or(-1),
                 restarts: u32::try_from(num(j.get("restart_cnt"))).unwrap_or(0),
@@ -199,6 +213,21 @@ mod tests {
             7
         );
         assert_eq!(num(Some(&serde_json::json!({"set": false, "number": 7}))), 0);
+    }
+
+    #[test]
+    fn time_limits_old_and_new_forms_and_unlimited() {
+        use serde_json::json;
+        assert_eq!(time_limit_s(Some(&json!(90))), Some(5400));
+        assert_eq!(time_limit_s(Some(&json!({"set": true, "infinite": false, "number": 2}))), Some(120));
+        assert_eq!(time_limit_s(Some(&json!({"set": true, "infinite": true, "number": 0}))), None);
+        assert_eq!(time_limit_s(Some(&json!({"set": false, "infinite": false, "number": 5}))), None);
+        assert_eq!(time_limit_s(Some(&json!(4_294_967_295_i64))), None);
+        assert_eq!(time_limit_s(Some(&json!(4_294_967_294_i64))), None);
+        assert_eq!(time_limit_s(None), None);
+        let j = r#"{"jobs":[{"job_id":3,"job_state":"PENDING","time_limit":{"set":true,"infinite":false,"number":30},"deadline":{"set":true,"number":1700000000}}]}"#;
+        let job = &parse_jobs(j).unwrap()[0];
+        assert_eq!((job.time_limit_s, job.deadline), (Some(1800), 1_700_000_000));
     }
 
     #[test]

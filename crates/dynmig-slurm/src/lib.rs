@@ -84,6 +84,10 @@ pub struct JobInfo {
     pub start_time: i64,
     /// End time (time limit end for running jobs), seconds since the epoch.
     pub end_time: i64,
+    /// Time limit, seconds; `None` when unlimited (`INFINITE`) or not set.
+    pub time_limit_s: Option<i64>,
+    /// Deadline (`sbatch --deadline`), seconds since the epoch; 0 when none.
+    pub deadline: i64,
     /// The admin comment, where job_submit/dynmig records its decision.
     pub admin_comment: String,
     /// Exit status of the batch script, when finished.

@@ -148,11 +148,16 @@ pub enum PolicyConfig {
         /// runnable (at least 1). Default 1.
         min_gain: u32,
     },
-    /// `kind = "plan"` or `"consolidate"`: the planning policy
+    /// `kind = "plan"`, `"consolidate"` or `"mpc"`: the planning policy
     /// ([`crate::policy::planner::Planner`], docs/policy.md).
     Plan {
         /// Whether it serves the need with as few nodes as possible (`consolidate`).
         consolidate: bool,
+        /// `kind = "mpc"`: the planner's proposals are made only when lookahead runs of the
+        /// simulator's engine over the queue and this much forecast arrival time say they pay
+        /// (model-predictive control, docs/policy.md). `lookahead`, default 4 h; `None` for
+        /// `plan` and `consolidate`.
+        lookahead: Option<Duration>,
         /// `horizon`: how far ahead the learned time-of-day need counts. Default 2 h.
         horizon: Duration,
         /// `max_wait`: a busy node whose running jobs' time limits end later is no candidate.

@@ -90,6 +90,7 @@ pub(super) enum PolicyKind {
     Demand,
     Plan,
     Consolidate,
+    Mpc,
     Static,
     None,
 }
@@ -103,6 +104,7 @@ pub(super) struct RawPolicy {
     pub min_gain: S<i64>,
     pub horizon: S<String>,
     pub max_wait: S<String>,
+    pub lookahead: S<String>,
 }
 
 #[derive(Debug, Deserialize)]

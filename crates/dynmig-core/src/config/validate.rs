@@ -74,13 +74,14 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         | "controller.reservation_duration"
         | "policy.forecast_window"
         | "policy.horizon"
-        | "policy.max_wait" => duration(&positive),
+        | "policy.max_wait"
+        | "policy.lookahead" => duration(&positive),
         "controller.min_layout_lifetime" => duration(&format!("from 0 to {MAX_DURATION_TEXT}")),
         "controller.max_concurrent_repartitions" => int(1, 10_000),
         "jobs.whole_gpu" => "\"full-profile\", \"estimate\" or \"reject\"".into(),
         "jobs.multi_gpu" => "\"full-profile\" or \"reject\"".into(),
         "controller.drain" => "\"reservation\" or \"immediate\"".into(),
-        "policy.kind" => "\"plan\", \"consolidate\", \"demand\", \"static\" or \"none\"".into(),
+        "policy.kind" => "\"plan\", \"consolidate\", \"mpc\", \"demand\", \"static\" or \"none\"".into(),
         "policy.min_gain" => int(1, 1000),
         "node_group.name" => "a quoted name of letters, digits, '-', '_' and '.', e.g. \"a100\"".into(),
         "node_group.nodes" => "a quoted hostlist or a list of them, e.g. \"n[1-2]\" or [\"n1\", \"n2\"]".into(),
@@ -230,6 +231,22 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     let controller = controller(&cx, &raw.controller)?;
     let policy = policy(&cx, &raw.policy)?;
     let node_groups = node_groups(&cx, &raw.node_group)?;
+    if matches!(policy, PolicyConfig::Plan { lookahead: Some(_), .. }) {
+        // The lookahead runs the simulator's engine, which models one GPU model and one GPU
+        // count per node.
+        if let Some((g, r)) = node_groups.iter().zip(&raw.node_group).find(|(g, _)| {
+            g.gpu_model.name != node_groups[0].gpu_model.name || g.gpus != node_groups[0].gpus
+        }) {
+            return Err(cx.err(
+                &r.gpu_model,
+                "node_group.gpu_model",
+                format!(
+                    "policy kind = \"mpc\" needs one GPU model and GPU count in every node group; group '{}' has {} x {}, group '{}' has {} x {}: use kind = \"plan\" or make the groups alike",
+                    g.name, g.gpus, g.gpu_model.name, node_groups[0].name, node_groups[0].gpus, node_groups[0].gpu_model.name
+                ),
+            ));
+        }
+    }
     let models: Vec<&'static GpuModel> = node_groups.iter().map(|g| g.gpu_model).collect();
     let default_mem_bytes = match &raw.estimator.default_mem {
         None => 8 << 30,
@@ -454,7 +471,16 @@ fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigErr
 }
 
 fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
-    let planning = matches!(p.kind, PolicyKind::Plan | PolicyKind::Consolidate);
+    let planning = matches!(p.kind, PolicyKind::Plan | PolicyKind::Consolidate | PolicyKind::Mpc);
+    if p.kind != PolicyKind::Mpc {
+        if let Some(v) = &p.lookahead {
+            return Err(cx.err(
+                v,
+                "policy.lookahead",
+                "policy.lookahead applies only to kind = \"mpc\"; remove it or set kind = \"mpc\"",
+            ));
+        }
+    }
     if p.kind != PolicyKind::Demand {
         if let Some(v) = &p.forecast_window {
             return Err(cx.err(
@@ -471,7 +497,7 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
                     v,
                     &format!("policy.{key}"),
                     format!(
-                        "policy.{key} applies only to kind = \"plan\" or \"consolidate\"; remove it or set one of them"
+                        "policy.{key} applies only to kind = \"plan\", \"consolidate\" or \"mpc\"; remove it or set one of them"
                     ),
                 ));
             }
@@ -482,13 +508,18 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
             return Err(cx.err(
                 v,
                 "policy.min_gain",
-                "policy.min_gain applies only to kind = \"plan\", \"consolidate\" or \"demand\"; remove it or set one of them",
+                "policy.min_gain applies only to kind = \"plan\", \"consolidate\", \"mpc\" or \"demand\"; remove it or set one of them",
             ));
         }
     }
     Ok(match p.kind {
-        PolicyKind::Plan | PolicyKind::Consolidate => PolicyConfig::Plan {
+        PolicyKind::Plan | PolicyKind::Consolidate | PolicyKind::Mpc => PolicyConfig::Plan {
             consolidate: p.kind == PolicyKind::Consolidate,
+            lookahead: if p.kind == PolicyKind::Mpc {
+                Some(cx.duration(&p.lookahead, "policy.lookahead", Duration::from_secs(4 * 3600), true)?)
+            } else {
+                None
+            },
             horizon: cx.duration(&p.horizon, "policy.horizon", Duration::from_secs(2 * 3600), true)?,
             max_wait: cx.duration(&p.max_wait, "policy.max_wait", Duration::from_secs(4 * 3600), true)?,
             min_gain: cx.count(&p.min_gain, "policy.min_gain", 1, 1, 1_000)?,

@@ -93,7 +93,7 @@ pub struct PlannerSettings {
 }
 
 impl PlannerSettings {
-    /// The settings of `config`'s `[policy]` when its kind is `plan` or `consolidate`
+    /// The settings of `config`'s `[policy]` when its kind is `plan`, `consolidate` or `mpc`
     /// (`exact_profiles` left false: the controller sets it, the simulator does not).
     pub fn from_config(config: &crate::config::Config) -> Option<Self> {
         let crate::config::PolicyConfig::Plan {
@@ -101,6 +101,7 @@ impl PlannerSettings {
             horizon,
             max_wait,
             min_gain,
+            ..
         } = config.policy
         else {
             return None;

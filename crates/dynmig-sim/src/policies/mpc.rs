@@ -169,6 +169,11 @@ impl Mpc {
             gamma,
             due: due_s,
             limit_factor: (limit_s / run_s).max(1.0),
+            // Slurm runs a job only on the GRES type it asked for (a controller's planner says
+            // so; the simulator's own jobs fit any instance with enough memory).
+            exact_slices: (self.settings.planner.exact_profiles && gpus == 1)
+                .then(|| spec.map(|p| p.compute_slices))
+                .flatten(),
         }
     }
 
@@ -190,6 +195,12 @@ impl Mpc {
         }
         keep.retain(|i, t| *t != nodes[*i].layout);
         change.retain(|i, t| *t != nodes[*i].layout);
+        // A controller's snapshot leaves out nodes it cannot plan for (unregistered, drained by
+        // an admin): the lookahead models the nodes it is given.
+        let cfg = SimConfig {
+            nodes: nodes.len(),
+            ..self.cfg.clone()
+        };
         let (present, running) = self.present(&index);
         let mut start = StartState {
             layouts: nodes.iter().map(|n| n.layout.clone()).collect(),
@@ -208,10 +219,10 @@ impl Mpc {
             }
             let wl = Workload::new(jobs, "lookahead".into());
             start.changes = keep.clone().into_iter().collect();
-            let a = simulate_from(&wl, &start, &self.cfg)?;
+            let a = simulate_from(&wl, &start, &cfg)?;
             start.changes = change.clone().into_iter().collect();
-            let b = simulate_from(&wl, &start, &self.cfg)?;
-            gain += self.et_change(&wl, &a, &b);
+            let b = simulate_from(&wl, &start, &cfg)?;
+            gain += et_change(&wl, &a, &b, (cfg.nodes * cfg.gpus_per_node) as f64);
         }
         Ok(gain < -1e-9)
     }
@@ -257,30 +268,6 @@ impl Mpc {
             .collect()
     }
 
-    /// ET of run `b` less ET of run `a` over the jobs of `wl`, normalised by `a` (module docs).
-    fn et_change(&self, wl: &Workload, a: &RunResult, b: &RunResult) -> f64 {
-        let n = wl.jobs.len().max(1) as f64;
-        let tardiness = |r: &RunResult| -> f64 {
-            r.jobs
-                .iter()
-                .zip(&wl.jobs)
-                .map(|(o, j)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
-                .sum::<f64>()
-                / n
-        };
-        // Energy above idle: the lookahead's arrivals stop at the horizon, so the run whose
-        // last job ends later would pay every other GPU's idle power until then, which the
-        // cluster pays either way.
-        let gpus = (self.cfg.nodes * self.cfg.gpus_per_node) as f64;
-        let busy_j = |r: &RunResult| (r.energy_j - r.idle_w * gpus * r.makespan_s).max(0.0) / n;
-        let mean_run = wl.jobs.iter().map(|j| j.work).sum::<f64>() / n;
-        let (ta, tb) = (tardiness(a), tardiness(b));
-        let (ea, eb) = (busy_j(a), busy_j(b));
-        let e_ref = ea.max(1e-9);
-        let t_ref = ta.max(mean_run).max(1e-9);
-        ((eb - ea) / e_ref + (tb - ta) / t_ref) / 2.0
-    }
-
     fn forget_before(&mut self, t_s: f64) {
         let cut = (t_s * 1000.0).round() as i64;
         let keep = self.past.split_off(&(cut, 0));
@@ -288,6 +275,30 @@ impl Mpc {
             self.past_key.remove(&id);
         }
     }
+}
+
+/// ET of run `b` less ET of run `a` over the jobs of `wl` on `gpus` GPUs, normalised by `a`
+/// (module docs).
+fn et_change(wl: &Workload, a: &RunResult, b: &RunResult, gpus: f64) -> f64 {
+    let n = wl.jobs.len().max(1) as f64;
+    let tardiness = |r: &RunResult| -> f64 {
+        r.jobs
+            .iter()
+            .zip(&wl.jobs)
+            .map(|(o, j)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
+            .sum::<f64>()
+            / n
+    };
+    // Energy above idle: the lookahead's arrivals stop at the horizon, so the run whose
+    // last job ends later would pay every other GPU's idle power until then, which the
+    // cluster pays either way.
+    let busy_j = |r: &RunResult| (r.energy_j - r.idle_w * gpus * r.makespan_s).max(0.0) / n;
+    let mean_run = wl.jobs.iter().map(|j| j.work).sum::<f64>() / n;
+    let (ta, tb) = (tardiness(a), tardiness(b));
+    let (ea, eb) = (busy_j(a), busy_j(b));
+    let e_ref = ea.max(1e-9);
+    let t_ref = ta.max(mean_run).max(1e-9);
+    ((eb - ea) / e_ref + (tb - ta) / t_ref) / 2.0
 }
 
 impl Policy for Mpc {

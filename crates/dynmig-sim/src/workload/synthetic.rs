@@ -133,6 +133,7 @@ pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Worklo
             gamma: m.gamma(kind),
             due,
             limit_factor: m.draw_limit_factor(&mut limits),
+            exact_slices: None,
         });
     }
     if jobs.is_empty() {

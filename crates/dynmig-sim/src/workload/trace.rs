@@ -108,6 +108,7 @@ pub fn trace_workload(pods: &[Pod], p: &TraceParams, m: &ModelParams) -> Result<
                 gamma,
                 due,
                 limit_factor: m.draw_limit_factor(&mut limits),
+                exact_slices: None,
             });
         }
     }
