@@ -1055,3 +1055,35 @@ fn a_busy_node_is_reserved_at_its_jobs_end_keeps_short_jobs_and_then_repartition
     );
     let _ = c.cmd("scancel", &[&too_long.to_string()]);
 }
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn the_mpc_controller_reads_time_limits_and_deadlines_and_repartitions_for_a_waiting_job() {
+    let c = Cluster::up_with(true, &[("DYNMIG_POLICY", "mpc")]);
+    // Every GPU starts as one 7g.80gb: no node has a 3g.40gb, so keeping the layouts never
+    // runs the job; the lookahead says the change pays and the controller makes it.
+    let deadline = dynmig_host::clock::now_secs() + 3 * 3600;
+    let id = c.sbatch(&[
+        "--gres=gpu:1",
+        "--mig-mem=30G",
+        "--time=7",
+        "--deadline=now+3hours",
+        "--wrap=sleep 1",
+    ]);
+    // The JSON the controller's job feed reads gives the time limit and deadline on this
+    // release (plain numbers on 22.05, {"set","infinite","number"} objects later).
+    let jobs = dynmig_slurm::json::parse_jobs(&c.ok("squeue", &["--json", "--states=all"])).expect("squeue --json");
+    let j = jobs.iter().find(|j| u64::from(j.id) == id).expect("the job is listed");
+    assert_eq!(j.time_limit_s, Some(7 * 60));
+    assert!(
+        (j.deadline - deadline).abs() <= 120,
+        "deadline {} not about {deadline} (now+3hours)",
+        j.deadline
+    );
+    c.wait_for("the job to complete", Duration::from_secs(90), || {
+        c.job_state(id) == "COMPLETED"
+    });
+    let node = field(&c.job(id), "NodeList");
+    let gres = c.node(&node)["gres"].as_str().unwrap_or("").to_string();
+    assert!(gres.contains("3g.40gb"), "{node} has GRES {gres}");
+}
