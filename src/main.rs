@@ -131,6 +131,9 @@ enum Cmd {
     /// Simulate a cluster of MIG GPUs under every policy on the real trace (or a synthetic
     /// workload) and compare them (docs/simulate.md).
     Simulate(Box<dynmig_sim::cli::SimulateArgs>),
+    /// Train the learned policy in the simulator (docs/learned.md): writes the model, its
+    /// checkpoints and learning curve to --out (default ./learned).
+    Train(Box<dynmig_learn::TrainArgs>),
     /// Trace tools.
     Trace {
         #[command(subcommand)]
@@ -399,7 +402,27 @@ fn run(cli: Cli) -> Result<()> {
                 &node,
             )?)
         }
-        Cmd::Simulate(args) => dynmig_sim::cli::run(&args),
+        Cmd::Simulate(mut args) => {
+            if let Some(path) = &args.learned_model {
+                let model = dynmig_sim::cli::parse_model(&args.model)?;
+                let limits = dynmig_sim::cli::eval_options(&args)?.limits;
+                args.learned = Some(dynmig_learn::load_external(path, model, &limits)?);
+            }
+            dynmig_sim::cli::run(&args)
+        }
+        Cmd::Train(args) => {
+            let t = dynmig_learn::train(&args)?;
+            let last = t.curve.last().map_or(0, |p| p.iteration);
+            println!(
+                "trained {last} iterations; model {} (greedy ET on the training days {:.4}; whole GPUs {:.4}, plan {:.4}); curve {}",
+                t.model.display(),
+                t.best_et,
+                t.whole_et,
+                t.plan_et,
+                t.model.with_file_name("curve.svg").display()
+            );
+            Ok(())
+        }
         Cmd::Gpu { cmd } => dynmig::cli::gpu::gpu(cmd),
         Cmd::MigParted { cmd } => dynmig::cli::gpu::mig_parted(cmd),
         Cmd::Status => {

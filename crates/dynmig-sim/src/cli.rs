@@ -42,7 +42,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: usize,
     /// Policies, comma-separated: none, static, static-oracle, twice-daily,
-    /// twice-daily-oracle, dynamic, time-of-day, plan, consolidate.
+    /// twice-daily-oracle, dynamic, time-of-day, plan, consolidate, mpc, learned (with
+    /// --learned-model).
     #[arg(
         long,
         value_delimiter = ',',
@@ -157,6 +158,14 @@ pub struct SimulateArgs {
     /// Policies of --compare-requests, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "static,dynamic")]
     pub compare_policies: Vec<PolicyName>,
+    /// A trained model (`dynmig train`): the `learned` policy runs it, and is added to
+    /// --policies.
+    #[arg(long)]
+    pub learned_model: Option<PathBuf>,
+    /// The policy `learned` runs, made from `learned_model` by the caller (the `dynmig`
+    /// binary, which links `dynmig-learn`).
+    #[arg(skip)]
+    pub learned: Option<crate::policies::ExternalPolicy>,
 }
 
 fn request_params(a: &SimulateArgs) -> Result<RequestParams> {
@@ -252,7 +261,13 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
             .map_err(anyhow::Error::msg)?
     };
     Ok(EvalOptions {
-        policies: a.policies.clone(),
+        policies: {
+            let mut p = a.policies.clone();
+            if a.learned.is_some() && !p.contains(&PolicyName::Learned) {
+                p.push(PolicyName::Learned);
+            }
+            p
+        },
         placements,
         limits: PolicyLimits {
             max_concurrent: a.max_concurrent.unwrap_or((a.nodes / 8).max(1)),
@@ -262,8 +277,40 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
         periods: a.periods,
         search_days: a.search_days.as_ref().map(|v| (v[0], v[1])),
         eval_from_days: a.eval_from,
+        learned: a.learned.clone(),
         ..Default::default()
     })
+}
+
+/// The workload and engine settings `a` asks for (not the matrix's), and the load factor used.
+///
+/// # Errors
+/// Bad arguments (the message says what is allowed) or an unreadable trace.
+pub fn workload_and_config(a: &SimulateArgs) -> Result<(crate::workload::Workload, SimConfig, f64)> {
+    let model = parse_model(&a.model)?;
+    let drain = parse_drain(&a.drain)?;
+    if a.nodes == 0 || a.gpus_per_node == 0 || a.gpus_per_node > 64 {
+        bail!("nodes must be >= 1 and gpus-per-node 1 to 64");
+    }
+    let m = model_params(a)?;
+    let load = parse_load(&a.load, a.nodes * a.gpus_per_node)?;
+    let pods = if a.synthetic { None } else { Some(pods_of(&a.trace)?) };
+    let (mut wl, load) = build_workload(source(a, &pods), a.days, load, a.seed, &m)?;
+    if a.batch {
+        wl = wl.all_at_once();
+    }
+    let mut cfg = SimConfig::new(model, a.nodes, a.gpus_per_node);
+    cfg.reconfig_cost_s = a.reconfig_cost;
+    cfg.drain = drain;
+    cfg.timing = match a.drain_timing.as_str() {
+        "reservation" => DrainTiming::Reservation,
+        "immediate" => DrainTiming::Immediate,
+        t => bail!("unknown drain timing '{t}'; allowed: reservation, immediate"),
+    };
+    cfg.policy_interval_s = a.policy_interval;
+    cfg.seed = a.seed;
+    cfg.requests = request_params(a)?;
+    Ok((wl, cfg, load))
 }
 
 /// Runs `dynmig simulate`.
@@ -283,23 +330,9 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
     if a.matrix || a.sensitivity {
         return crate::matrix_cli::run(a, load, &m, model, drain);
     }
-    let pods = if a.synthetic { None } else { Some(pods_of(&a.trace)?) };
-    let (mut wl, load) = build_workload(source(a, &pods), a.days, load, a.seed, &m)?;
-    if a.batch {
-        wl = wl.all_at_once();
-    }
-    let mut cfg = SimConfig::new(model, a.nodes, a.gpus_per_node);
-    cfg.reconfig_cost_s = a.reconfig_cost;
-    cfg.drain = drain;
-    cfg.timing = match a.drain_timing.as_str() {
-        "reservation" => DrainTiming::Reservation,
-        "immediate" => DrainTiming::Immediate,
-        t => bail!("unknown drain timing '{t}'; allowed: reservation, immediate"),
-    };
-    cfg.policy_interval_s = a.policy_interval;
-    cfg.seed = a.seed;
+    let (wl, mut cfg, load) = workload_and_config(a)?;
+    let gpus = cfg.nodes * cfg.gpus_per_node;
     cfg.sample_interval_s = 300.0;
-    cfg.requests = request_params(a)?;
     let mut opts = eval_options(a)?;
     if a.compare_requests {
         opts.policies = a.compare_policies.clone();

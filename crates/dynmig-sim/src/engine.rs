@@ -110,6 +110,9 @@ pub struct SimConfig {
     /// Start of the evaluation window, s: [`RunResult::window_energy_j`] and
     /// [`RunResult::drain_waste_gpu_s`] count from here (0: the whole run).
     pub window_start_s: f64,
+    /// Stop the run here, s (infinite: when every job has ended): jobs not done by then are
+    /// given as ending at the stop, on no instance (training episodes, `dynmig-learn`).
+    pub stop_s: f64,
 }
 
 impl SimConfig {
@@ -132,6 +135,7 @@ impl SimConfig {
             window_start_s: 0.0,
             backfill_interval_s: 30.0,
             max_time_limit_s: 48.0 * 3600.0,
+            stop_s: f64::INFINITY,
         }
     }
 }
@@ -278,11 +282,12 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
         PolicySpec::Dynamic(limits) => Driver::Plain(Box::new(DemandDriven::new(limits.clone())), true),
         PolicySpec::Plan(s) => Driver::Plain(Box::new(Planner::new(s.clone())), false),
         PolicySpec::Mpc(s) => Driver::Plain(Box::new(Mpc::new(s.clone(), cfg)), false),
+        PolicySpec::External(e) => Driver::Plain((e.make)(cfg)?, false),
         PolicySpec::Learned { periods } => Driver::Learned(Learned::new(*periods, &sim.c)),
     };
     let interval_ms: i64 = match (&driver, spec) {
         (_, PolicySpec::None | PolicySpec::Static(_)) => i64::MAX,
-        (Driver::Plain(_, true), _) | (_, PolicySpec::Plan(_) | PolicySpec::Mpc(_)) => {
+        (Driver::Plain(_, true), _) | (_, PolicySpec::Plan(_) | PolicySpec::Mpc(_) | PolicySpec::External(_)) => {
             (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64
         }
         _ => 3_600_000,
@@ -391,6 +396,8 @@ struct Sim<'a> {
     job_events: Vec<JobEvent>,
     /// Jobs at the front of the workload already started by [`simulate_from`].
     prestarted: usize,
+    /// [`SimConfig::stop_s`] in ms (`i64::MAX`: never).
+    stop_ms: i64,
     /// Instance changes found so far, per (current instances, target) of an idle GPU.
     transitions: TransitionMemo,
     /// The demand-driven policy's `min_layout_lifetime` (`None` under other policies): its
@@ -482,6 +489,7 @@ impl<'a> Sim<'a> {
             limit: vec![0; wl.jobs.len()],
             finished: vec![false; wl.jobs.len()],
             done: 0,
+            stop_ms: if cfg.stop_s.is_finite() { (cfg.stop_s * 1000.0).round() as i64 } else { i64::MAX },
             energy_j: 0.0,
             busy_slice_ms: 0.0,
             reconfigs: 0,
@@ -557,6 +565,21 @@ impl<'a> Sim<'a> {
                 .map_or(i64::MAX, |j| (j.release * 1000.0).round() as i64);
             let th = self.heap.peek().map_or(i64::MAX, |Reverse((t, _, _))| *t);
             let now = ta.min(th).min(next_tick);
+            if now > self.stop_ms {
+                // Stopped: the energy runs to the stop, and jobs not done end there.
+                self.energy_j += self.c.total_w * (self.stop_ms - last) as f64 / 1000.0;
+                for o in self.out.iter_mut().filter(|o| o.is_none()) {
+                    *o = Some(JobOutcome {
+                        start_ms: self.stop_ms,
+                        end_ms: self.stop_ms,
+                        slices: 0,
+                        restarts: 0,
+                        profile: 0,
+                    });
+                }
+                self.done = n as u64;
+                break;
+            }
             if now == i64::MAX || (ta == i64::MAX && th == i64::MAX && now - last_change > 2 * 86_400_000) {
                 let j = self.queues.iter().find_map(|q| q.first()).map(|x| x.1);
                 bail!(

@@ -41,9 +41,11 @@ pub enum PolicyName {
     Consolidate,
     /// The planner's proposals made only when a lookahead run of the engine says they pay.
     Mpc,
+    /// A trained model ([`EvalOptions::learned`]; not in [`ALL_POLICIES`]: it needs one).
+    Learned,
 }
 
-/// Every policy, in report order.
+/// Every policy that needs nothing more than the options, in report order.
 pub const ALL_POLICIES: [PolicyName; 10] = [
     PolicyName::None,
     PolicyName::Static,
@@ -71,6 +73,7 @@ impl PolicyName {
             PolicyName::Plan => "plan",
             PolicyName::Consolidate => "consolidate",
             PolicyName::Mpc => "mpc",
+            PolicyName::Learned => "learned",
         }
     }
 }
@@ -85,12 +88,17 @@ impl std::str::FromStr for PolicyName {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.to_ascii_lowercase();
-        ALL_POLICIES.iter().copied().find(|p| p.as_str() == s).ok_or_else(|| {
-            format!(
-                "unknown policy '{s}'; allowed: {}",
-                ALL_POLICIES.map(PolicyName::as_str).join(", ")
-            )
-        })
+        ALL_POLICIES
+            .iter()
+            .copied()
+            .chain([PolicyName::Learned])
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown policy '{s}'; allowed: {}, learned (with a model)",
+                    ALL_POLICIES.map(PolicyName::as_str).join(", ")
+                )
+            })
     }
 }
 
@@ -121,6 +129,8 @@ pub struct EvalOptions {
     /// Threads the independent runs share (rows, search candidates) [default: the machine's
     /// cores]; the result does not depend on it.
     pub threads: usize,
+    /// The trained model that [`PolicyName::Learned`] runs (`dynmig-learn`).
+    pub learned: Option<crate::policies::ExternalPolicy>,
 }
 
 impl Default for EvalOptions {
@@ -136,6 +146,7 @@ impl Default for EvalOptions {
             eval_from_days: None,
             warn: true,
             threads: default_threads(),
+            learned: None,
         }
     }
 }
@@ -272,6 +283,12 @@ impl Bench<'_> {
                     settings.horizon, settings.cooldown, opts.limits.max_concurrent
                 );
                 self.run(&PolicySpec::Mpc(settings), "mpc", &detail, progress)
+            }
+            PolicyName::Learned => {
+                let Some(e) = &opts.learned else {
+                    anyhow::bail!("policy 'learned' needs a trained model (dynmig simulate --learned-model FILE)");
+                };
+                self.run(&PolicySpec::External(e.clone()), "learned", "trained model (dynmig train)", progress)
             }
             // Whole GPUs; the searched rows come from `search`.
             _ => self.run(&PolicySpec::None, "none", "whole GPUs", progress),

@@ -7,7 +7,8 @@
 //! - `plan` and `consolidate`: the controller's [`Planner`] (speed or energy objective);
 //! - `time-of-day`: a schedule learned from the arrivals seen so far ([`Learned`]);
 //! - `mpc`: the planner's proposals made only when a lookahead run of the engine says they
-//!   pay ([`mpc::Mpc`]).
+//!   pay ([`mpc::Mpc`]);
+//! - `learned`: a trained model from `dynmig-learn`, through [`PolicySpec::External`].
 
 pub mod mix;
 pub mod mpc;
@@ -46,6 +47,28 @@ pub enum PolicySpec {
     /// The planner gated by lookahead runs of the engine ([`mpc::Mpc`]), starting from whole
     /// GPUs.
     Mpc(mpc::MpcSettings),
+    /// A policy made by another crate (the learned policy of `dynmig-learn`), starting from
+    /// whole GPUs and asked every `policy_interval_s`.
+    External(ExternalPolicy),
+}
+
+/// Makes a policy for a simulated cluster (its [`crate::engine::SimConfig`]).
+pub type MakePolicy =
+    dyn Fn(&crate::engine::SimConfig) -> anyhow::Result<Box<dyn Policy>> + Send + Sync;
+
+/// A policy the simulator does not define, by name and maker ([`PolicySpec::External`]).
+#[derive(Clone)]
+pub struct ExternalPolicy {
+    /// Its name in reports (`"learned"`).
+    pub name: &'static str,
+    /// Its maker; an error (a model that does not fit the cluster) fails the run.
+    pub make: std::sync::Arc<MakePolicy>,
+}
+
+impl std::fmt::Debug for ExternalPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ExternalPolicy({})", self.name)
+    }
 }
 
 impl PolicySpec {
@@ -62,6 +85,7 @@ impl PolicySpec {
             },
             PolicySpec::Learned { .. } => "time-of-day",
             PolicySpec::Mpc(_) => "mpc",
+            PolicySpec::External(e) => e.name,
         }
     }
 }

@@ -1,0 +1,214 @@
+//! The learned policy: each call, the nodes that may change (available, not repartitioning,
+//! old enough, their running work ending within `max_wait`), those whose work ends soonest
+//! first, each get one decision of the model — keep, or change to one of the catalogue's
+//! layouts (actions that would change nothing or that the node group does not allow are
+//! masked) — until `max_concurrent` nodes are changing or planned. A change of a busy node
+//! waits for its jobs' time limits (a maintenance reservation in the controller, the engine's
+//! reservation timing in the simulator), as the planner's do. It decides at most every
+//! [`DECISION_INTERVAL`].
+
+use crate::features::{cluster_features, node_features};
+use crate::net::Model;
+use anyhow::Result;
+use candle_core::{Device, Tensor};
+use dynmig_core::demand::Demand;
+use dynmig_core::policy::{NodeSnapshot, Policy, PolicyLimits, Repartition};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One decision taken while training: when, the observation, which actions were allowed (1.0)
+/// and the action taken (0 keep, `i` catalogue layout `i - 1`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Seconds since the policy's first call (its time of day, days counted).
+    pub t_s: f64,
+    /// Observation.
+    pub x: Vec<f32>,
+    /// Allowed actions.
+    pub mask: Vec<f32>,
+    /// The action.
+    pub action: u32,
+}
+
+/// How actions are chosen.
+pub enum Mode {
+    /// The most likely allowed action (serving).
+    Greedy,
+    /// Drawn from the model's distribution over allowed actions, each recorded (training).
+    Sample {
+        /// The draws.
+        rng: ChaCha8Rng,
+        /// Where the decisions go.
+        steps: Arc<Mutex<Vec<Step>>>,
+    },
+}
+
+/// The learned policy decides at most this often (10 min): a decision's effect (a drain at
+/// the jobs' time limits) takes longer than the callers' 60 s interval to show.
+pub const DECISION_INTERVAL: Duration = Duration::from_secs(600);
+
+/// The learned policy (module docs).
+pub struct LearnedPolicy {
+    model: Model,
+    limits: PolicyLimits,
+    max_wait: Duration,
+    mode: Mode,
+    /// Time of day of the last decision.
+    last: Option<Duration>,
+    /// Time since the first call (for [`Step::t_s`]).
+    elapsed: Duration,
+    /// Time of day of the last call.
+    last_call: Option<Duration>,
+}
+
+impl LearnedPolicy {
+    /// `model` deciding under `limits`; nodes whose work ends later than `max_wait` (4 h in
+    /// the simulator and the controller, the planner's default) are no candidates.
+    pub fn new(model: Model, limits: PolicyLimits, max_wait: Duration, mode: Mode) -> Self {
+        Self {
+            model,
+            limits,
+            max_wait,
+            mode,
+            last: None,
+            elapsed: Duration::ZERO,
+            last_call: None,
+        }
+    }
+
+    /// The decisions for `nodes`, or an error from the network (never expected: shapes are
+    /// fixed at load).
+    fn decide(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Result<Vec<Repartition>> {
+        let away = nodes.iter().filter(|n| n.repartitioning || n.planned.is_some()).count();
+        let budget = self.limits.max_concurrent.max(1).saturating_sub(away);
+        if budget == 0 {
+            return Ok(Vec::new());
+        }
+        let mut cands: Vec<&NodeSnapshot> = nodes
+            .iter()
+            .filter(|n| {
+                !n.unavailable
+                    && !n.repartitioning
+                    && n.planned.is_none()
+                    && n.layout_age >= self.limits.min_layout_lifetime
+                    && n.work_ends_in <= self.max_wait
+                    && n.model.name == self.model.catalogue.model.name
+            })
+            .collect();
+        if cands.is_empty() {
+            return Ok(Vec::new());
+        }
+        cands.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
+        let cat = &self.model.catalogue;
+        let global = cluster_features(cat, time_of_day, nodes, demand);
+        let width = self.model.meta.inputs;
+        let mut xs = Vec::with_capacity(cands.len() * width);
+        for n in &cands {
+            xs.extend_from_slice(&global);
+            xs.extend(node_features(cat, n));
+        }
+        let x = Tensor::from_vec(xs, (cands.len(), width), &Device::Cpu)?;
+        let logits = self.model.net.forward(&x)?.to_vec2::<f32>()?;
+        // Which catalogue layouts each node group allows, once per group's list.
+        let mut allowed: BTreeMap<usize, Vec<bool>> = BTreeMap::new();
+        let mut out = Vec::new();
+        for (i, n) in cands.iter().enumerate() {
+            if out.len() >= budget {
+                break;
+            }
+            let key = Arc::as_ptr(&n.allowed) as *const u8 as usize;
+            let ok = allowed
+                .entry(key)
+                .or_insert_with(|| cat.layouts.iter().map(|l| n.allowed.contains(l)).collect());
+            let current = cat.kind_of(&n.layout);
+            let mut mask = vec![1.0f32];
+            mask.extend(ok.iter().enumerate().map(|(k, a)| if *a && current != Some(k) { 1.0 } else { 0.0 }));
+            let action = match &mut self.mode {
+                Mode::Greedy => argmax(&logits[i], &mask),
+                Mode::Sample { rng, steps } => {
+                    let a = sample(&logits[i], &mask, rng);
+                    let x = x.get(i)?.to_vec1::<f32>()?;
+                    steps.lock().map_err(|_| anyhow::anyhow!("steps lock poisoned"))?.push(Step {
+                        t_s: self.elapsed.as_secs_f64(),
+                        x,
+                        mask: mask.clone(),
+                        action: a as u32,
+                    });
+                    a
+                }
+            };
+            if action > 0 {
+                out.push(Repartition {
+                    node: n.name.clone(),
+                    target: cat.node_layout(action - 1, n.layout.gpus.len()),
+                    serves: BTreeMap::new(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The allowed action with the largest logit (keep on ties).
+fn argmax(logits: &[f32], mask: &[f32]) -> usize {
+    let mut best = 0;
+    for (a, (l, m)) in logits.iter().zip(mask).enumerate() {
+        if *m > 0.0 && *l > logits[best] {
+            best = a;
+        }
+    }
+    best
+}
+
+/// An allowed action drawn with probability softmax(logits) over the allowed ones.
+fn sample(logits: &[f32], mask: &[f32], rng: &mut ChaCha8Rng) -> usize {
+    let top = logits
+        .iter()
+        .zip(mask)
+        .filter(|(_, m)| **m > 0.0)
+        .map(|(l, _)| *l)
+        .fold(f32::NEG_INFINITY, f32::max);
+    let w: Vec<f64> = logits
+        .iter()
+        .zip(mask)
+        .map(|(l, m)| if *m > 0.0 { f64::from(l - top).exp() } else { 0.0 })
+        .collect();
+    let mut r = rng.gen::<f64>() * w.iter().sum::<f64>();
+    for (a, x) in w.iter().enumerate() {
+        if r < *x {
+            return a;
+        }
+        r -= x;
+    }
+    0
+}
+
+impl Policy for LearnedPolicy {
+    fn name(&self) -> &'static str {
+        "learned"
+    }
+
+    fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
+        self.plan_at(Duration::ZERO, nodes, demand)
+    }
+
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
+        let day = Duration::from_secs(86_400);
+        if let Some(prev) = self.last_call {
+            self.elapsed += if time_of_day >= prev { time_of_day - prev } else { time_of_day + day - prev };
+        }
+        self.last_call = Some(time_of_day);
+        if let Some(last) = self.last {
+            let since = if time_of_day >= last { time_of_day - last } else { time_of_day + day - last };
+            if since < DECISION_INTERVAL {
+                return Vec::new();
+            }
+        }
+        self.last = Some(time_of_day);
+        // No panic and no change when the network fails: the layouts stay.
+        self.decide(time_of_day, nodes, demand).unwrap_or_default()
+    }
+}
