@@ -64,7 +64,7 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub sim: SimulateArgs,
     /// Training days `A,B` of the workload (jobs released in `[A, B)`) [default: 0,14].
-    #[arg(long, value_delimiter = ',', num_args = 2)]
+    #[arg(long, value_delimiter = ',')]
     pub train_days: Option<Vec<f64>>,
     /// Wall-clock budget, minutes.
     #[arg(long, default_value_t = 30.0)]
@@ -279,9 +279,10 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
     // Power samples at the decision interval, for the ET after each decision.
     cfg.sample_interval_s = crate::policy::DECISION_INTERVAL.as_secs_f64();
     let limits = eval_options(&a.sim)?.limits;
-    let (from, to) = match &a.train_days {
-        Some(v) => (v[0], v[1]),
+    let (from, to) = match a.train_days.as_deref() {
         None => (0.0, 14.0),
+        Some([from, to]) => (*from, *to),
+        Some(v) => bail!("--train-days {v:?}: allowed two days A,B, e.g. 0,14"),
     };
     if !(from >= 0.0 && to > from) {
         bail!("--train-days {from},{to}: allowed A,B with 0 <= A < B");
@@ -395,17 +396,6 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
             advs.push((a_st / sd) as f32);
         }
         let n = actions.len();
-        if std::env::var_os("DYNMIG_TRAIN_DEBUG").is_some() {
-            let keep: Vec<f64> = per_step.iter().filter(|(_, st)| st.action == 0).map(|(a, _)| *a).collect();
-            let change: Vec<f64> = per_step.iter().filter(|(_, st)| st.action != 0).map(|(a, _)| *a).collect();
-            eprintln!(
-                "DEBUG it {iteration}: steps {n}, keep {} mean adv {:.4}, change {} mean adv {:.4}, sd {sd:.4}",
-                keep.len(),
-                keep.iter().sum::<f64>() / keep.len().max(1) as f64,
-                change.len(),
-                change.iter().sum::<f64>() / change.len().max(1) as f64
-            );
-        }
         if n > 0 && per_step.iter().any(|(x, _)| x.abs() > 1e-12) {
             let k = model.catalogue.layouts.len() + 1;
             let x = Tensor::from_vec(xs, (n, width), &Device::Cpu)?;

@@ -53,7 +53,7 @@ pub struct SimulateArgs {
     /// Search window `A,B` in days of the workload: static and twice-daily are searched on
     /// the jobs released in `[A, B)` [default: 0,14, or the first half of a workload shorter
     /// than 15 days].
-    #[arg(long, value_delimiter = ',', num_args = 2)]
+    #[arg(long, value_delimiter = ',')]
     pub search_days: Option<Vec<f64>>,
     /// Evaluation window start, days: every policy is judged on the jobs released from day D
     /// on [default: 14, or the second half of a workload shorter than 15 days].
@@ -98,7 +98,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "reservation")]
     pub drain_timing: String,
     /// Due-date factor range `LO,HI`: due = release + U(LO, HI) x time on a full GPU.
-    #[arg(long, value_delimiter = ',', num_args = 2, default_values_t = [1.0, 1.5])]
+    #[arg(long, value_delimiter = ',', default_values_t = [1.0, 1.5])]
     pub due: Vec<f64>,
     /// Seconds between calls of the dynamic policy while jobs wait.
     #[arg(long, default_value_t = 60.0)]
@@ -235,7 +235,9 @@ pub fn parse_drain(name: &str) -> Result<DrainScope> {
 /// # Errors
 /// A due range out of range.
 pub fn model_params(a: &SimulateArgs) -> Result<ModelParams> {
-    let (lo, hi) = (a.due[0], a.due[1]);
+    let [lo, hi] = a.due[..] else {
+        bail!("--due {:?}: allowed two factors LO,HI, e.g. 1,1.5", a.due);
+    };
     if !(lo >= 1.0 && hi >= lo) {
         bail!("--due {lo},{hi}: allowed LO >= 1 and HI >= LO");
     }
@@ -275,7 +277,11 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
             min_gain: 1,
         },
         periods: a.periods,
-        search_days: a.search_days.as_ref().map(|v| (v[0], v[1])),
+        search_days: match a.search_days.as_deref() {
+            None => None,
+            Some([from, to]) => Some((*from, *to)),
+            Some(v) => bail!("--search-days {v:?}: allowed two days A,B, e.g. 0,14"),
+        },
         eval_from_days: a.eval_from,
         learned: a.learned.clone(),
         ..Default::default()
