@@ -282,7 +282,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Plan => {
             let (config, _) = load_config(explicit)?;
-            let mut policy = policy_from_config(&config);
+            let mut policy = policy_from_config(&config).map_err(|e| anyhow!("[policy]: {e}"))?;
             let r = pass(
                 &SlurmCommands::from_config(&config),
                 &managed_nodes(&config),
@@ -319,7 +319,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Controller { once } => {
             let (config, _) = load_config(explicit)?;
-            let mut policy = policy_from_config(&config);
+            let mut policy = policy_from_config(&config).map_err(|e| anyhow!("[policy]: {e}"))?;
             let slurm = SlurmCommands::from_config(&config);
             let managed = managed_nodes(&config);
             let events = event_log(&config);

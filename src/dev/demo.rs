@@ -220,7 +220,7 @@ fn compare(
     let measured = sim_compare::Figures::from_waits(&waits, makespan, repartitions);
     let cfg = sim_compare::sim_config(config, args.reconfig_cost)?;
     let wl = sim_compare::workload(jobs, cfg.model, args.slice.time_limit_factor, args.seed);
-    let spec = sim_compare::spec_for(config);
+    let spec = sim_compare::spec_for(config)?;
     let predicted = sim_compare::predict(&wl, &spec, &cfg)?;
     let layouts = dynmig_sim::engine::initial_layouts(&spec, &cfg)
         .iter()

@@ -92,8 +92,16 @@ pub fn sim_config(config: &Config, reconfig_cost_s: f64) -> Result<SimConfig> {
 
 /// The simulator policy of `config`'s `[policy]`, with its initial layouts (node order: the
 /// node groups' order).
-pub fn spec_for(config: &Config) -> PolicySpec {
-    match config.policy {
+///
+/// # Errors
+/// A learned policy whose model cannot be read for the first node group's GPUs.
+pub fn spec_for(config: &Config) -> Result<PolicySpec> {
+    if let PolicyConfig::Learned { model } = &config.policy {
+        let g = config.node_groups.first().context("no node group")?;
+        return dynmig_learn::load_external(model, g.gpu_model, &PolicyLimits::from_config(config, 1))
+            .map(PolicySpec::External);
+    }
+    Ok(match config.policy {
         PolicyConfig::Demand { min_gain, .. } => PolicySpec::Dynamic(PolicyLimits::from_config(config, min_gain)),
         PolicyConfig::Plan { lookahead, .. } => PlannerSettings::from_config(config).map_or(PolicySpec::None, |s| match lookahead {
             Some(horizon) => PolicySpec::Mpc(MpcSettings { horizon, ..MpcSettings::new(s) }),
@@ -106,8 +114,8 @@ pub fn spec_for(config: &Config) -> PolicySpec {
                 .flat_map(|g| g.nodes.iter().map(|_| g.initial_node_layout()))
                 .collect(),
         ),
-        PolicyConfig::None => PolicySpec::None,
-    }
+        PolicyConfig::None | PolicyConfig::Learned { .. } => PolicySpec::None,
+    })
 }
 
 /// The `[policy] kind` of a policy config.
@@ -117,6 +125,7 @@ pub fn policy_kind(p: &PolicyConfig) -> &'static str {
         PolicyConfig::Plan { lookahead: Some(_), .. } => "mpc",
         PolicyConfig::Plan { consolidate: false, .. } => "plan",
         PolicyConfig::Plan { consolidate: true, .. } => "consolidate",
+        PolicyConfig::Learned { .. } => "learned",
         PolicyConfig::Static => "static",
         PolicyConfig::None => "none",
     }

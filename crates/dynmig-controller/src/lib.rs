@@ -39,15 +39,29 @@ use std::time::Duration;
 
 /// The configured policy. `mpc` judges the planner's proposals with the simulator's engine
 /// modelling the managed nodes (the config allows it only when every node group has one GPU
-/// model and GPU count) with the controller's drain mode.
-pub fn policy_from_config(config: &Config) -> Box<dyn Policy> {
-    match config.policy {
+/// model and GPU count) with the controller's drain mode. `learned` loads its model file.
+///
+/// # Errors
+/// The learned policy's model cannot be read or was trained for other GPUs (the message says
+/// which file and what it was trained for).
+pub fn policy_from_config(config: &Config) -> Result<Box<dyn Policy>, String> {
+    if let PolicyConfig::Learned { model } = &config.policy {
+        let g = config.node_groups.first().ok_or("no node group")?;
+        let m = dynmig_learn::Model::load(model, g.gpu_model).map_err(|e| format!("{e:#}"))?;
+        return Ok(Box::new(dynmig_learn::LearnedPolicy::new(
+            m,
+            PolicyLimits::from_config(config, 1),
+            dynmig_learn::train::MAX_WAIT,
+            dynmig_learn::policy::Mode::Greedy,
+        )));
+    }
+    Ok(match config.policy {
         PolicyConfig::Demand { min_gain, .. } => {
             Box::new(DemandDriven::new(PolicyLimits::from_config(config, min_gain)))
         }
         PolicyConfig::Plan { lookahead, .. } => {
             let Some(mut s) = PlannerSettings::from_config(config) else {
-                return Box::new(NoChange);
+                return Ok(Box::new(NoChange));
             };
             // Slurm runs a job only on an instance of the GRES type it asked for.
             s.exact_profiles = true;
@@ -66,8 +80,8 @@ pub fn policy_from_config(config: &Config) -> Box<dyn Policy> {
                 _ => Box::new(Planner::new(s)),
             }
         }
-        PolicyConfig::Static | PolicyConfig::None => Box::new(NoChange),
-    }
+        PolicyConfig::Static | PolicyConfig::None | PolicyConfig::Learned { .. } => Box::new(NoChange),
+    })
 }
 
 /// The outcome of one pass.

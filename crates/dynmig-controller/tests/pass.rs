@@ -489,7 +489,7 @@ fn the_configured_planner_reserves_the_node_whose_jobs_end_soonest_for_a_typed_n
     let toml = dynmig_core::config::EXAMPLE_TOML.replacen("kind = \"demand\" ", "kind = \"plan\"   ", 1);
     let toml = toml.replacen("forecast_window = \"10m\"", "# forecast_window", 1);
     let config = dynmig_core::config::parse_config(&toml).unwrap();
-    let mut planner = dynmig_controller::policy_from_config(&config);
+    let mut planner = dynmig_controller::policy_from_config(&config).unwrap();
     assert_eq!(planner.name(), "plan");
     let slurm = FakeSlurm::new(
         vec![busy("n1", "1x7g.80gb,1x7g.80gb"), busy("n2", "1x7g.80gb,1x7g.80gb")],
@@ -547,7 +547,7 @@ fn waiting_2g(n1_end: i64, deadline_in: i64) -> FakeSlurm {
 /// What `policy` decides for `slurm` at 1000: nodes drained or planned.
 fn decides(policy: &str, slurm: &FakeSlurm) -> Vec<String> {
     let managed = [managed("n1"), managed("n2")];
-    let mut p = dynmig_controller::policy_from_config(&config_with(policy));
+    let mut p = dynmig_controller::policy_from_config(&config_with(policy)).unwrap();
     assert_eq!(p.name(), policy);
     let r = pass(slurm, &managed, p.as_mut(), &mut JobFeed::new(), &LineLog::none(), &PassSettings { dry_run: true, ..settings(1000) }).unwrap();
     r.drained.iter().chain(&r.planned).map(|d| d.node.clone()).collect()
@@ -555,7 +555,7 @@ fn decides(policy: &str, slurm: &FakeSlurm) -> Vec<String> {
 
 #[test]
 fn mpc_makes_the_planners_change_when_the_lookahead_says_it_pays_and_not_when_it_does_not() {
-    assert!(dynmig_controller::policy_from_config(&config_with("mpc")).observes_jobs());
+    assert!(dynmig_controller::policy_from_config(&config_with("mpc")).unwrap().observes_jobs());
     // The 2g.20gb instances are busy for another 5 h: without a change the waiting jobs miss
     // their deadline by hours; n2 with 2g.20gb instances meets it.
     let slurm = waiting_2g(1000 + 5 * 3600, 3600);
@@ -566,4 +566,48 @@ fn mpc_makes_the_planners_change_when_the_lookahead_says_it_pays_and_not_when_it
     let slurm = waiting_2g(1310, 86_400);
     assert_eq!(decides("plan", &slurm), ["n2"]);
     assert_eq!(decides("mpc", &slurm), Vec::<String>::new());
+}
+
+#[test]
+fn the_learned_policy_is_served_from_its_model_file_and_a_model_for_other_gpus_is_refused() {
+    let dir = tempfile_dir("learned");
+    let file = dir.join("model.safetensors");
+    let config_for = |file: &std::path::Path| {
+        let toml = dynmig_core::config::EXAMPLE_TOML
+            .replacen("kind = \"demand\" ", "kind = \"learned\" ", 1)
+            .replacen("forecast_window = \"10m\"", &format!("model = \"{}\"", file.display()), 1)
+            .replacen("min_gain = 1 ", "# min_gain = 1", 1);
+        dynmig_core::config::parse_config(&toml).unwrap()
+    };
+    // An untrained model for the example's A100-80GB nodes.
+    let varmap = candle_nn::VarMap::new();
+    let m = dynmig_learn::Model::fresh(
+        dynmig_learn::catalogue::Catalogue::for_model(&A100_80GB),
+        8,
+        &varmap,
+        "test".into(),
+    )
+    .unwrap();
+    dynmig_learn::Model::save(&varmap, &m.meta, &file).unwrap();
+    let mut p = dynmig_controller::policy_from_config(&config_for(&file)).unwrap();
+    assert_eq!(p.name(), "learned");
+    // It decides on the controller's snapshot (an idle node, pending 2g.20gb demand).
+    let slurm = FakeSlurm::new(vec![node("n1", "1x7g.80gb,1x7g.80gb")], vec![pending_job(1, "gres:gpu:2g.20gb:1")]);
+    let r = pass(&slurm, &[managed("n1")], p.as_mut(), &mut JobFeed::new(), &LineLog::none(), &PassSettings { dry_run: true, ..settings(1000) });
+    assert!(r.is_ok(), "{r:?}");
+    // A model for H100-80GB GPUs is refused with what it was trained for.
+    let h100 = dir.join("h100.safetensors");
+    let varmap = candle_nn::VarMap::new();
+    let m = dynmig_learn::Model::fresh(
+        dynmig_learn::catalogue::Catalogue::for_model(&dynmig_core::geometry::H100_80GB),
+        8,
+        &varmap,
+        "test".into(),
+    )
+    .unwrap();
+    dynmig_learn::Model::save(&varmap, &m.meta, &h100).unwrap();
+    let e = dynmig_controller::policy_from_config(&config_for(&h100)).err().expect("refused");
+    assert!(e.contains("was trained for H100-80GB GPUs") && e.contains("this cluster has A100-80GB"), "{e}");
+    let e = dynmig_controller::policy_from_config(&config_for(&dir.join("missing.safetensors"))).err().expect("refused");
+    assert!(e.contains("missing.safetensors"), "{e}");
 }

@@ -234,7 +234,15 @@ pub fn external(model: &Model, limits: &PolicyLimits, sample: Option<(u64, Arc<M
     let (model, limits) = (model.clone(), limits.clone());
     ExternalPolicy {
         name: "learned",
-        make: Arc::new(move |_: &SimConfig| {
+        make: Arc::new(move |cfg: &SimConfig| {
+            if cfg.model.name != model.meta.gpu_model {
+                bail!(
+                    "the learned model was trained for {} GPUs ({}); this simulated cluster has {} GPUs",
+                    model.meta.gpu_model,
+                    model.meta.trained_on,
+                    cfg.model.name
+                );
+            }
             let mode = match &sample {
                 None => Mode::Greedy,
                 Some((seed, steps)) => Mode::Sample {

@@ -463,6 +463,7 @@ pub fn evaluate(
     }
     for p in [
         PolicyName::Mpc,
+        PolicyName::Learned,
         PolicyName::Plan,
         PolicyName::Consolidate,
         PolicyName::Dynamic,

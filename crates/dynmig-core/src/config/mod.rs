@@ -138,7 +138,7 @@ pub struct ControllerConfig {
 }
 
 /// `[policy]`: which policy chooses layouts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PolicyConfig {
     /// `kind = "demand"` (default): supply of each profile follows pending and forecast demand.
     Demand {
@@ -165,6 +165,11 @@ pub enum PolicyConfig {
         max_wait: Duration,
         /// `min_gain`: compute slices of need a change must newly serve. Default 1.
         min_gain: u32,
+    },
+    /// `kind = "learned"`: a model trained by `dynmig train` (docs/learned.md).
+    Learned {
+        /// `model`: the model file (`model.safetensors`), read by the controller at start.
+        model: std::path::PathBuf,
     },
     /// `kind = "static"`: every node keeps its group's `initial_layout`.
     Static,

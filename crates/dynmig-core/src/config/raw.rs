@@ -91,6 +91,7 @@ pub(super) enum PolicyKind {
     Plan,
     Consolidate,
     Mpc,
+    Learned,
     Static,
     None,
 }
@@ -105,6 +106,7 @@ pub(super) struct RawPolicy {
     pub horizon: S<String>,
     pub max_wait: S<String>,
     pub lookahead: S<String>,
+    pub model: S<String>,
 }
 
 #[derive(Debug, Deserialize)]

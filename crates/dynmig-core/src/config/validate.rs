@@ -81,7 +81,7 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         "jobs.whole_gpu" => "\"full-profile\", \"estimate\" or \"reject\"".into(),
         "jobs.multi_gpu" => "\"full-profile\" or \"reject\"".into(),
         "controller.drain" => "\"reservation\" or \"immediate\"".into(),
-        "policy.kind" => "\"plan\", \"consolidate\", \"mpc\", \"demand\", \"static\" or \"none\"".into(),
+        "policy.kind" => "\"plan\", \"consolidate\", \"mpc\", \"learned\", \"demand\", \"static\" or \"none\"".into(),
         "policy.min_gain" => int(1, 1000),
         "node_group.name" => "a quoted name of letters, digits, '-', '_' and '.', e.g. \"a100\"".into(),
         "node_group.nodes" => "a quoted hostlist or a list of them, e.g. \"n[1-2]\" or [\"n1\", \"n2\"]".into(),
@@ -231,7 +231,7 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     let controller = controller(&cx, &raw.controller)?;
     let policy = policy(&cx, &raw.policy)?;
     let node_groups = node_groups(&cx, &raw.node_group)?;
-    if matches!(policy, PolicyConfig::Plan { lookahead: Some(_), .. }) {
+    if matches!(policy, PolicyConfig::Plan { lookahead: Some(_), .. } | PolicyConfig::Learned { .. }) {
         // The lookahead runs the simulator's engine, which models one GPU model and one GPU
         // count per node.
         if let Some((g, r)) = node_groups.iter().zip(&raw.node_group).find(|(g, _)| {
@@ -241,7 +241,7 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
                 &r.gpu_model,
                 "node_group.gpu_model",
                 format!(
-                    "policy kind = \"mpc\" needs one GPU model and GPU count in every node group; group '{}' has {} x {}, group '{}' has {} x {}: use kind = \"plan\" or make the groups alike",
+                    "policy kind = \"mpc\" or \"learned\" needs one GPU model and GPU count in every node group; group '{}' has {} x {}, group '{}' has {} x {}: use kind = \"plan\" or make the groups alike",
                     g.name, g.gpus, g.gpu_model.name, node_groups[0].name, node_groups[0].gpus, node_groups[0].gpu_model.name
                 ),
             ));
@@ -472,6 +472,15 @@ fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigErr
 
 fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
     let planning = matches!(p.kind, PolicyKind::Plan | PolicyKind::Consolidate | PolicyKind::Mpc);
+    if p.kind != PolicyKind::Learned {
+        if let Some(v) = &p.model {
+            return Err(cx.err(
+                v,
+                "policy.model",
+                "policy.model applies only to kind = \"learned\"; remove it or set kind = \"learned\"",
+            ));
+        }
+    }
     if p.kind != PolicyKind::Mpc {
         if let Some(v) = &p.lookahead {
             return Err(cx.err(
@@ -532,6 +541,20 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
                 true,
             )?,
             min_gain: cx.count(&p.min_gain, "policy.min_gain", 1, 1, 1_000)?,
+        },
+        PolicyKind::Learned => match &p.model {
+            Some(v) if !v.get_ref().trim().is_empty() => PolicyConfig::Learned {
+                model: std::path::PathBuf::from(v.get_ref()),
+            },
+            Some(v) => return Err(cx.err(v, "policy.model", "policy.model is empty; give the model file of dynmig train")),
+            None => {
+                return Err(ConfigError::at(
+                    cx.text,
+                    0..0,
+                    "policy.model",
+                    "kind = \"learned\" needs model = \"/path/to/model.safetensors\" (the model file of dynmig train)",
+                ))
+            }
         },
         PolicyKind::Static => PolicyConfig::Static,
         PolicyKind::None => PolicyConfig::None,
