@@ -375,7 +375,7 @@ fn media_extension_layouts_are_accepted_in_the_config() {
 #[test]
 fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
     let t = example_with(
-        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
+        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
         "kind = \"consolidate\"\nhorizon = \"90m\"\nmax_wait = \"1h\"",
     );
     let c = parse_config(&t).unwrap();
@@ -390,7 +390,7 @@ fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
         }
     );
     let t = example_with(
-        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
+        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
         "kind = \"static\"\nhorizon = \"2h\"",
     );
     let e = bad(&t, "policy.horizon", line_of(&t, "horizon ="));
@@ -399,7 +399,7 @@ fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
 
 #[test]
 fn the_mpc_policy_reads_its_lookahead_and_needs_alike_node_groups() {
-    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
+    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
     let c = parse_config(&example_with(kind_line, "kind = \"mpc\"\nlookahead = \"3h\"")).unwrap();
     assert!(
         matches!(c.policy, PolicyConfig::Plan { consolidate: false, lookahead: Some(l), .. } if l == Duration::from_secs(3 * 3600)),
@@ -420,7 +420,7 @@ fn the_mpc_policy_reads_its_lookahead_and_needs_alike_node_groups() {
 
 #[test]
 fn the_learned_policy_needs_its_model_file_and_the_model_key_belongs_to_it() {
-    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
+    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
     let learned = |t: String| t.replacen("min_gain = 1 ", "# min_gain = 1", 1);
     let c = parse_config(&learned(example_with(kind_line, "kind = \"learned\"\nmodel = \"/var/lib/dynmig/model.safetensors\""))).unwrap();
     assert_eq!(
