@@ -179,7 +179,6 @@ impl Day {
             e_ref: self.e_ref,
             t_ref: self.t_ref,
             n: self.wl.jobs.len().max(1) as f64,
-            energy_j: r.energy_j,
             samples: r.samples.iter().map(|s| (s.t_s, s.power_w)).collect(),
             sample_s: cfg.sample_interval_s,
             ends: r.jobs.iter().zip(&self.wl.jobs).map(|(o, j)| (o.end_ms as f64 / 1000.0, j.due)).collect(),
@@ -198,7 +197,6 @@ struct Episode {
     e_ref: f64,
     t_ref: f64,
     n: f64,
-    energy_j: f64,
     /// `(time, cluster power)` samples, every `sample_s`.
     samples: Vec<(f64, f64)>,
     sample_s: f64,
@@ -224,7 +222,6 @@ impl Episode {
             .map(|(end, due)| (end.min(until) - due.max(t_s)).max(0.0))
             .sum::<f64>()
             / self.n;
-        let _ = self.energy_j;
         (e / self.e_ref + t / self.t_ref) / 2.0
     }
 }
