@@ -286,7 +286,8 @@ fn run(cli: Cli) -> Result<()> {
             let r = pass(
                 &SlurmCommands::from_config(&config),
                 &managed_nodes(&config),
-                policy.as_mut(), &mut JobFeed::new(),
+                policy.as_mut(),
+                &mut JobFeed::new(),
                 &dynmig_host::fs::LineLog::none(),
                 &PassSettings {
                     dry_run: true,

@@ -16,8 +16,8 @@ use dynmig_core::config::{Config, PolicyConfig};
 use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout};
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::{Job, JobKind, ModelParams};
-use dynmig_sim::policies::{PlannerSettings, PolicyLimits, PolicySpec};
 use dynmig_sim::policies::mpc::MpcSettings;
+use dynmig_sim::policies::{PlannerSettings, PolicyLimits, PolicySpec};
 use dynmig_sim::search::{describe, Searcher};
 use dynmig_sim::workload::Workload;
 use rand::{Rng, SeedableRng};
@@ -103,10 +103,15 @@ pub fn spec_for(config: &Config) -> Result<PolicySpec> {
     }
     Ok(match config.policy {
         PolicyConfig::Demand { min_gain, .. } => PolicySpec::Dynamic(PolicyLimits::from_config(config, min_gain)),
-        PolicyConfig::Plan { lookahead, .. } => PlannerSettings::from_config(config).map_or(PolicySpec::None, |s| match lookahead {
-            Some(horizon) => PolicySpec::Mpc(MpcSettings { horizon, ..MpcSettings::new(s) }),
-            None => PolicySpec::Plan(s),
-        }),
+        PolicyConfig::Plan { lookahead, .. } => {
+            PlannerSettings::from_config(config).map_or(PolicySpec::None, |s| match lookahead {
+                Some(horizon) => PolicySpec::Mpc(MpcSettings {
+                    horizon,
+                    ..MpcSettings::new(s)
+                }),
+                None => PolicySpec::Plan(s),
+            })
+        }
         PolicyConfig::Static => PolicySpec::Static(
             config
                 .node_groups

@@ -12,9 +12,9 @@ use dynmig_core::policy::planner::{Objective, Planner, PlannerSettings};
 use dynmig_core::policy::{DemandDriven, Policy, PolicyLimits};
 use dynmig_core::protocol::layout::PublishedLayout;
 use dynmig_host::fs::LineLog;
-use dynmig_slurm::fake::{idle_node, pending_job, running_job, FakeSlurm};
 use dynmig_sim::engine::{DrainTiming, SimConfig};
 use dynmig_sim::policies::mpc::{Mpc, MpcSettings};
+use dynmig_slurm::fake::{idle_node, pending_job, running_job, FakeSlurm};
 use dynmig_slurm::{NodeState, SlurmApi};
 use std::time::{Duration, Instant};
 
@@ -124,7 +124,10 @@ fn main() {
         // the two lookaheads (nothing is applied: a dry run proposes the same again).
         let mut feed = JobFeed::new();
         let mut now = NOW;
-        let at = |now: i64| PassSettings { now, ..settings.clone() };
+        let at = |now: i64| PassSettings {
+            now,
+            ..settings.clone()
+        };
         let t = Instant::now();
         let first = pass(&slurm, &managed, policy.as_mut(), &mut feed, &log, &at(now)).expect("pass");
         let first_ms = t.elapsed().as_secs_f64() * 1e3;

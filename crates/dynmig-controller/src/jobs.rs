@@ -51,7 +51,9 @@ impl JobFeed {
         let mut listed = HashMap::with_capacity(jobs.len());
         let mut finished = HashSet::new();
         for j in jobs {
-            let Some((profile, gpus)) = mig_request(j, managed) else { continue };
+            let Some((profile, gpus)) = mig_request(j, managed) else {
+                continue;
+            };
             let id = u64::from(j.id);
             let active = matches!(j.state, JobState::Pending | JobState::Running | JobState::Completing);
             let prev = self.known.get(&j.id).copied();

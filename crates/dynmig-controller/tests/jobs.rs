@@ -56,7 +56,10 @@ fn submissions_starts_requeues_and_ends_are_reported_once_each() {
         ],
         "oldest first; only MIG profiles of the managed GPUs"
     );
-    assert!(feed.events(&[a.clone(), b.clone()], &m, 110).is_empty(), "nothing changed");
+    assert!(
+        feed.events(&[a.clone(), b.clone()], &m, 110).is_empty(),
+        "nothing changed"
+    );
     // Job 1 starts on n1; job 2 leaves the list.
     let mut a_run = running_job(1, "n1", "gres:gpu:2g.20gb:1", 3720);
     a_run.start_time = 120;
@@ -81,12 +84,18 @@ fn submissions_starts_requeues_and_ends_are_reported_once_each() {
     again.restarts = 1;
     again.submit_time = 140;
     let e = feed.events(&[again.clone()], &m, 150);
-    assert!(matches!(e[..], [JobEvent::Ended { id: 1, .. }, JobEvent::Submitted { id: 1, at_s, .. }] if at_s == 140.0), "{e:?}");
+    assert!(
+        matches!(e[..], [JobEvent::Ended { id: 1, .. }, JobEvent::Submitted { id: 1, at_s, .. }] if at_s == 140.0),
+        "{e:?}"
+    );
     let mut done = again;
     done.state = JobState::Other("COMPLETED".into());
     done.end_time = 400;
     // Cancelled while pending (listed as finished, its end time in the future of this clock):
     // it leaves the queue at most now, once.
-    assert_eq!(feed.events(&[done.clone()], &m, 150), vec![JobEvent::Ended { id: 1, at_s: 150.0 }]);
+    assert_eq!(
+        feed.events(&[done.clone()], &m, 150),
+        vec![JobEvent::Ended { id: 1, at_s: 150.0 }]
+    );
     assert!(feed.events(&[done], &m, 160).is_empty());
 }

@@ -98,7 +98,15 @@ fn a_busy_node_gets_a_reservation_at_its_jobs_end_instead_of_a_drain() {
     );
     let dir = tempfile_dir("reserve");
     let log = LineLog::to(dir.join("events.jsonl"));
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &log, &with_plans(1000, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &[managed("n1")],
+        &mut policy(),
+        &mut JobFeed::new(),
+        &log,
+        &with_plans(1000, &dir),
+    )
+    .unwrap();
     assert!(r.drained.is_empty(), "{r:?}");
     assert_eq!(r.planned.len(), 1);
     assert_eq!(
@@ -118,12 +126,28 @@ fn a_busy_node_gets_a_reservation_at_its_jobs_end_instead_of_a_drain() {
         .contains("\"kind\":\"planned\""));
 
     // Next pass: the plan is in the snapshot (counted as under way), nothing new happens.
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &log, &with_plans(1010, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &[managed("n1")],
+        &mut policy(),
+        &mut JobFeed::new(),
+        &log,
+        &with_plans(1010, &dir),
+    )
+    .unwrap();
     assert!(r.drained.is_empty() && r.planned.is_empty(), "{r:?}");
     assert_eq!(slurm.calls().len(), 1, "{:?}", slurm.calls());
 
     // The reservation's start comes: drained with the intent, reservation deleted.
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &log, &with_plans(1300, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &[managed("n1")],
+        &mut policy(),
+        &mut JobFeed::new(),
+        &log,
+        &with_plans(1300, &dir),
+    )
+    .unwrap();
     assert_eq!(r.drained.len(), 1);
     let calls = slurm.calls();
     assert!(calls[1].starts_with("drain n1 dynmig/v1 repartition to="), "{calls:?}");
@@ -144,7 +168,8 @@ fn an_idle_node_is_drained_at_once_and_immediate_mode_drains_a_busy_one() {
     let r = pass(
         &slurm,
         &[managed("n1")],
-        &mut policy(), &mut JobFeed::new(),
+        &mut policy(),
+        &mut JobFeed::new(),
         &LineLog::none(),
         &with_plans(1000, &dir),
     )
@@ -164,7 +189,15 @@ fn an_idle_node_is_drained_at_once_and_immediate_mode_drains_a_busy_one() {
         drain: DrainMode::Immediate,
         ..with_plans(1000, &dir)
     };
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &LineLog::none(), &s).unwrap();
+    let r = pass(
+        &slurm,
+        &[managed("n1")],
+        &mut policy(),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &s,
+    )
+    .unwrap();
     assert_eq!((r.drained.len(), r.planned.len()), (1, 0));
     assert!(slurm.calls()[0].starts_with("drain n1 "), "{:?}", slurm.calls());
 }
@@ -183,7 +216,8 @@ fn a_planned_node_that_becomes_idle_is_drained_before_its_reservation() {
     let r = pass(
         &slurm,
         &[managed("n1")],
-        &mut Says(vec![]), &mut JobFeed::new(),
+        &mut Says(vec![]),
+        &mut JobFeed::new(),
         &LineLog::none(),
         &with_plans(1100, &dir),
     )
@@ -208,7 +242,15 @@ fn a_reservation_is_brought_forward_when_the_jobs_end_earlier() {
     plan_n1(&slurm, &m, &dir);
     // The long job is cancelled: the reservation starts when the other one ends.
     slurm.state.lock().unwrap().jobs.retain(|j| j.id != 7);
-    pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &with_plans(1100, &dir)).unwrap();
+    pass(
+        &slurm,
+        &m,
+        &mut Says(vec![]),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &with_plans(1100, &dir),
+    )
+    .unwrap();
     assert_eq!(slurm.calls().last().unwrap(), "reserve-update dynmig_n1 start=2000");
     assert_eq!(slurm.state.lock().unwrap().reservations[0].start, 2000);
     // A dry run reads the plan but changes nothing.
@@ -234,14 +276,30 @@ fn a_plan_is_moved_and_cancelled() {
     plan_n1(&slurm, &m, &dir);
     // The policy sees the plan, and moves it.
     let mut p = Says(vec![("n1".into(), "2x3g.40gb,1x7g.80gb".into())]);
-    let r = pass(&slurm, &m, &mut p, &mut JobFeed::new(), &LineLog::none(), &with_plans(1010, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &m,
+        &mut p,
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &with_plans(1010, &dir),
+    )
+    .unwrap();
     assert_eq!(r.moved.len(), 1);
     assert_eq!(slurm.calls().len(), 1, "same reservation: {:?}", slurm.calls());
     let plans = std::fs::read_to_string(dir.join("controller-plans.json")).unwrap();
     assert!(plans.contains("2x3g.40gb,1x7g.80gb"), "{plans}");
     // The current layout cancels it.
     let mut p = Says(vec![("n1".into(), "1x7g.80gb,1x7g.80gb".into())]);
-    let r = pass(&slurm, &m, &mut p, &mut JobFeed::new(), &LineLog::none(), &with_plans(1020, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &m,
+        &mut p,
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &with_plans(1020, &dir),
+    )
+    .unwrap();
     assert_eq!(r.cancelled, vec!["n1".to_string()]);
     assert_eq!(slurm.calls().last().unwrap(), "unreserve dynmig_n1");
     assert!(slurm.state.lock().unwrap().reservations.is_empty());
@@ -268,7 +326,8 @@ fn the_policy_sees_a_plan_as_planned_and_under_way() {
     pass(
         &slurm,
         &[managed("n1")],
-        &mut look, &mut JobFeed::new(),
+        &mut look,
+        &mut JobFeed::new(),
         &LineLog::none(),
         &with_plans(1100, &dir),
     )
@@ -326,7 +385,15 @@ fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
         .map(|r| r.name.clone())
         .collect();
     assert_eq!(names, ["dynmig_n1"]);
-    let r = pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &with_plans(1300, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &m,
+        &mut Says(vec![]),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &with_plans(1300, &dir),
+    )
+    .unwrap();
     assert_eq!(r.drained.len(), 1, "the recovered plan starts on time");
     assert_eq!(
         slurm.node("n1").unwrap().unwrap().reason,
@@ -337,13 +404,22 @@ fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
     pass(
         &slurm,
         &m,
-        &mut Says(vec![("n2".into(), "7x1g.10gb,1x7g.80gb".into())]), &mut JobFeed::new(),
+        &mut Says(vec![("n2".into(), "7x1g.10gb,1x7g.80gb".into())]),
+        &mut JobFeed::new(),
         &LineLog::none(),
         &with_plans(1310, &dir),
     )
     .unwrap();
     slurm.state.lock().unwrap().reservations.clear();
-    let r = pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &with_plans(1320, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &m,
+        &mut Says(vec![]),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &with_plans(1320, &dir),
+    )
+    .unwrap();
     assert_eq!(r.repaired.len(), 1, "{r:?}");
     assert!(r.drained.is_empty());
     assert!(!slurm.node("n2").unwrap().unwrap().is_drain());
@@ -361,7 +437,15 @@ fn a_restarted_controller_recovers_its_plan_and_repairs_mismatches() {
             start: 1400,
             duration: Duration::from_secs(600),
         });
-    let r = pass(&slurm, &m, &mut Says(vec![]), &mut JobFeed::new(), &LineLog::none(), &with_plans(1330, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &m,
+        &mut Says(vec![]),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &with_plans(1330, &dir),
+    )
+    .unwrap();
     assert!(r.repaired.iter().any(|(n, _)| n == "n2"), "{r:?}");
     assert!(slurm.state.lock().unwrap().reservations.is_empty());
     assert!(dir.join("controller-plans.json.bad").exists());
@@ -381,7 +465,8 @@ fn unmet_demand_drains_one_node_with_a_versioned_intent() {
     let r = pass(
         &slurm,
         &[managed("n1"), managed("n2")],
-        &mut policy(), &mut JobFeed::new(),
+        &mut policy(),
+        &mut JobFeed::new(),
         &log,
         &settings(1000),
     )
@@ -408,7 +493,15 @@ fn a_dry_run_changes_nothing() {
         dry_run: true,
         ..settings(1000)
     };
-    let r = pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &LineLog::none(), &s).unwrap();
+    let r = pass(
+        &slurm,
+        &[managed("n1")],
+        &mut policy(),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &s,
+    )
+    .unwrap();
     assert_eq!(r.drained.len(), 1);
     assert!(slurm.calls().is_empty());
 }
@@ -425,7 +518,8 @@ fn a_repartition_whose_jobs_outlive_the_drain_timeout_is_dropped() {
     let r = pass(
         &slurm,
         &[managed("n1")],
-        &mut policy(), &mut JobFeed::new(),
+        &mut policy(),
+        &mut JobFeed::new(),
         &LineLog::none(),
         &settings(100 + 601),
     )
@@ -447,7 +541,8 @@ fn an_admins_drain_and_a_failed_repartition_are_never_touched() {
     let r = pass(
         &slurm,
         &[managed("a"), managed("f")],
-        &mut policy(), &mut JobFeed::new(),
+        &mut policy(),
+        &mut JobFeed::new(),
         &LineLog::none(),
         &settings(10_000),
     )
@@ -460,7 +555,15 @@ fn an_admins_drain_and_a_failed_repartition_are_never_touched() {
 fn slurm_unreadable_is_an_error_not_a_decision() {
     let slurm = FakeSlurm::new(vec![node("n1", "1x7g.80gb,1x7g.80gb")], vec![]);
     slurm.state.lock().unwrap().fail = Some("slurmctld down".into());
-    assert!(pass(&slurm, &[managed("n1")], &mut policy(), &mut JobFeed::new(), &LineLog::none(), &settings(1)).is_err());
+    assert!(pass(
+        &slurm,
+        &[managed("n1")],
+        &mut policy(),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &settings(1)
+    )
+    .is_err());
 }
 
 /// n1 busy with job 7 until 1300.
@@ -474,7 +577,15 @@ fn one_busy_node() -> FakeSlurm {
 /// A first pass at 1000 whose policy plans n1 to `7x1g.10gb,1x7g.80gb`.
 fn plan_n1(slurm: &FakeSlurm, m: &[ManagedNode], dir: &std::path::Path) {
     let mut p = Says(vec![("n1".into(), "7x1g.10gb,1x7g.80gb".into())]);
-    pass(slurm, m, &mut p, &mut JobFeed::new(), &LineLog::none(), &with_plans(1000, dir)).unwrap();
+    pass(
+        slurm,
+        m,
+        &mut p,
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &with_plans(1000, dir),
+    )
+    .unwrap();
 }
 
 fn tempfile_dir(name: &str) -> std::path::PathBuf {
@@ -502,7 +613,15 @@ fn the_configured_planner_reserves_the_node_whose_jobs_end_soonest_for_a_typed_n
     let dir = tempfile_dir("planner");
     let log = LineLog::to(dir.join("events.jsonl"));
     let managed = [managed("n1"), managed("n2")];
-    let r = pass(&slurm, &managed, planner.as_mut(), &mut JobFeed::new(), &log, &with_plans(1000, &dir)).unwrap();
+    let r = pass(
+        &slurm,
+        &managed,
+        planner.as_mut(),
+        &mut JobFeed::new(),
+        &log,
+        &with_plans(1000, &dir),
+    )
+    .unwrap();
     assert_eq!(r.planned.len(), 1, "{r:?}");
     assert_eq!(r.planned[0].node, "n2", "n2's job ends first");
     assert!(
@@ -549,13 +668,26 @@ fn decides(policy: &str, slurm: &FakeSlurm) -> Vec<String> {
     let managed = [managed("n1"), managed("n2")];
     let mut p = dynmig_controller::policy_from_config(&config_with(policy)).unwrap();
     assert_eq!(p.name(), policy);
-    let r = pass(slurm, &managed, p.as_mut(), &mut JobFeed::new(), &LineLog::none(), &PassSettings { dry_run: true, ..settings(1000) }).unwrap();
+    let r = pass(
+        slurm,
+        &managed,
+        p.as_mut(),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &PassSettings {
+            dry_run: true,
+            ..settings(1000)
+        },
+    )
+    .unwrap();
     r.drained.iter().chain(&r.planned).map(|d| d.node.clone()).collect()
 }
 
 #[test]
 fn mpc_makes_the_planners_change_when_the_lookahead_says_it_pays_and_not_when_it_does_not() {
-    assert!(dynmig_controller::policy_from_config(&config_with("mpc")).unwrap().observes_jobs());
+    assert!(dynmig_controller::policy_from_config(&config_with("mpc"))
+        .unwrap()
+        .observes_jobs());
     // The 2g.20gb instances are busy for another 5 h: without a change the waiting jobs miss
     // their deadline by hours; n2 with 2g.20gb instances meets it.
     let slurm = waiting_2g(1000 + 5 * 3600, 3600);
@@ -575,7 +707,11 @@ fn the_learned_policy_is_served_from_its_model_file_and_a_model_for_other_gpus_i
     let config_for = |file: &std::path::Path| {
         let toml = dynmig_core::config::EXAMPLE_TOML
             .replacen("kind = \"demand\" ", "kind = \"learned\" ", 1)
-            .replacen("forecast_window = \"10m\"", &format!("model = \"{}\"", file.display()), 1)
+            .replacen(
+                "forecast_window = \"10m\"",
+                &format!("model = \"{}\"", file.display()),
+                1,
+            )
             .replacen("min_gain = 1 ", "# min_gain = 1", 1);
         dynmig_core::config::parse_config(&toml).unwrap()
     };
@@ -592,8 +728,21 @@ fn the_learned_policy_is_served_from_its_model_file_and_a_model_for_other_gpus_i
     let mut p = dynmig_controller::policy_from_config(&config_for(&file)).unwrap();
     assert_eq!(p.name(), "learned");
     // It decides on the controller's snapshot (an idle node, pending 2g.20gb demand).
-    let slurm = FakeSlurm::new(vec![node("n1", "1x7g.80gb,1x7g.80gb")], vec![pending_job(1, "gres:gpu:2g.20gb:1")]);
-    let r = pass(&slurm, &[managed("n1")], p.as_mut(), &mut JobFeed::new(), &LineLog::none(), &PassSettings { dry_run: true, ..settings(1000) });
+    let slurm = FakeSlurm::new(
+        vec![node("n1", "1x7g.80gb,1x7g.80gb")],
+        vec![pending_job(1, "gres:gpu:2g.20gb:1")],
+    );
+    let r = pass(
+        &slurm,
+        &[managed("n1")],
+        p.as_mut(),
+        &mut JobFeed::new(),
+        &LineLog::none(),
+        &PassSettings {
+            dry_run: true,
+            ..settings(1000)
+        },
+    );
     assert!(r.is_ok(), "{r:?}");
     // A model for H100-80GB GPUs is refused with what it was trained for.
     let h100 = dir.join("h100.safetensors");
@@ -606,8 +755,15 @@ fn the_learned_policy_is_served_from_its_model_file_and_a_model_for_other_gpus_i
     )
     .unwrap();
     dynmig_learn::Model::save(&varmap, &m.meta, &h100).unwrap();
-    let e = dynmig_controller::policy_from_config(&config_for(&h100)).err().expect("refused");
-    assert!(e.contains("was trained for H100-80GB GPUs") && e.contains("this cluster has A100-80GB"), "{e}");
-    let e = dynmig_controller::policy_from_config(&config_for(&dir.join("missing.safetensors"))).err().expect("refused");
+    let e = dynmig_controller::policy_from_config(&config_for(&h100))
+        .err()
+        .expect("refused");
+    assert!(
+        e.contains("was trained for H100-80GB GPUs") && e.contains("this cluster has A100-80GB"),
+        "{e}"
+    );
+    let e = dynmig_controller::policy_from_config(&config_for(&dir.join("missing.safetensors")))
+        .err()
+        .expect("refused");
     assert!(e.contains("missing.safetensors"), "{e}");
 }

@@ -171,7 +171,10 @@ fn bad_enum_values_list_the_allowed_ones() {
     assert!(e.contains("`full-profile`, `estimate`, `reject`"), "{e}");
     let t = example_with("kind = \"demand\"", "kind = \"neural\"");
     let e = bad(&t, "policy.kind", line_of(&t, "kind ="));
-    assert!(e.contains("`demand`, `plan`, `consolidate`, `mpc`, `learned`, `static`, `none`"), "{e}");
+    assert!(
+        e.contains("`demand`, `plan`, `consolidate`, `mpc`, `learned`, `static`, `none`"),
+        "{e}"
+    );
     let t = example_with("backend = \"simulated\"", "backend = \"fake\"");
     let e = bad(&t, "node_group.backend", line_of(&t, "backend ="));
     assert!(e.contains("expected `simulated` or `nvml`"), "{e}");
@@ -394,7 +397,10 @@ fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
         "kind = \"static\"\nhorizon = \"2h\"",
     );
     let e = bad(&t, "policy.horizon", line_of(&t, "horizon ="));
-    assert!(e.contains("applies only to kind = \"plan\", \"consolidate\" or \"mpc\""), "{e}");
+    assert!(
+        e.contains("applies only to kind = \"plan\", \"consolidate\" or \"mpc\""),
+        "{e}"
+    );
 }
 
 #[test]
@@ -415,21 +421,30 @@ fn the_mpc_policy_reads_its_lookahead_and_needs_alike_node_groups() {
     let t = example_with(kind_line, "kind = \"mpc\"")
         + "\n[[node_group]]\nname = \"h100\"\nnodes = \"h[1-2]\"\ngpu_model = \"H100-80GB\"\ngpus = 2\nbackend = \"simulated\"\ninitial_layout = \"1x7g.80gb\"\nnode_conf = \"CPUs=4 RealMemory=4000\"\n";
     let e = parse_config(&t).unwrap_err().to_string();
-    assert!(e.contains("needs one GPU model and GPU count in every node group") && e.contains("'h100'"), "{e}");
+    assert!(
+        e.contains("needs one GPU model and GPU count in every node group") && e.contains("'h100'"),
+        "{e}"
+    );
 }
 
 #[test]
 fn the_learned_policy_needs_its_model_file_and_the_model_key_belongs_to_it() {
     let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
     let learned = |t: String| t.replacen("min_gain = 1 ", "# min_gain = 1", 1);
-    let c = parse_config(&learned(example_with(kind_line, "kind = \"learned\"\nmodel = \"/var/lib/dynmig/model.safetensors\""))).unwrap();
+    let c = parse_config(&learned(example_with(
+        kind_line,
+        "kind = \"learned\"\nmodel = \"/var/lib/dynmig/model.safetensors\"",
+    )))
+    .unwrap();
     assert_eq!(
         c.policy,
         PolicyConfig::Learned {
             model: "/var/lib/dynmig/model.safetensors".into()
         }
     );
-    let e = parse_config(&learned(example_with(kind_line, "kind = \"learned\""))).unwrap_err().to_string();
+    let e = parse_config(&learned(example_with(kind_line, "kind = \"learned\"")))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("needs model = "), "{e}");
     let t = example_with(kind_line, "kind = \"plan\"\nmodel = \"m.safetensors\"");
     let e = bad(&t, "policy.model", line_of(&t, "model ="));

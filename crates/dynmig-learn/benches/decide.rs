@@ -57,7 +57,14 @@ fn main() {
             min_gain: 1,
         };
         // A new policy per call: it decides at most every 10 min of its clock.
-        let fresh = || LearnedPolicy::new(model.clone(), limits.clone(), Duration::from_secs(4 * 3600), Mode::Greedy);
+        let fresh = || {
+            LearnedPolicy::new(
+                model.clone(),
+                limits.clone(),
+                Duration::from_secs(4 * 3600),
+                Mode::Greedy,
+            )
+        };
         c.bench_function(&format!("learned policy, one call, {n} candidate nodes"), |b| {
             b.iter(|| black_box(fresh().plan_at(Duration::from_secs(36_000), &snap, &demand)))
         });

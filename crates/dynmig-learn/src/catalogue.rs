@@ -7,7 +7,14 @@ use dynmig_core::geometry::{place, GpuModel, NodeLayout, ProfileCounts};
 /// Compute slices of the instances of each catalogue layout, whole GPU first: 7, 4+3, 3+3,
 /// 2+2+2+1, 4+2+1, 7x1 (the layouts NVIDIA's MIG user guide lists for A100/H100, on the
 /// smallest-memory profile of each size). Layouts a model cannot place are left out.
-const PATTERNS: &[&[u8]] = &[&[7], &[4, 3], &[3, 3], &[2, 2, 2, 1], &[4, 2, 1], &[1, 1, 1, 1, 1, 1, 1]];
+const PATTERNS: &[&[u8]] = &[
+    &[7],
+    &[4, 3],
+    &[3, 3],
+    &[2, 2, 2, 1],
+    &[4, 2, 1],
+    &[1, 1, 1, 1, 1, 1, 1],
+];
 
 /// The catalogue of one GPU model.
 #[derive(Debug, Clone)]
@@ -22,8 +29,9 @@ impl Catalogue {
     /// The catalogue of `model`: [`PATTERNS`] on its profiles (for each size, the one with the
     /// least memory, no media extensions); the whole GPU is always first.
     pub fn for_model(model: &'static GpuModel) -> Self {
-        let mut layouts = vec![ProfileCounts::parse(model, &format!("1x{}", model.full_profile().name))
-            .expect("the full profile parses")];
+        let mut layouts =
+            vec![ProfileCounts::parse(model, &format!("1x{}", model.full_profile().name))
+                .expect("the full profile parses")];
         for pattern in PATTERNS.iter().skip(1) {
             let mut pc = ProfileCounts::empty();
             let ok = pattern.iter().all(|slices| {

@@ -56,7 +56,10 @@ pub fn cluster_features(cat: &Catalogue, time_of_day: Duration, nodes: &[NodeSna
     x.push((nodes.iter().map(busy_share).sum::<f64>() / count) as f32);
     let queued: u32 = demand.pending.values().sum();
     x.push((f64::from(queued) / gpus).min(4.0) as f32);
-    let away = nodes.iter().filter(|n| n.unavailable || n.repartitioning || n.planned.is_some()).count();
+    let away = nodes
+        .iter()
+        .filter(|n| n.unavailable || n.repartitioning || n.planned.is_some())
+        .count();
     x.push((away as f64 / count) as f32);
     x
 }

@@ -128,13 +128,18 @@ impl Model {
         let meta = tensors
             .remove("meta")
             .ok_or_else(|| anyhow!("{} is not a dynmig model (no meta)", path.display()))?;
-        let meta: ModelMeta = serde_json::from_slice(&meta.to_vec1::<u8>()?)
-            .with_context(|| format!("{}: bad meta", path.display()))?;
+        let meta: ModelMeta =
+            serde_json::from_slice(&meta.to_vec1::<u8>()?).with_context(|| format!("{}: bad meta", path.display()))?;
         if meta.format != FORMAT {
-            bail!("{}: model format {} (this dynmig reads {FORMAT})", path.display(), meta.format);
+            bail!(
+                "{}: model format {} (this dynmig reads {FORMAT})",
+                path.display(),
+                meta.format
+            );
         }
         let catalogue = Catalogue::for_model(gpu_model);
-        if meta.gpu_model != gpu_model.name || meta.layouts != catalogue.names() || meta.inputs != input_len(&catalogue) {
+        if meta.gpu_model != gpu_model.name || meta.layouts != catalogue.names() || meta.inputs != input_len(&catalogue)
+        {
             bail!(
                 "{} was trained for {} GPUs with layouts {} ({}); this cluster has {} GPUs with layouts {}",
                 path.display(),

@@ -40,7 +40,7 @@ pub enum Mode {
     /// Drawn from the model's distribution over allowed actions, each recorded (training).
     Sample {
         /// The draws.
-        rng: ChaCha8Rng,
+        rng: Box<ChaCha8Rng>,
         /// Where the decisions go.
         steps: Arc<Mutex<Vec<Step>>>,
     },
@@ -125,18 +125,25 @@ impl LearnedPolicy {
                 .or_insert_with(|| cat.layouts.iter().map(|l| n.allowed.contains(l)).collect());
             let current = cat.kind_of(&n.layout);
             let mut mask = vec![1.0f32];
-            mask.extend(ok.iter().enumerate().map(|(k, a)| if *a && current != Some(k) { 1.0 } else { 0.0 }));
+            mask.extend(
+                ok.iter()
+                    .enumerate()
+                    .map(|(k, a)| if *a && current != Some(k) { 1.0 } else { 0.0 }),
+            );
             let action = match &mut self.mode {
                 Mode::Greedy => argmax(&logits[i], &mask),
                 Mode::Sample { rng, steps } => {
                     let a = sample(&logits[i], &mask, rng);
                     let x = x.get(i)?.to_vec1::<f32>()?;
-                    steps.lock().map_err(|_| anyhow::anyhow!("steps lock poisoned"))?.push(Step {
-                        t_s: self.elapsed.as_secs_f64(),
-                        x,
-                        mask: mask.clone(),
-                        action: a as u32,
-                    });
+                    steps
+                        .lock()
+                        .map_err(|_| anyhow::anyhow!("steps lock poisoned"))?
+                        .push(Step {
+                            t_s: self.elapsed.as_secs_f64(),
+                            x,
+                            mask: mask.clone(),
+                            action: a as u32,
+                        });
                     a
                 }
             };
@@ -198,11 +205,19 @@ impl Policy for LearnedPolicy {
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         let day = Duration::from_secs(86_400);
         if let Some(prev) = self.last_call {
-            self.elapsed += if time_of_day >= prev { time_of_day - prev } else { time_of_day + day - prev };
+            self.elapsed += if time_of_day >= prev {
+                time_of_day - prev
+            } else {
+                time_of_day + day - prev
+            };
         }
         self.last_call = Some(time_of_day);
         if let Some(last) = self.last {
-            let since = if time_of_day >= last { time_of_day - last } else { time_of_day + day - last };
+            let since = if time_of_day >= last {
+                time_of_day - last
+            } else {
+                time_of_day + day - last
+            };
             if since < DECISION_INTERVAL {
                 return Vec::new();
             }

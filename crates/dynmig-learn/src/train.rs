@@ -181,7 +181,12 @@ impl Day {
             n: self.wl.jobs.len().max(1) as f64,
             samples: r.samples.iter().map(|s| (s.t_s, s.power_w)).collect(),
             sample_s: cfg.sample_interval_s,
-            ends: r.jobs.iter().zip(&self.wl.jobs).map(|(o, j)| (o.end_ms as f64 / 1000.0, j.due)).collect(),
+            ends: r
+                .jobs
+                .iter()
+                .zip(&self.wl.jobs)
+                .map(|(o, j)| (o.end_ms as f64 / 1000.0, j.due))
+                .collect(),
         })
     }
 
@@ -243,7 +248,7 @@ pub fn external(model: &Model, limits: &PolicyLimits, sample: Option<(u64, Arc<M
             let mode = match &sample {
                 None => Mode::Greedy,
                 Some((seed, steps)) => Mode::Sample {
-                    rng: ChaCha8Rng::seed_from_u64(*seed),
+                    rng: Box::new(ChaCha8Rng::seed_from_u64(*seed)),
                     steps: steps.clone(),
                 },
             };
@@ -251,6 +256,9 @@ pub fn external(model: &Model, limits: &PolicyLimits, sample: Option<(u64, Arc<M
         }),
     }
 }
+
+/// One sampled episode to run: its drawn day's slot, the episode, its decisions.
+type EpisodeRun<'a> = Box<dyn FnOnce() -> (usize, Option<Episode>, Vec<Step>) + Send + 'a>;
 
 /// Runs `jobs` (closures) on `threads` threads; results in order.
 fn parallel<T: Send>(threads: usize, jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>) -> Vec<T> {
@@ -343,7 +351,8 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
     let budget = Duration::from_secs_f64(a.minutes.max(0.0) * 60.0);
     let bar = ProgressBar::new(a.iterations.unwrap_or(0) as u64);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} iteration {pos} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{elapsed_precise} iteration {pos} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut curve = Vec::new();
     let mut best = f64::INFINITY;
@@ -354,10 +363,12 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
         let mut order: Vec<usize> = (0..days.len()).collect();
         order.shuffle(&mut rng);
         let picked: Vec<usize> = order.into_iter().cycle().take(a.days_per_iteration).collect();
-        let mut runs: Vec<Box<dyn FnOnce() -> (usize, Option<Episode>, Vec<Step>) + Send + '_>> = Vec::new();
+        let mut runs: Vec<EpisodeRun<'_>> = Vec::new();
         for (slot, &d) in picked.iter().enumerate() {
             for e in 0..a.episodes_per_day {
-                let ep_seed = seed ^ ((iteration as u64) << 32) ^ ((slot * a.episodes_per_day + e) as u64).wrapping_mul(0x9E37_79B9);
+                let ep_seed = seed
+                    ^ ((iteration as u64) << 32)
+                    ^ ((slot * a.episodes_per_day + e) as u64).wrapping_mul(0x9E37_79B9);
                 let steps = Arc::new(Mutex::new(Vec::new()));
                 let policy = external(&model, &limits, Some((ep_seed, steps.clone())));
                 let (day, cfg) = (&days[d], &cfg);
@@ -390,7 +401,10 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
         let sd = (per_step.iter().map(|(a, _)| a * a).sum::<f64>() / per_step.len().max(1) as f64)
             .sqrt()
             .max(1e-6);
-        let sampled_et = results.iter().map(|(_, ep, _)| ep.as_ref().map_or(FAILED_ET, |e| e.et)).sum::<f64>()
+        let sampled_et = results
+            .iter()
+            .map(|(_, ep, _)| ep.as_ref().map_or(FAILED_ET, |e| e.et))
+            .sum::<f64>()
             / results.len() as f64;
         let (mut xs, mut masks, mut actions, mut advs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let width = model.meta.inputs;
@@ -427,7 +441,11 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
         if iteration % 10 == 1 {
             let g = greedy_et(&model, &limits, &days, &cfg, threads);
             point.greedy_et = Some(g);
-            Model::save(&varmap, &model.meta, &out.join(format!("checkpoint-{iteration}.safetensors")))?;
+            Model::save(
+                &varmap,
+                &model.meta,
+                &out.join(format!("checkpoint-{iteration}.safetensors")),
+            )?;
             if g < best {
                 best = g;
                 Model::save(&varmap, &model.meta, &model_path)?;
@@ -512,7 +530,8 @@ fn write_curve(curve: &[CurvePoint], dir: &Path) -> Result<()> {
             p.greedy_et.map(|g| format!("{g:.5}")).unwrap_or_default()
         ));
     }
-    std::fs::write(dir.join("curve.csv"), csv).with_context(|| format!("writing {}", dir.join("curve.csv").display()))?;
+    std::fs::write(dir.join("curve.csv"), csv)
+        .with_context(|| format!("writing {}", dir.join("curve.csv").display()))?;
     let path = dir.join("curve.svg");
     let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
     let root = SVGBackend::new(&path, (720, 420)).into_drawing_area();
@@ -520,27 +539,47 @@ fn write_curve(curve: &[CurvePoint], dir: &Path) -> Result<()> {
     let n = curve.len().max(2) as f64;
     let ets = curve.iter().flat_map(|p| [Some(p.sampled_et), p.greedy_et]).flatten();
     let (lo, hi) = ets.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), e| (l.min(e), h.max(e)));
-    let (lo, hi) = if lo.is_finite() { (lo * 0.98, hi * 1.02 + 1e-9) } else { (0.0, 1.0) };
+    let (lo, hi) = if lo.is_finite() {
+        (lo * 0.98, hi * 1.02 + 1e-9)
+    } else {
+        (0.0, 1.0)
+    };
     let mut ch = ChartBuilder::on(&root)
-        .caption("dynmig train: ET over whole GPUs per iteration (lower is better)", ("sans-serif", 16))
+        .caption(
+            "dynmig train: ET over whole GPUs per iteration (lower is better)",
+            ("sans-serif", 16),
+        )
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(1f64..n, lo..hi)
         .map_err(|e| err(&e))?;
-    ch.configure_mesh().x_desc("iteration").y_desc("ET").draw().map_err(|e| err(&e))?;
-    ch.draw_series(LineSeries::new(curve.iter().map(|p| (p.iteration as f64, p.sampled_et)), BLUE.mix(0.5)))
-        .map_err(|e| err(&e))?
-        .label("sampled episodes")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLUE));
+    ch.configure_mesh()
+        .x_desc("iteration")
+        .y_desc("ET")
+        .draw()
+        .map_err(|e| err(&e))?;
     ch.draw_series(LineSeries::new(
-        curve.iter().filter_map(|p| p.greedy_et.map(|g| (p.iteration as f64, g))),
+        curve.iter().map(|p| (p.iteration as f64, p.sampled_et)),
+        BLUE.mix(0.5),
+    ))
+    .map_err(|e| err(&e))?
+    .label("sampled episodes")
+    .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLUE));
+    ch.draw_series(LineSeries::new(
+        curve
+            .iter()
+            .filter_map(|p| p.greedy_et.map(|g| (p.iteration as f64, g))),
         RED.stroke_width(2),
     ))
     .map_err(|e| err(&e))?
     .label("greedy, all training days")
     .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RED));
-    ch.configure_series_labels().background_style(WHITE).border_style(BLACK).draw().map_err(|e| err(&e))?;
+    ch.configure_series_labels()
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }

@@ -65,7 +65,9 @@ fn a_seed_reproduces_training_and_the_model_runs_in_the_simulator() {
         "and the same model"
     );
     assert_eq!(ta.curve.len(), 3);
-    assert!(a.join("curve.svg").exists() && a.join("curve.csv").exists() && a.join("checkpoint-1.safetensors").exists());
+    assert!(
+        a.join("curve.svg").exists() && a.join("curve.csv").exists() && a.join("checkpoint-1.safetensors").exists()
+    );
     let svg = std::fs::read_to_string(a.join("curve.svg")).unwrap();
     assert!(svg.contains("greedy, all training days"), "the curve has its legend");
 
@@ -84,7 +86,13 @@ fn a_seed_reproduces_training_and_the_model_runs_in_the_simulator() {
         &ModelParams::default(),
     )
     .unwrap();
-    let r = simulate(&wl, &PolicySpec::External(policy), &SimConfig::new(&A100_40GB, 2, 8), &|_| {}).unwrap();
+    let r = simulate(
+        &wl,
+        &PolicySpec::External(policy),
+        &SimConfig::new(&A100_40GB, 2, 8),
+        &|_| {},
+    )
+    .unwrap();
     assert_eq!(r.policy, "learned");
     assert_eq!(r.jobs.len(), wl.jobs.len());
 }
@@ -101,6 +109,8 @@ fn a_model_for_another_gpu_model_is_refused_with_what_it_was_trained_for() {
         "{e}"
     );
     std::fs::write(d.join("junk.safetensors"), b"not a model").unwrap();
-    let e = Model::load(&d.join("junk.safetensors"), &A100_40GB).unwrap_err().to_string();
+    let e = Model::load(&d.join("junk.safetensors"), &A100_40GB)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("reading model"), "{e}");
 }

@@ -489,7 +489,11 @@ impl<'a> Sim<'a> {
             limit: vec![0; wl.jobs.len()],
             finished: vec![false; wl.jobs.len()],
             done: 0,
-            stop_ms: if cfg.stop_s.is_finite() { (cfg.stop_s * 1000.0).round() as i64 } else { i64::MAX },
+            stop_ms: if cfg.stop_s.is_finite() {
+                (cfg.stop_s * 1000.0).round() as i64
+            } else {
+                i64::MAX
+            },
             energy_j: 0.0,
             busy_slice_ms: 0.0,
             reconfigs: 0,

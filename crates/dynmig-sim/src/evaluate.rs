@@ -288,7 +288,12 @@ impl Bench<'_> {
                 let Some(e) = &opts.learned else {
                     anyhow::bail!("policy 'learned' needs a trained model (dynmig simulate --learned-model FILE)");
                 };
-                self.run(&PolicySpec::External(e.clone()), "learned", "trained model (dynmig train)", progress)
+                self.run(
+                    &PolicySpec::External(e.clone()),
+                    "learned",
+                    "trained model (dynmig train)",
+                    progress,
+                )
             }
             // Whole GPUs; the searched rows come from `search`.
             _ => self.run(&PolicySpec::None, "none", "whole GPUs", progress),

@@ -23,6 +23,8 @@ fn pairs_are_written_with_a_comma_and_a_wrong_count_is_refused_with_the_form() {
     assert_eq!((d.due_lo, d.due_hi), (1.0, 1.5), "the default range");
     let e = model_params(&args(&["--due", "2"])).unwrap_err().to_string();
     assert!(e.contains("allowed two factors LO,HI"), "{e}");
-    let e = eval_options(&args(&["--search-days", "0,7,9"])).unwrap_err().to_string();
+    let e = eval_options(&args(&["--search-days", "0,7,9"]))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("allowed two days A,B"), "{e}");
 }

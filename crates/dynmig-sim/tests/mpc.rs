@@ -147,6 +147,8 @@ fn a_job_asking_for_one_profile_runs_only_on_that_profiles_instances() {
     assert_eq!((exact.jobs[1].start_ms, exact.jobs[1].slices), (700_000, 1));
     // A profile the model does not have is refused with what was asked.
     jobs[1].exact_slices = Some(3);
-    let e = simulate_from(&Workload::new(jobs, "bad".into()), &start, &c).unwrap_err().to_string();
+    let e = simulate_from(&Workload::new(jobs, "bad".into()), &start, &c)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("4864 MiB and 3 compute slices"), "{e}");
 }

@@ -26,7 +26,9 @@ pub fn num(v: Option<&Value>) -> i64 {
 /// (v0.0.39+) or Slurm's INFINITE/NO_VAL (`0xffffffff`/`0xfffffffe`, 22.05's plain number).
 fn time_limit_s(v: Option<&Value>) -> Option<i64> {
     if let Some(Value::Object(o)) = v {
-        if o.get("infinite").and_then(Value::as_bool) == Some(true) || o.get("set").and_then(Value::as_bool) == Some(false) {
+        if o.get("infinite").and_then(Value::as_bool) == Some(true)
+            || o.get("set").and_then(Value::as_bool) == Some(false)
+        {
             return None;
         }
     }
@@ -219,9 +221,18 @@ mod tests {
     fn time_limits_old_and_new_forms_and_unlimited() {
         use serde_json::json;
         assert_eq!(time_limit_s(Some(&json!(90))), Some(5400));
-        assert_eq!(time_limit_s(Some(&json!({"set": true, "infinite": false, "number": 2}))), Some(120));
-        assert_eq!(time_limit_s(Some(&json!({"set": true, "infinite": true, "number": 0}))), None);
-        assert_eq!(time_limit_s(Some(&json!({"set": false, "infinite": false, "number": 5}))), None);
+        assert_eq!(
+            time_limit_s(Some(&json!({"set": true, "infinite": false, "number": 2}))),
+            Some(120)
+        );
+        assert_eq!(
+            time_limit_s(Some(&json!({"set": true, "infinite": true, "number": 0}))),
+            None
+        );
+        assert_eq!(
+            time_limit_s(Some(&json!({"set": false, "infinite": false, "number": 5}))),
+            None
+        );
         assert_eq!(time_limit_s(Some(&json!(4_294_967_295_i64))), None);
         assert_eq!(time_limit_s(Some(&json!(4_294_967_294_i64))), None);
         assert_eq!(time_limit_s(None), None);

@@ -231,12 +231,17 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     let controller = controller(&cx, &raw.controller)?;
     let policy = policy(&cx, &raw.policy)?;
     let node_groups = node_groups(&cx, &raw.node_group)?;
-    if matches!(policy, PolicyConfig::Plan { lookahead: Some(_), .. } | PolicyConfig::Learned { .. }) {
+    if matches!(
+        policy,
+        PolicyConfig::Plan { lookahead: Some(_), .. } | PolicyConfig::Learned { .. }
+    ) {
         // The lookahead runs the simulator's engine, which models one GPU model and one GPU
         // count per node.
-        if let Some((g, r)) = node_groups.iter().zip(&raw.node_group).find(|(g, _)| {
-            g.gpu_model.name != node_groups[0].gpu_model.name || g.gpus != node_groups[0].gpus
-        }) {
+        if let Some((g, r)) = node_groups
+            .iter()
+            .zip(&raw.node_group)
+            .find(|(g, _)| g.gpu_model.name != node_groups[0].gpu_model.name || g.gpus != node_groups[0].gpus)
+        {
             return Err(cx.err(
                 &r.gpu_model,
                 "node_group.gpu_model",
@@ -542,20 +547,26 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
             )?,
             min_gain: cx.count(&p.min_gain, "policy.min_gain", 1, 1, 1_000)?,
         },
-        PolicyKind::Learned => match &p.model {
-            Some(v) if !v.get_ref().trim().is_empty() => PolicyConfig::Learned {
-                model: std::path::PathBuf::from(v.get_ref()),
-            },
-            Some(v) => return Err(cx.err(v, "policy.model", "policy.model is empty; give the model file of dynmig train")),
-            None => {
-                return Err(ConfigError::at(
+        PolicyKind::Learned => {
+            match &p.model {
+                Some(v) if !v.get_ref().trim().is_empty() => PolicyConfig::Learned {
+                    model: std::path::PathBuf::from(v.get_ref()),
+                },
+                Some(v) => {
+                    return Err(cx.err(
+                        v,
+                        "policy.model",
+                        "policy.model is empty; give the model file of dynmig train",
+                    ))
+                }
+                None => return Err(ConfigError::at(
                     cx.text,
                     0..0,
                     "policy.model",
                     "kind = \"learned\" needs model = \"/path/to/model.safetensors\" (the model file of dynmig train)",
-                ))
+                )),
             }
-        },
+        }
         PolicyKind::Static => PolicyConfig::Static,
         PolicyKind::None => PolicyConfig::None,
     })

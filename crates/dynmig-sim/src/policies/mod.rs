@@ -53,8 +53,7 @@ pub enum PolicySpec {
 }
 
 /// Makes a policy for a simulated cluster (its [`crate::engine::SimConfig`]).
-pub type MakePolicy =
-    dyn Fn(&crate::engine::SimConfig) -> anyhow::Result<Box<dyn Policy>> + Send + Sync;
+pub type MakePolicy = dyn Fn(&crate::engine::SimConfig) -> anyhow::Result<Box<dyn Policy>> + Send + Sync;
 
 /// A policy the simulator does not define, by name and maker ([`PolicySpec::External`]).
 #[derive(Clone)]
