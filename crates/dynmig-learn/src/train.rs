@@ -172,7 +172,18 @@ impl Day {
 
     /// A run of `policy` on this day; `None` if the engine refused it.
     fn run(&self, policy: ExternalPolicy, cfg: &SimConfig) -> Option<Episode> {
-        let r = simulate(&self.wl, &PolicySpec::External(policy), cfg, &|_| {}).ok()?;
+        let mut r = simulate(&self.wl, &PolicySpec::External(policy), cfg, &|_| {}).ok()?;
+        // A job the episode never ran ends a whole-GPU run time after the stop, and costs a
+        // mean job's energy on whole GPUs: without this, leaving jobs unrun saved energy and
+        // cost tardiness only until the stop, and the model learned to starve multi-GPU jobs.
+        let mut unrun_j = 0.0;
+        for (o, j) in r.jobs.iter_mut().zip(&self.wl.jobs) {
+            if o.slices == 0 {
+                o.end_ms += (j.work * 1000.0).round() as i64;
+                unrun_j += self.e_ref;
+            }
+        }
+        r.energy_j += unrun_j;
         let (e, t, _) = energy_and_tardiness(&self.wl, &r);
         Some(Episode {
             et: (e / self.e_ref + t / self.t_ref) / 2.0,

@@ -261,6 +261,20 @@ pub fn initial_layouts(spec: &PolicySpec, cfg: &SimConfig) -> Vec<NodeLayout> {
 /// way to run for two virtual days (the policy never offers what they need); an invariant
 /// broke (with `audit`); a policy asked for an impossible layout.
 pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dyn Fn(u64)) -> Result<RunResult> {
+    // A policy from elsewhere (a learned model) may keep changing layouts so that some job
+    // never runs and the run never ends: stop it 14 days after the last arrival, the jobs
+    // not done ending there (their tardiness counts).
+    let capped;
+    let cfg = if matches!(spec, PolicySpec::External(_)) && !cfg.stop_s.is_finite() {
+        let last = wl.jobs.last().map_or(0.0, |j| j.release);
+        capped = SimConfig {
+            stop_s: last + EXTERNAL_STOP_AFTER_S,
+            ..cfg.clone()
+        };
+        &capped
+    } else {
+        cfg
+    };
     let layouts = initial_layouts(spec, cfg);
     if layouts.len() != cfg.nodes {
         bail!(
@@ -299,6 +313,9 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     sim.run(&mut driver, interval_ms, &candidates, progress)?;
     Ok(sim.finish(spec.name()))
 }
+
+/// How long after the last arrival a run of a [`PolicySpec::External`] policy stops, s (14 days).
+pub const EXTERNAL_STOP_AFTER_S: f64 = 14.0 * 86_400.0;
 
 /// Where a lookahead run starts ([`simulate_from`]): the cluster as a policy sees it now.
 #[derive(Debug, Clone, Default)]

@@ -242,7 +242,18 @@ impl Bench<'_> {
         let mut r = simulate(self.wl, spec, &self.c, &|d| progress(&label, d))?;
         let wall = t0.elapsed().as_secs_f64();
         r.policy = row.to_string();
-        let mut m = metrics(self.wl, &r, self.b, detail, wall, self.c.window_start_s);
+        // Jobs a stopped run never ran (an external policy's, crate::engine::EXTERNAL_STOP_AFTER_S)
+        // used no energy: say so next to its figures.
+        let never = r.jobs.iter().filter(|o| o.slices == 0).count();
+        let detail = if never > 0 {
+            format!(
+                "{detail}; {never} jobs never ran (the run was stopped {} days after the last arrival): energy and ET are not comparable",
+                crate::engine::EXTERNAL_STOP_AFTER_S / 86_400.0
+            )
+        } else {
+            detail.to_string()
+        };
+        let mut m = metrics(self.wl, &r, self.b, &detail, wall, self.c.window_start_s);
         m.policy = row.to_string();
         Ok((m, r))
     }
