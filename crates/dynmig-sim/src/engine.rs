@@ -7,6 +7,7 @@
 use crate::cluster::{Cluster, GpuState, Hold, SHAPE};
 use crate::model::Job;
 use crate::placement::Placement;
+use crate::policies::adaptive::Adaptive;
 use crate::policies::mpc::Mpc;
 use crate::policies::views::node_name;
 use crate::policies::views::{node_index, View};
@@ -296,12 +297,14 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
         PolicySpec::Dynamic(limits) => Driver::Plain(Box::new(DemandDriven::new(limits.clone())), true),
         PolicySpec::Plan(s) => Driver::Plain(Box::new(Planner::new(s.clone())), false),
         PolicySpec::Mpc(s) => Driver::Plain(Box::new(Mpc::new(s.clone(), cfg)), false),
+        PolicySpec::Adaptive(s) => Driver::Plain(Box::new(Adaptive::new(s.clone(), cfg)), false),
         PolicySpec::External(e) => Driver::Plain((e.make)(cfg)?, false),
         PolicySpec::Learned { periods } => Driver::Learned(Learned::new(*periods, &sim.c)),
     };
     let interval_ms: i64 = match (&driver, spec) {
         (_, PolicySpec::None | PolicySpec::Static(_)) => i64::MAX,
-        (Driver::Plain(_, true), _) | (_, PolicySpec::Plan(_) | PolicySpec::Mpc(_) | PolicySpec::External(_)) => {
+        (Driver::Plain(_, true), _)
+        | (_, PolicySpec::Plan(_) | PolicySpec::Mpc(_) | PolicySpec::Adaptive(_) | PolicySpec::External(_)) => {
             (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64
         }
         _ => 3_600_000,

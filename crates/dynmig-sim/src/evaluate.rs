@@ -9,6 +9,7 @@ use crate::bounds::{bounds, Bounds};
 use crate::engine::{simulate, RunResult, SimConfig};
 use crate::metrics::{judged_jobs, metrics, normalise, Metrics};
 use crate::placement::Placement;
+use crate::policies::adaptive::AdaptiveSettings;
 use crate::policies::mpc::MpcSettings;
 use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
 use crate::search::{default_threads, describe_job, par_map, spec_layouts, unrunnable, Ranked, Searcher};
@@ -41,12 +42,14 @@ pub enum PolicyName {
     Consolidate,
     /// The planner's proposals made only when a lookahead run of the engine says they pay.
     Mpc,
+    /// The best static layout re-searched every day on the past days.
+    Adaptive,
     /// A trained model ([`EvalOptions::learned`]; not in [`ALL_POLICIES`]: it needs one).
     Learned,
 }
 
 /// Every policy that needs nothing more than the options, in report order.
-pub const ALL_POLICIES: [PolicyName; 10] = [
+pub const ALL_POLICIES: [PolicyName; 11] = [
     PolicyName::None,
     PolicyName::Static,
     PolicyName::StaticOracle,
@@ -57,6 +60,7 @@ pub const ALL_POLICIES: [PolicyName; 10] = [
     PolicyName::Plan,
     PolicyName::Consolidate,
     PolicyName::Mpc,
+    PolicyName::Adaptive,
 ];
 
 impl PolicyName {
@@ -73,6 +77,7 @@ impl PolicyName {
             PolicyName::Plan => "plan",
             PolicyName::Consolidate => "consolidate",
             PolicyName::Mpc => "mpc",
+            PolicyName::Adaptive => "adaptive",
             PolicyName::Learned => "learned",
         }
     }
@@ -295,6 +300,17 @@ impl Bench<'_> {
                 );
                 self.run(&PolicySpec::Mpc(settings), "mpc", &detail, progress)
             }
+            PolicyName::Adaptive => {
+                let settings = AdaptiveSettings::new(opts.limits.clone());
+                let detail = format!(
+                    "best static layout searched every {:?} on the last {:?}, changed when {:.0}% better, max {} nodes at once",
+                    settings.every,
+                    settings.history,
+                    settings.min_gain * 100.0,
+                    opts.limits.max_concurrent
+                );
+                self.run(&PolicySpec::Adaptive(settings), "adaptive", &detail, progress)
+            }
             PolicyName::Learned => {
                 let Some(e) = &opts.learned else {
                     anyhow::bail!("policy 'learned' needs a trained model (dynmig simulate --learned-model FILE)");
@@ -478,6 +494,7 @@ pub fn evaluate(
         }
     }
     for p in [
+        PolicyName::Adaptive,
         PolicyName::Mpc,
         PolicyName::Learned,
         PolicyName::Plan,

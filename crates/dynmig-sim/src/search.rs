@@ -268,9 +268,9 @@ impl<'a> Searcher<'a> {
         self.skipped.push(msg);
     }
 
-    /// ET of `spec` on the searched workload, or the warning if it cannot run some job or
-    /// its run failed.
-    fn try_score(
+    /// ET of `spec` (named `name`, a candidate of `kind`) on the searched workload, or the
+    /// warning if it cannot run some job or its run failed.
+    pub fn try_score(
         &self,
         kind: &str,
         name: &str,

@@ -17,6 +17,7 @@
 
 pub mod events;
 pub mod planner;
+pub mod wanted;
 
 use crate::demand::Demand;
 use crate::geometry::{NodeLayout, ProfileCounts};

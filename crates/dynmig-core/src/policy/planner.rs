@@ -30,9 +30,10 @@
 //!    whose work ends later than `max_wait`. A node's change waits for its running jobs (a reservation at
 //!    their time limit), so backfill keeps it busy meanwhile.
 
+use super::wanted::Wanted;
 use super::{Policy, PolicyLimits, Repartition};
 use crate::demand::Demand;
-use crate::geometry::{GpuModel, NodeLayout, ProfileCounts, ProfileSpec};
+use crate::geometry::{GpuModel, ProfileCounts, ProfileSpec};
 use crate::snapshot::NodeSnapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -367,70 +368,6 @@ fn compose(
     kinds
 }
 
-/// Instance creates and destroys to go from `a` to `b` (per GPU, counts only).
-fn distance(a: &NodeLayout, b: &NodeLayout) -> u32 {
-    a.gpus
-        .iter()
-        .zip(&b.gpus)
-        .map(|(x, y)| {
-            let mut d = 0;
-            for (p, n) in x.iter() {
-                d += n.abs_diff(y.count(p));
-            }
-            for (p, n) in y.iter() {
-                if x.count(p) == 0 {
-                    d += n;
-                }
-            }
-            d
-        })
-        .sum()
-}
-
-/// Wanted node layouts: each distinct layout and how many nodes should still get it.
-#[derive(Debug, Default)]
-struct Wanted(Vec<(NodeLayout, usize)>);
-
-impl Wanted {
-    fn new(kinds: &[ProfileCounts], gpn: usize) -> Self {
-        let mut w = Wanted::default();
-        for k in kinds {
-            let l = NodeLayout {
-                gpus: vec![k.clone(); gpn],
-            };
-            match w.0.iter_mut().find(|(x, _)| *x == l) {
-                Some((_, n)) => *n += 1,
-                None => w.0.push((l, 1)),
-            }
-        }
-        w
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.iter().all(|(_, n)| *n == 0)
-    }
-
-    /// Takes one `l` if it is still wanted.
-    fn take(&mut self, l: &NodeLayout) -> bool {
-        match self.0.iter_mut().find(|(x, n)| *n > 0 && x == l) {
-            Some((_, n)) => {
-                *n -= 1;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Takes the wanted layout closest to `l` (fewest instance changes; first on ties).
-    fn take_nearest(&mut self, l: &NodeLayout) -> Option<NodeLayout> {
-        let i = (0..self.0.len())
-            .filter(|i| self.0[*i].1 > 0)
-            .min_by_key(|i| (distance(l, &self.0[*i].0), *i))?;
-        self.0[i].1 -= 1;
-        Some(self.0[i].0.clone())
-    }
-}
-
 impl Planner {
     /// The profiles of a group's allowed layouts and its whole-GPU layout, computed once per
     /// list of allowed layouts.
@@ -574,69 +511,22 @@ impl Planner {
         if gain < f64::from(self.settings.limits.min_gain.max(1)) && !surplus && !consolidate {
             return;
         }
-        let mut wanted = Wanted::new(&kinds, gpn);
-        // 4. Which nodes.
-        let planned_nodes = nodes.iter().filter(|n| n.planned.is_some()).count();
-        let mut free_nodes: Vec<&NodeSnapshot> = Vec::new();
-        let mut stale_plans: Vec<&NodeSnapshot> = Vec::new();
-        for n in nodes {
-            if n.unavailable {
-                wanted.take(&n.layout);
-            } else if let Some(t) = &n.planned {
-                if !wanted.take(t) {
-                    stale_plans.push(n);
-                }
-            } else if !wanted.take(&n.layout) {
-                free_nodes.push(n);
-            }
-        }
-        for n in stale_plans {
-            if wanted.take(&n.layout) {
-                out.push(Repartition {
-                    node: n.name.clone(),
-                    target: n.layout.clone(),
-                    serves: BTreeMap::new(),
-                });
-            } else if let Some(target) = wanted.take_nearest(&n.layout) {
-                out.push(Repartition {
-                    node: n.name.clone(),
-                    target,
-                    serves: BTreeMap::new(),
-                });
-            }
-        }
-        free_nodes.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
-        // Need the current mix leaves unserved is served by the nodes that free soonest, none
-        // later than `max_wait`. A surplus (no need unserved) may wait for any node, one
-        // planned change at a time: holding a node costs nothing while capacity is spare,
-        // and without it partitions taken at a peak would never come back.
+        // 4. Which nodes. Need the current mix leaves unserved is served by the nodes that
+        // free soonest, none later than `max_wait`. A surplus (no need unserved) may wait for
+        // any node, one planned change at a time: holding a node costs nothing while
+        // capacity is spare, and without it partitions taken at a peak would never come back.
         let need_driven = gain >= f64::from(self.settings.limits.min_gain.max(1));
-        let max_wait = if need_driven {
-            self.settings.max_wait
+        let mut no_budget = 0;
+        let (budget, max_wait) = if need_driven {
+            (budget, self.settings.max_wait)
+        } else if nodes.iter().filter(|n| n.planned.is_some()).count() >= self.settings.limits.max_concurrent.max(1) {
+            // Plans no longer wanted are still moved or cancelled; no new one is made.
+            (&mut no_budget, Duration::MAX)
         } else {
-            if planned_nodes >= self.settings.limits.max_concurrent.max(1) {
-                return;
-            }
             *budget = (*budget).min(1);
-            Duration::MAX
+            (budget, Duration::MAX)
         };
-        for n in free_nodes {
-            if *budget == 0 || wanted.is_empty() {
-                break;
-            }
-            if n.layout_age < self.settings.limits.min_layout_lifetime || n.work_ends_in > max_wait {
-                continue;
-            }
-            let Some(target) = wanted.take_nearest(&n.layout) else {
-                break;
-            };
-            out.push(Repartition {
-                node: n.name.clone(),
-                target,
-                serves: BTreeMap::new(),
-            });
-            *budget -= 1;
-        }
+        Wanted::new(&kinds, gpn).assign(nodes, budget, self.settings.limits.min_layout_lifetime, max_wait, out);
     }
 }
 
@@ -676,7 +566,7 @@ impl Policy for Planner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geometry::{all_layouts, A100_80GB};
+    use crate::geometry::{all_layouts, NodeLayout, A100_80GB};
 
     fn node(name: &str, layout: &str, running: &[(&str, u32)], ends_in_s: u64) -> NodeSnapshot {
         let l = NodeLayout::parse(&A100_80GB, 2, layout).unwrap();

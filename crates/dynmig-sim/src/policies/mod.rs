@@ -8,8 +8,12 @@
 //! - `time-of-day`: a schedule learned from the arrivals seen so far ([`Learned`]);
 //! - `mpc`: the planner's proposals made only when a lookahead run of the engine says they
 //!   pay ([`mpc::Mpc`]);
+//! - `adaptive`: the best static layout searched again every day on the days just past
+//!   ([`adaptive::Adaptive`]);
 //! - `learned`: a trained model from `dynmig-learn`, through [`PolicySpec::External`].
 
+pub mod adaptive;
+pub(crate) mod joblog;
 pub mod mix;
 pub mod mpc;
 pub mod views;
@@ -47,6 +51,9 @@ pub enum PolicySpec {
     /// The planner gated by lookahead runs of the engine ([`mpc::Mpc`]), starting from whole
     /// GPUs.
     Mpc(mpc::MpcSettings),
+    /// The best static layout re-searched every day on the past days ([`adaptive::Adaptive`]),
+    /// starting from whole GPUs.
+    Adaptive(adaptive::AdaptiveSettings),
     /// A policy made by another crate (the learned policy of `dynmig-learn`), starting from
     /// whole GPUs and asked every `policy_interval_s`.
     External(ExternalPolicy),
@@ -84,6 +91,7 @@ impl PolicySpec {
             },
             PolicySpec::Learned { .. } => "time-of-day",
             PolicySpec::Mpc(_) => "mpc",
+            PolicySpec::Adaptive(_) => "adaptive",
             PolicySpec::External(e) => e.name,
         }
     }

@@ -22,12 +22,12 @@
 //! previous day (time-of-day demand, learned from past days), with their run times where they
 //! have ended. Assumptions, not measurements: docs/policy.md says how each was chosen.
 
+use super::joblog::{JobLog, Tracked, NO_DEADLINE};
 use super::{PlannerSettings, Policy};
 use crate::engine::{simulate_from, RunResult, SimConfig, StartState};
-use crate::model::{Job, JobKind};
+use crate::model::Job;
 use crate::workload::Workload;
 use dynmig_core::demand::Demand;
-use dynmig_core::geometry::GpuModel;
 use dynmig_core::policy::events::JobEvent;
 use dynmig_core::policy::planner::Planner;
 use dynmig_core::policy::{NodeSnapshot, Repartition};
@@ -35,8 +35,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 const DAY_S: f64 = 86_400.0;
-/// Due date of a job with no deadline: never late.
-const NO_DEADLINE: f64 = f64::MAX / 4.0;
 
 /// Settings of [`Mpc`].
 #[derive(Debug, Clone, PartialEq)]
@@ -71,46 +69,14 @@ impl MpcSettings {
     }
 }
 
-/// What the policy knows of a job that has not ended.
-#[derive(Debug, Clone)]
-struct Tracked {
-    profile: &'static str,
-    gpus: u32,
-    submit_s: f64,
-    limit_s: f64,
-    deadline_s: Option<f64>,
-    /// Start time and node, once running.
-    start: Option<(f64, String)>,
-}
-
-/// A past arrival, for the forecast.
-#[derive(Debug, Clone)]
-struct Arrival {
-    profile: &'static str,
-    gpus: u32,
-    limit_s: f64,
-    /// Deadline after submission, s.
-    deadline_after_s: Option<f64>,
-    /// Its run time, once it has ended.
-    run_s: Option<f64>,
-}
-
 /// The planner gated by lookahead runs of the engine (module docs).
 pub struct Mpc {
     settings: MpcSettings,
     planner: Planner,
     /// The engine settings of the lookahead runs (the simulated cluster's own).
     cfg: SimConfig,
-    model: &'static GpuModel,
-    now_s: f64,
-    jobs: BTreeMap<u64, Tracked>,
-    /// Arrivals of the last day and horizon, by `(submit ms, id)`.
-    past: BTreeMap<(i64, u64), Arrival>,
-    /// Submit key of each past arrival still pending or running, to record its run time.
-    past_key: BTreeMap<u64, (i64, u64)>,
-    run_sum_s: f64,
-    limit_sum_s: f64,
-    ended: u64,
+    /// The jobs followed, and the arrivals of the last `scenarios` days and horizon.
+    log: JobLog,
     quiet_until_s: f64,
 }
 
@@ -122,58 +88,14 @@ impl Mpc {
         cfg.sample_interval_s = 0.0;
         cfg.window_start_s = 0.0;
         cfg.audit = false;
+        let keep_s = settings.scenarios as f64 * DAY_S + settings.horizon.as_secs_f64();
+        let p = &settings.planner;
         Self {
-            planner: Planner::new(settings.planner.clone()),
-            model: cfg.model,
+            planner: Planner::new(p.clone()),
+            log: JobLog::new(cfg.model, p.speedup, p.exact_profiles, keep_s),
             cfg,
             settings,
-            now_s: 0.0,
-            jobs: BTreeMap::new(),
-            past: BTreeMap::new(),
-            past_key: BTreeMap::new(),
-            run_sum_s: 0.0,
-            limit_sum_s: 0.0,
-            ended: 0,
             quiet_until_s: f64::NEG_INFINITY,
-        }
-    }
-
-    /// Run time over time limit of the jobs that ended (1 until 20 have).
-    fn run_ratio(&self) -> f64 {
-        if self.ended < 20 || self.limit_sum_s <= 0.0 {
-            1.0
-        } else {
-            (self.run_sum_s / self.limit_sum_s).clamp(0.01, 1.0)
-        }
-    }
-
-    /// A lookahead job: `run_s` on the profile it asks for, released at `release_s`.
-    fn job(&self, profile: &'static str, gpus: u32, release_s: f64, run_s: f64, limit_s: f64, due_s: f64) -> Job {
-        let full = self.model.compute_slices;
-        let spec = self.model.profile(profile);
-        let slices = if gpus > 1 {
-            full
-        } else {
-            spec.map_or(full, |p| p.compute_slices)
-        };
-        let mem_mib = spec.map_or(self.model.total_memory_mib, |p| p.memory_mib);
-        let gamma = self.settings.planner.speedup;
-        let run_s = run_s.max(1.0);
-        Job {
-            id: 0,
-            release: release_s,
-            work: run_s * (f64::from(slices) / f64::from(full)).powf(gamma),
-            mem_mib,
-            gpus,
-            kind: JobKind::Training,
-            gamma,
-            due: due_s,
-            limit_factor: (limit_s / run_s).max(1.0),
-            // Slurm runs a job only on the GRES type it asked for (a controller's planner says
-            // so; the simulator's own jobs fit any instance with enough memory).
-            exact_slices: (self.settings.planner.exact_profiles && gpus == 1)
-                .then(|| spec.map(|p| p.compute_slices))
-                .flatten(),
         }
     }
 
@@ -230,50 +152,35 @@ impl Mpc {
     /// The jobs running (on their nodes, first) and queued now, as lookahead jobs released at
     /// 0, and the running ones' `(index, node)`.
     fn present(&self, index: &BTreeMap<&str, usize>) -> (Vec<Job>, Vec<(u32, usize)>) {
-        let rho = self.run_ratio();
-        let now = self.now_s;
+        let log = &self.log;
+        let rho = log.run_ratio();
+        let now = log.now_s;
         let mut jobs = Vec::new();
         let mut running = Vec::new();
-        for t in self.jobs.values() {
+        for t in log.jobs.values() {
             let Some((start, node)) = &t.start else { continue };
             let Some(&n) = index.get(node.as_str()) else { continue };
             let left_limit = (t.limit_s - (now - start)).max(1.0);
             let due = t.deadline_s.map_or(NO_DEADLINE, |d| d - now);
             running.push((jobs.len() as u32, n));
-            jobs.push(self.job(t.profile, t.gpus, 0.0, left_limit * rho, left_limit, due));
+            jobs.push(log.job(t.profile, t.gpus, None, 0.0, left_limit * rho, left_limit, due));
         }
-        let mut queued: Vec<&Tracked> = self.jobs.values().filter(|t| t.start.is_none()).collect();
+        let mut queued: Vec<&Tracked> = log.jobs.values().filter(|t| t.start.is_none()).collect();
         queued.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s));
         for t in queued.into_iter().take(self.settings.max_queued) {
             let due = t.deadline_s.map_or(NO_DEADLINE, |d| d - now);
-            jobs.push(self.job(t.profile, t.gpus, 0.0, t.limit_s * rho, t.limit_s, due));
+            jobs.push(log.job(t.profile, t.gpus, None, 0.0, t.limit_s * rho, t.limit_s, due));
         }
         (jobs, running)
     }
 
     /// The arrivals of the `horizon` after this time `days` ago, moved to now.
     fn forecast(&self, days: f64) -> Vec<Job> {
-        let rho = self.run_ratio();
         let back = days * DAY_S;
-        let from = ((self.now_s - back) * 1000.0).round() as i64;
-        let to = ((self.now_s - back + self.settings.horizon.as_secs_f64()) * 1000.0).round() as i64;
-        self.past
-            .range((from, 0)..(to, 0))
-            .map(|((at_ms, _), a)| {
-                let release = (*at_ms as f64 / 1000.0 + back - self.now_s).max(0.0);
-                let run = a.run_s.unwrap_or(a.limit_s * rho);
-                let due = a.deadline_after_s.map_or(NO_DEADLINE, |d| release + d);
-                self.job(a.profile, a.gpus, release, run, a.limit_s, due)
-            })
-            .collect()
-    }
-
-    fn forget_before(&mut self, t_s: f64) {
-        let cut = (t_s * 1000.0).round() as i64;
-        let keep = self.past.split_off(&(cut, 0));
-        for (_, id) in std::mem::replace(&mut self.past, keep).into_keys() {
-            self.past_key.remove(&id);
-        }
+        let now = self.log.now_s;
+        let from = now - back;
+        self.log
+            .arrivals(from, from + self.settings.horizon.as_secs_f64(), |at| at + back - now)
     }
 }
 
@@ -312,7 +219,7 @@ impl Policy for Mpc {
 
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         let proposals = self.planner.plan_at(time_of_day, nodes, demand);
-        if proposals.is_empty() || self.now_s < self.quiet_until_s {
+        if proposals.is_empty() || self.log.now_s < self.quiet_until_s {
             return Vec::new();
         }
         match self.pays(nodes, &proposals) {
@@ -320,7 +227,7 @@ impl Policy for Mpc {
             // planner: its proposals are made as they would be without the gate.
             Ok(true) | Err(_) => proposals,
             Ok(false) => {
-                self.quiet_until_s = self.now_s + self.settings.cooldown.as_secs_f64();
+                self.quiet_until_s = self.log.now_s + self.settings.cooldown.as_secs_f64();
                 Vec::new()
             }
         }
@@ -331,61 +238,6 @@ impl Policy for Mpc {
     }
 
     fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
-        self.now_s = now_s;
-        for e in events {
-            match e {
-                JobEvent::Submitted {
-                    id,
-                    at_s,
-                    profile,
-                    gpus,
-                    time_limit_s,
-                    deadline_s,
-                } => {
-                    self.jobs.insert(
-                        *id,
-                        Tracked {
-                            profile,
-                            gpus: *gpus,
-                            submit_s: *at_s,
-                            limit_s: *time_limit_s,
-                            deadline_s: *deadline_s,
-                            start: None,
-                        },
-                    );
-                    let key = ((*at_s * 1000.0).round() as i64, *id);
-                    if let Some(old) = self.past_key.insert(*id, key) {
-                        self.past.remove(&old);
-                    }
-                    self.past.insert(
-                        key,
-                        Arrival {
-                            profile,
-                            gpus: *gpus,
-                            limit_s: *time_limit_s,
-                            deadline_after_s: deadline_s.map(|d| d - at_s),
-                            run_s: None,
-                        },
-                    );
-                }
-                JobEvent::Started { id, at_s, node, .. } => {
-                    if let Some(t) = self.jobs.get_mut(id) {
-                        t.start = Some((*at_s, node.clone()));
-                    }
-                }
-                JobEvent::Ended { id, at_s } => {
-                    let Some(t) = self.jobs.remove(id) else { continue };
-                    let Some((start, _)) = t.start else { continue };
-                    let run = (at_s - start).max(0.0);
-                    self.run_sum_s += run;
-                    self.limit_sum_s += t.limit_s;
-                    self.ended += 1;
-                    if let Some(a) = self.past_key.get(id).and_then(|k| self.past.get_mut(k)) {
-                        a.run_s = Some(run);
-                    }
-                }
-            }
-        }
-        self.forget_before(now_s - self.settings.scenarios as f64 * DAY_S - self.settings.horizon.as_secs_f64());
+        self.log.observe(now_s, events);
     }
 }

@@ -1,0 +1,150 @@
+//! Wanted node layouts, and which nodes take them: what a policy that has chosen a cluster
+//! layout mix (a multiset of node layouts) uses to turn it into [`Repartition`]s.
+
+use super::Repartition;
+use crate::geometry::{NodeLayout, ProfileCounts};
+use crate::snapshot::NodeSnapshot;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Instance creates and destroys to go from `a` to `b` (per GPU, counts only).
+pub fn distance(a: &NodeLayout, b: &NodeLayout) -> u32 {
+    a.gpus
+        .iter()
+        .zip(&b.gpus)
+        .map(|(x, y)| {
+            let mut d = 0;
+            for (p, n) in x.iter() {
+                d += n.abs_diff(y.count(p));
+            }
+            for (p, n) in y.iter() {
+                if x.count(p) == 0 {
+                    d += n;
+                }
+            }
+            d
+        })
+        .sum()
+}
+
+/// Wanted node layouts: each distinct layout and how many nodes should still get it (the
+/// planner's mix, or a searched cluster layout).
+#[derive(Debug, Default)]
+pub struct Wanted(Vec<(NodeLayout, usize)>);
+
+impl Wanted {
+    /// One node of layout `k` on every GPU per entry of `kinds`.
+    pub fn new(kinds: &[ProfileCounts], gpn: usize) -> Self {
+        let mut w = Wanted::default();
+        for k in kinds {
+            let l = NodeLayout {
+                gpus: vec![k.clone(); gpn],
+            };
+            match w.0.iter_mut().find(|(x, _)| *x == l) {
+                Some((_, n)) => *n += 1,
+                None => w.0.push((l, 1)),
+            }
+        }
+        w
+    }
+
+    /// Whether no layout is wanted any more.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|(_, n)| *n == 0)
+    }
+
+    /// Takes one `l` if it is still wanted.
+    pub fn take(&mut self, l: &NodeLayout) -> bool {
+        match self.0.iter_mut().find(|(x, n)| *n > 0 && x == l) {
+            Some((_, n)) => {
+                *n -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes the wanted layout closest to `l` (fewest instance changes; first on ties).
+    pub fn take_nearest(&mut self, l: &NodeLayout) -> Option<NodeLayout> {
+        let i = (0..self.0.len())
+            .filter(|i| self.0[*i].1 > 0)
+            .min_by_key(|i| (distance(l, &self.0[*i].0), *i))?;
+        self.0[i].1 -= 1;
+        Some(self.0[i].0.clone())
+    }
+}
+
+impl Wanted {
+    /// Wanted layouts from whole node layouts (`layouts[i]` one node each).
+    pub fn from_layouts(layouts: &[NodeLayout]) -> Self {
+        let mut w = Wanted::default();
+        for l in layouts {
+            match w.0.iter_mut().find(|(x, _)| x == l) {
+                Some((_, n)) => *n += 1,
+                None => w.0.push((l.clone(), 1)),
+            }
+        }
+        w
+    }
+
+    /// Moves `nodes` towards the wanted layouts: nodes already in (or planned to) a wanted
+    /// layout keep it; a plan no longer wanted is cancelled (the node keeps its layout when
+    /// that is wanted) or moved to the nearest wanted layout; then the nodes whose running
+    /// work ends soonest ([`NodeSnapshot::work_ends_in`]; name breaks ties), older than
+    /// `min_age` and ending within `max_wait`, take the nearest wanted layout, at most
+    /// `budget` of them. Unavailable nodes count with their layout and are left alone.
+    pub fn assign(
+        mut self,
+        nodes: &[&NodeSnapshot],
+        budget: &mut usize,
+        min_age: Duration,
+        max_wait: Duration,
+        out: &mut Vec<Repartition>,
+    ) {
+        let mut free_nodes: Vec<&NodeSnapshot> = Vec::new();
+        let mut stale_plans: Vec<&NodeSnapshot> = Vec::new();
+        for n in nodes {
+            if n.unavailable {
+                self.take(&n.layout);
+            } else if let Some(t) = &n.planned {
+                if !self.take(t) {
+                    stale_plans.push(n);
+                }
+            } else if !self.take(&n.layout) {
+                free_nodes.push(n);
+            }
+        }
+        for n in stale_plans {
+            let target = if self.take(&n.layout) {
+                Some(n.layout.clone())
+            } else {
+                self.take_nearest(&n.layout)
+            };
+            if let Some(target) = target {
+                out.push(Repartition {
+                    node: n.name.clone(),
+                    target,
+                    serves: BTreeMap::new(),
+                });
+            }
+        }
+        free_nodes.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
+        for n in free_nodes {
+            if *budget == 0 || self.is_empty() {
+                break;
+            }
+            if n.layout_age < min_age || n.work_ends_in > max_wait {
+                continue;
+            }
+            let Some(target) = self.take_nearest(&n.layout) else {
+                break;
+            };
+            out.push(Repartition {
+                node: n.name.clone(),
+                target,
+                serves: BTreeMap::new(),
+            });
+            *budget -= 1;
+        }
+    }
+}

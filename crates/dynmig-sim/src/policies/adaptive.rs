@@ -1,0 +1,229 @@
+//! The administrator's search, done every day on the days just past: the best static cluster
+//! layout for the jobs of the last `history` (7 days), searched with the simulator's own
+//! engine exactly as the fair `static` baseline is searched once ([`crate::search`]), becomes
+//! the layout the nodes move to (docs/policy.md, "Adaptive static layout").
+//!
+//! - **What it searches on.** Only what Slurm knows ([`super::joblog`]): the jobs submitted
+//!   in the last `history`, with their GRES type, GPU count, time limit and deadline, run
+//!   times where they ended (else time limit x the learned run/limit ratio).
+//! - **Whether a change pays.** The layout the nodes are moving to (at first, the layouts
+//!   they have) is scored on the same jobs; the best candidate replaces it only when its ET
+//!   is lower by `min_gain` (2%) of it. A candidate that cannot run some job of the history is
+//!   skipped, as in the baseline search.
+//! - **How nodes move.** As the planner's do ([`Wanted::assign`]): nodes already in a wanted
+//!   layout keep it, the others change when their running work ends soonest (within
+//!   `max_wait`), through reservations at their jobs' time limits, at most `max_concurrent`
+//!   at once.
+
+use super::joblog::JobLog;
+use super::{Policy, PolicyLimits, PolicySpec};
+use crate::engine::SimConfig;
+use crate::search::Searcher;
+use crate::workload::Workload;
+use dynmig_core::demand::Demand;
+use dynmig_core::geometry::NodeLayout;
+use dynmig_core::policy::events::JobEvent;
+use dynmig_core::policy::wanted::Wanted;
+use dynmig_core::policy::{NodeSnapshot, Repartition};
+use std::time::Duration;
+
+/// Settings of [`Adaptive`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptiveSettings {
+    /// Concurrency and hysteresis (`max_concurrent`, `min_layout_lifetime`).
+    pub limits: PolicyLimits,
+    /// Jobs submitted this far back are searched on (7 days: a week's pattern, half the fair
+    /// baseline's 14 days so that a shift of the mix is followed within days).
+    pub history: Duration,
+    /// Time between searches (1 day).
+    pub every: Duration,
+    /// No search before this much history (1 day).
+    pub min_history: Duration,
+    /// The best candidate replaces the current target when its ET is below
+    /// `(1 - min_gain)` x the current target's on the same jobs (0.02).
+    pub min_gain: f64,
+    /// Speed-up exponent of the jobs searched on (0.7, the planner's `speedup`).
+    pub speedup: f64,
+    /// Jobs run only on the GRES type they asked for (true in a controller, as in Slurm).
+    pub exact_profiles: bool,
+    /// Most nodes with a planned change at once (4 x `max_concurrent`, as the planner).
+    pub max_planned: usize,
+    /// A node changes only if its running work ends within this (4 h, the planner's
+    /// `max_wait`); later ones are taken at a later call.
+    pub max_wait: Duration,
+}
+
+impl AdaptiveSettings {
+    /// The defaults above with `limits`.
+    pub fn new(limits: PolicyLimits) -> Self {
+        let max_planned = 4 * limits.max_concurrent.max(1);
+        Self {
+            limits,
+            history: Duration::from_secs(7 * 86_400),
+            every: Duration::from_secs(86_400),
+            min_history: Duration::from_secs(86_400),
+            min_gain: 0.02,
+            speedup: 0.7,
+            exact_profiles: false,
+            max_planned,
+            max_wait: Duration::from_secs(4 * 3600),
+        }
+    }
+}
+
+/// One search's outcome, for reports and tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchOutcome {
+    /// When it ran, s on the events' clock.
+    pub at_s: f64,
+    /// Jobs searched on.
+    pub jobs: usize,
+    /// The best candidate's name and ET.
+    pub best: Option<(String, f64)>,
+    /// The current target's ET (`None`: it cannot run some job of the history).
+    pub current_et: Option<f64>,
+    /// Whether the target changed.
+    pub changed: bool,
+}
+
+/// The best static layout re-searched every day on the past days (module docs).
+pub struct Adaptive {
+    settings: AdaptiveSettings,
+    cfg: SimConfig,
+    log: JobLog,
+    /// The first event's time, s.
+    first_s: Option<f64>,
+    next_search_s: f64,
+    /// The cluster layout the nodes move to (`None`: none chosen yet, nodes keep theirs).
+    target: Option<Vec<NodeLayout>>,
+    /// Every search so far.
+    pub searches: Vec<SearchOutcome>,
+}
+
+impl Adaptive {
+    /// A policy searching with the engine settings `cfg` (those of the run it is in, or the
+    /// controller's model of its nodes; samples off).
+    pub fn new(settings: AdaptiveSettings, cfg: &SimConfig) -> Self {
+        let mut cfg = cfg.clone();
+        cfg.sample_interval_s = 0.0;
+        cfg.window_start_s = 0.0;
+        cfg.audit = false;
+        let keep_s = settings.history.as_secs_f64();
+        Self {
+            log: JobLog::new(cfg.model, settings.speedup, settings.exact_profiles, keep_s),
+            cfg,
+            settings,
+            first_s: None,
+            next_search_s: f64::NEG_INFINITY,
+            target: None,
+            searches: Vec::new(),
+        }
+    }
+
+    /// The cluster layout the nodes are moving to, if one was chosen.
+    pub fn target(&self) -> Option<&[NodeLayout]> {
+        self.target.as_deref()
+    }
+
+    /// Searches the best static layout on the jobs of the last `history` and makes it the
+    /// target if it pays (module docs).
+    fn search(&mut self, nodes: &[NodeSnapshot]) {
+        let now = self.log.now_s;
+        let from = now - self.settings.history.as_secs_f64();
+        let mut jobs = self.log.arrivals(from, now, |at| at - from);
+        let mut outcome = SearchOutcome {
+            at_s: now,
+            jobs: jobs.len(),
+            best: None,
+            current_et: None,
+            changed: false,
+        };
+        if jobs.is_empty() || nodes.is_empty() {
+            self.searches.push(outcome);
+            return;
+        }
+        for (i, j) in jobs.iter_mut().enumerate() {
+            j.id = i as u32;
+        }
+        let wl = Workload::new(jobs, "adaptive history".into());
+        let cfg = SimConfig {
+            nodes: nodes.len(),
+            ..self.cfg.clone()
+        };
+        let quiet = |_: &str, _: u64| {};
+        let Ok(mut searcher) = Searcher::new(&wl, &cfg, "adaptive", false, &quiet) else {
+            // A history the engine refuses (a job no profile holds): nothing to learn from.
+            self.searches.push(outcome);
+            return;
+        };
+        searcher.threads = 1;
+        let current: Vec<NodeLayout> = match &self.target {
+            Some(t) if t.len() == nodes.len() => t.clone(),
+            _ => nodes
+                .iter()
+                .map(|n| n.planned.clone().unwrap_or_else(|| n.layout.clone()))
+                .collect(),
+        };
+        outcome.current_et = searcher
+            .try_score("current", "current", &PolicySpec::Static(current), &quiet)
+            .ok();
+        let (ranked, _) = searcher.statics(&quiet);
+        if let Some(best) = ranked.into_iter().next() {
+            outcome.best = Some((best.name.clone(), best.et));
+            let pays = outcome
+                .current_et
+                .is_none_or(|c| best.et < c * (1.0 - self.settings.min_gain));
+            if let (true, PolicySpec::Static(layouts)) = (pays, best.spec) {
+                outcome.changed = self.target.as_ref() != Some(&layouts);
+                self.target = Some(layouts);
+            }
+        }
+        self.searches.push(outcome);
+    }
+}
+
+impl Policy for Adaptive {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
+        self.plan_at(Duration::ZERO, nodes, demand)
+    }
+
+    fn plan_at(&mut self, _: Duration, nodes: &[NodeSnapshot], _: &Demand) -> Vec<Repartition> {
+        let now = self.log.now_s;
+        let first = *self.first_s.get_or_insert(now);
+        if now >= self.next_search_s && now - first >= self.settings.min_history.as_secs_f64() {
+            self.search(nodes);
+            self.next_search_s = now + self.settings.every.as_secs_f64();
+        }
+        let mut out = Vec::new();
+        let Some(target) = &self.target else { return out };
+        let away = nodes.iter().filter(|n| n.repartitioning && n.planned.is_none()).count();
+        let planned = nodes.iter().filter(|n| n.planned.is_some()).count();
+        let mut budget = self
+            .settings
+            .limits
+            .max_concurrent
+            .saturating_sub(away)
+            .min(self.settings.max_planned.saturating_sub(planned));
+        let refs: Vec<&NodeSnapshot> = nodes.iter().collect();
+        Wanted::from_layouts(target).assign(
+            &refs,
+            &mut budget,
+            self.settings.limits.min_layout_lifetime,
+            self.settings.max_wait,
+            &mut out,
+        );
+        out
+    }
+
+    fn observes_jobs(&self) -> bool {
+        true
+    }
+
+    fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
+        self.log.observe(now_s, events);
+    }
+}
