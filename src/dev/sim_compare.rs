@@ -16,6 +16,7 @@ use dynmig_core::config::{Config, PolicyConfig};
 use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout};
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::{Job, JobKind, ModelParams};
+use dynmig_sim::policies::adaptive::AdaptiveSettings;
 use dynmig_sim::policies::mpc::MpcSettings;
 use dynmig_sim::policies::{PlannerSettings, PolicyLimits, PolicySpec};
 use dynmig_sim::search::{describe, Searcher};
@@ -112,6 +113,7 @@ pub fn spec_for(config: &Config) -> Result<PolicySpec> {
                 None => PolicySpec::Plan(s),
             })
         }
+        PolicyConfig::Adaptive => PolicySpec::Adaptive(AdaptiveSettings::new(PolicyLimits::from_config(config, 1))),
         PolicyConfig::Static => PolicySpec::Static(
             config
                 .node_groups
@@ -130,6 +132,7 @@ pub fn policy_kind(p: &PolicyConfig) -> &'static str {
         PolicyConfig::Plan { lookahead: Some(_), .. } => "mpc",
         PolicyConfig::Plan { consolidate: false, .. } => "plan",
         PolicyConfig::Plan { consolidate: true, .. } => "consolidate",
+        PolicyConfig::Adaptive => "adaptive",
         PolicyConfig::Learned { .. } => "learned",
         PolicyConfig::Static => "static",
         PolicyConfig::None => "none",

@@ -31,15 +31,17 @@ use dynmig_core::snapshot::NodeSnapshot;
 use dynmig_core::types::DrainMode;
 use dynmig_host::fs::LineLog;
 use dynmig_sim::engine::{DrainTiming, SimConfig};
+use dynmig_sim::policies::adaptive::{Adaptive, AdaptiveSettings};
 use dynmig_sim::policies::mpc::{Mpc, MpcSettings};
 use dynmig_slurm::{MaintReservation, NodeInfo, SlurmApi, SlurmError};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The configured policy. `mpc` judges the planner's proposals with the simulator's engine
-/// modelling the managed nodes (the config allows it only when every node group has one GPU
-/// model and GPU count) with the controller's drain mode. `learned` loads its model file.
+/// The configured policy. `mpc` judges the planner's proposals, and `adaptive` searches its
+/// layout, with the simulator's engine modelling the managed nodes (the config allows them
+/// only when every node group has one GPU model and GPU count) with the controller's drain
+/// mode. `learned` loads its model file.
 ///
 /// # Errors
 /// The learned policy's model cannot be read or was trained for other GPUs (the message says
@@ -68,18 +70,26 @@ pub fn policy_from_config(config: &Config) -> Result<Box<dyn Policy>, String> {
             match (lookahead, config.node_groups.first()) {
                 (Some(horizon), Some(g)) => {
                     let nodes = config.node_groups.iter().map(|g| g.nodes.len()).sum();
-                    let mut cfg = SimConfig::new(g.gpu_model, nodes, g.gpus as usize);
-                    cfg.timing = match config.controller.drain {
-                        DrainMode::Reservation => DrainTiming::Reservation,
-                        DrainMode::Immediate => DrainTiming::Immediate,
-                    };
                     let mut m = MpcSettings::new(s);
                     m.horizon = horizon;
-                    Box::new(Mpc::new(m, &cfg))
+                    Box::new(Mpc::new(m, &engine_model(config, g, nodes)))
                 }
                 _ => Box::new(Planner::new(s)),
             }
         }
+        PolicyConfig::Adaptive => match config.node_groups.first() {
+            Some(g) => {
+                let nodes = config.node_groups.iter().map(|g| g.nodes.len()).sum();
+                let mut s = AdaptiveSettings::new(PolicyLimits::from_config(config, 1));
+                // Slurm runs a job only on an instance of the GRES type it asked for.
+                s.exact_profiles = true;
+                if let Some(p) = s.planner.as_mut() {
+                    p.exact_profiles = true;
+                }
+                Box::new(Adaptive::new(s, &engine_model(config, g, nodes)))
+            }
+            None => Box::new(NoChange),
+        },
         PolicyConfig::Static | PolicyConfig::None | PolicyConfig::Learned { .. } => Box::new(NoChange),
     })
 }
@@ -106,6 +116,17 @@ pub struct PassReport {
     /// Drain waste now: instances idle on nodes drained for a repartition whose jobs still
     /// run (they take no job until the last one ends), summed over those nodes.
     pub held_idle_instances: u32,
+}
+
+/// The simulator's model of the managed nodes: `nodes` nodes of the first group's GPU model
+/// and count (every group alike, [`policy_from_config`]), drained as the controller drains.
+fn engine_model(config: &Config, g: &dynmig_core::config::NodeGroup, nodes: usize) -> SimConfig {
+    let mut cfg = SimConfig::new(g.gpu_model, nodes, g.gpus as usize);
+    cfg.timing = match config.controller.drain {
+        DrainMode::Reservation => DrainTiming::Reservation,
+        DrainMode::Immediate => DrainTiming::Immediate,
+    };
+    cfg
 }
 
 /// What one pass needs besides Slurm and the policy.

@@ -633,8 +633,14 @@ fn the_configured_planner_reserves_the_node_whose_jobs_end_soonest_for_a_typed_n
 
 /// The example config with `policy` in place of its `[policy]` kind.
 fn config_with(policy: &str) -> dynmig_core::config::Config {
-    let toml = dynmig_core::config::EXAMPLE_TOML.replacen("kind = \"demand\" ", &format!("kind = \"{policy}\" "), 1);
-    dynmig_core::config::parse_config(&toml.replacen("forecast_window = \"10m\"", "# forecast_window", 1)).unwrap()
+    let mut toml = dynmig_core::config::EXAMPLE_TOML
+        .replacen("kind = \"demand\" ", &format!("kind = \"{policy}\" "), 1)
+        .replacen("forecast_window = \"10m\"", "# forecast_window", 1);
+    if policy == "adaptive" {
+        // min_gain is the planner's and demand's key.
+        toml = toml.replacen("min_gain = 1 ", "# min_gain = 1", 1);
+    }
+    dynmig_core::config::parse_config(&toml).unwrap()
 }
 
 /// n1 (3x2g.20gb+1x1g.10gb on both GPUs) runs six 2g.20gb jobs until `n1_end` (started at 0,
@@ -698,6 +704,18 @@ fn mpc_makes_the_planners_change_when_the_lookahead_says_it_pays_and_not_when_it
     let slurm = waiting_2g(1310, 86_400);
     assert_eq!(decides("plan", &slurm), ["n2"]);
     assert_eq!(decides("mpc", &slurm), Vec::<String>::new());
+}
+
+#[test]
+fn the_adaptive_policy_follows_jobs_and_changes_nothing_before_a_day_of_history() {
+    assert!(dynmig_controller::policy_from_config(&config_with("adaptive"))
+        .unwrap()
+        .observes_jobs());
+    // The planner would take n2 for the waiting jobs; the adaptive policy has seen no past
+    // day to search a layout on, so the nodes keep theirs.
+    let slurm = waiting_2g(1000 + 5 * 3600, 3600);
+    assert_eq!(decides("plan", &slurm), ["n2"]);
+    assert_eq!(decides("adaptive", &slurm), Vec::<String>::new());
 }
 
 #[test]

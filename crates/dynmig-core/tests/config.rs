@@ -172,7 +172,7 @@ fn bad_enum_values_list_the_allowed_ones() {
     let t = example_with("kind = \"demand\"", "kind = \"neural\"");
     let e = bad(&t, "policy.kind", line_of(&t, "kind ="));
     assert!(
-        e.contains("`demand`, `plan`, `consolidate`, `mpc`, `learned`, `static`, `none`"),
+        e.contains("`demand`, `plan`, `consolidate`, `mpc`, `adaptive`, `learned`, `static`, `none`"),
         "{e}"
     );
     let t = example_with("backend = \"simulated\"", "backend = \"fake\"");
@@ -378,7 +378,7 @@ fn media_extension_layouts_are_accepted_in_the_config() {
 #[test]
 fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
     let t = example_with(
-        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
+        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"adaptive\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
         "kind = \"consolidate\"\nhorizon = \"90m\"\nmax_wait = \"1h\"",
     );
     let c = parse_config(&t).unwrap();
@@ -393,7 +393,7 @@ fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
         }
     );
     let t = example_with(
-        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
+        "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"adaptive\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast",
         "kind = \"static\"\nhorizon = \"2h\"",
     );
     let e = bad(&t, "policy.horizon", line_of(&t, "horizon ="));
@@ -405,7 +405,7 @@ fn the_planning_policy_is_read_and_its_keys_belong_to_it() {
 
 #[test]
 fn the_mpc_policy_reads_its_lookahead_and_needs_alike_node_groups() {
-    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
+    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"adaptive\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
     let c = parse_config(&example_with(kind_line, "kind = \"mpc\"\nlookahead = \"3h\"")).unwrap();
     assert!(
         matches!(c.policy, PolicyConfig::Plan { consolidate: false, lookahead: Some(l), .. } if l == Duration::from_secs(3 * 3600)),
@@ -429,7 +429,7 @@ fn the_mpc_policy_reads_its_lookahead_and_needs_alike_node_groups() {
 
 #[test]
 fn the_learned_policy_needs_its_model_file_and_the_model_key_belongs_to_it() {
-    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
+    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"adaptive\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
     let learned = |t: String| t.replacen("min_gain = 1 ", "# min_gain = 1", 1);
     let c = parse_config(&learned(example_with(
         kind_line,
@@ -449,4 +449,25 @@ fn the_learned_policy_needs_its_model_file_and_the_model_key_belongs_to_it() {
     let t = example_with(kind_line, "kind = \"plan\"\nmodel = \"m.safetensors\"");
     let e = bad(&t, "policy.model", line_of(&t, "model ="));
     assert!(e.contains("applies only to kind = \"learned\""), "{e}");
+}
+
+#[test]
+fn the_adaptive_policy_takes_no_planner_keys_and_needs_alike_node_groups() {
+    let kind_line = "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"adaptive\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast";
+    let adaptive = |t: String| t.replacen("min_gain = 1 ", "# min_gain = 1", 1);
+    let c = parse_config(&adaptive(example_with(kind_line, "kind = \"adaptive\""))).unwrap();
+    assert_eq!(c.policy, PolicyConfig::Adaptive);
+    let t = adaptive(example_with(kind_line, "kind = \"adaptive\"\nlookahead = \"3h\""));
+    let e = bad(&t, "policy.lookahead", line_of(&t, "lookahead ="));
+    assert!(e.contains("applies only to kind = \"mpc\""), "{e}");
+    let t = adaptive(example_with(kind_line, "kind = \"adaptive\"")).replacen("# min_gain = 1", "min_gain = 1 ", 1);
+    let e = bad(&t, "policy.min_gain", line_of(&t, "min_gain ="));
+    assert!(e.contains("applies only to kind"), "{e}");
+    let t = adaptive(example_with(kind_line, "kind = \"adaptive\""))
+        + "\n[[node_group]]\nname = \"h100\"\nnodes = \"h[1-2]\"\ngpu_model = \"H100-80GB\"\ngpus = 2\nbackend = \"simulated\"\ninitial_layout = \"1x7g.80gb\"\nnode_conf = \"CPUs=4 RealMemory=4000\"\n";
+    let e = parse_config(&t).unwrap_err().to_string();
+    assert!(
+        e.contains("\"adaptive\"") && e.contains("needs one GPU model and GPU count in every node group"),
+        "{e}"
+    );
 }

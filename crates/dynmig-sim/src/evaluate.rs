@@ -303,7 +303,7 @@ impl Bench<'_> {
             PolicyName::Adaptive => {
                 let settings = AdaptiveSettings::new(opts.limits.clone());
                 let detail = format!(
-                    "best static layout searched every {:?} on the last {:?}, changed when {:.0}% better, max {} nodes at once",
+                    "best static layout or the planner, chosen every {:?} on the last {:?}, changed when {:.0}% better, max {} nodes at once",
                     settings.every,
                     settings.history,
                     settings.min_gain * 100.0,

@@ -277,7 +277,12 @@ impl<'a> Searcher<'a> {
         spec: &PolicySpec,
         progress: &dyn Fn(&str, u64),
     ) -> Result<f64, String> {
-        if let Some(j) = unrunnable(&spec_layouts(spec), self.cfg.model, self.wl) {
+        // A policy that chooses layouts as it goes has none to check beforehand.
+        let layouts = spec_layouts(spec);
+        if let Some(j) = (!layouts.is_empty())
+            .then(|| unrunnable(&layouts, self.cfg.model, self.wl))
+            .flatten()
+        {
             return Err(format!(
                 "{} {kind} candidate '{name}' skipped: it cannot run {} ({})",
                 self.tag,

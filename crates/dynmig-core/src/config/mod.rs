@@ -166,6 +166,10 @@ pub enum PolicyConfig {
         /// `min_gain`: compute slices of need a change must newly serve. Default 1.
         min_gain: u32,
     },
+    /// `kind = "adaptive"`: the best static layout searched again every day with the
+    /// simulator's engine on the jobs of the last 7 days, the nodes moved to it at their time
+    /// limits (docs/policy.md, "Adaptive static layout"). No keys of its own.
+    Adaptive,
     /// `kind = "learned"`: a model trained by `dynmig train` (docs/learned.md).
     Learned {
         /// `model`: the model file (`model.safetensors`), read by the controller at start.

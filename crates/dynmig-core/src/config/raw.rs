@@ -91,6 +91,7 @@ pub(super) enum PolicyKind {
     Plan,
     Consolidate,
     Mpc,
+    Adaptive,
     Learned,
     Static,
     None,

@@ -233,7 +233,7 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     let node_groups = node_groups(&cx, &raw.node_group)?;
     if matches!(
         policy,
-        PolicyConfig::Plan { lookahead: Some(_), .. } | PolicyConfig::Learned { .. }
+        PolicyConfig::Plan { lookahead: Some(_), .. } | PolicyConfig::Adaptive | PolicyConfig::Learned { .. }
     ) {
         // The lookahead runs the simulator's engine, which models one GPU model and one GPU
         // count per node.
@@ -246,7 +246,7 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
                 &r.gpu_model,
                 "node_group.gpu_model",
                 format!(
-                    "policy kind = \"mpc\" or \"learned\" needs one GPU model and GPU count in every node group; group '{}' has {} x {}, group '{}' has {} x {}: use kind = \"plan\" or make the groups alike",
+                    "policy kind = \"mpc\", \"adaptive\" or \"learned\" needs one GPU model and GPU count in every node group; group '{}' has {} x {}, group '{}' has {} x {}: use kind = \"plan\" or make the groups alike",
                     g.name, g.gpus, g.gpu_model.name, node_groups[0].name, node_groups[0].gpus, node_groups[0].gpu_model.name
                 ),
             ));
@@ -538,6 +538,7 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
             max_wait: cx.duration(&p.max_wait, "policy.max_wait", Duration::from_secs(4 * 3600), true)?,
             min_gain: cx.count(&p.min_gain, "policy.min_gain", 1, 1, 1_000)?,
         },
+        PolicyKind::Adaptive => PolicyConfig::Adaptive,
         PolicyKind::Demand => PolicyConfig::Demand {
             forecast_window: cx.duration(
                 &p.forecast_window,

@@ -1,14 +1,15 @@
 //! The administrator's search, done every day on the days just past: the best static cluster
 //! layout for the jobs of the last `history` (7 days), searched with the simulator's own
 //! engine exactly as the fair `static` baseline is searched once ([`crate::search`]), becomes
-//! the layout the nodes move to (docs/policy.md, "Adaptive static layout").
+//! the layout the nodes move to, unless the planner's run on the same jobs is better still,
+//! in which case the planner decides until the next search (docs/policy.md, "Adaptive").
 //!
 //! - **What it searches on.** Only what Slurm knows ([`super::joblog`]): the jobs submitted
 //!   in the last `history`, with their GRES type, GPU count, time limit and deadline, run
 //!   times where they ended (else time limit x the learned run/limit ratio).
-//! - **Whether a change pays.** The layout the nodes are moving to (at first, the layouts
-//!   they have) is scored on the same jobs; the best candidate replaces it only when its ET
-//!   is lower by `min_gain` (2%) of it. A candidate that cannot run some job of the history is
+//! - **Whether a change pays.** What the nodes follow now (the layout they move to, the
+//!   planner, or at first the layouts they have) is scored on the same jobs; the best
+//!   candidate replaces it only when its ET is lower by `min_gain` (2%) of it. A candidate that cannot run some job of the history is
 //!   skipped, as in the baseline search.
 //! - **How nodes move.** As the planner's do ([`Wanted::assign`]): nodes already in a wanted
 //!   layout keep it, the others change when their running work ends soonest (within
@@ -16,7 +17,7 @@
 //!   at once.
 
 use super::joblog::JobLog;
-use super::{Policy, PolicyLimits, PolicySpec};
+use super::{Objective, Planner, PlannerSettings, Policy, PolicyLimits, PolicySpec};
 use crate::engine::SimConfig;
 use crate::search::Searcher;
 use crate::workload::Workload;
@@ -51,12 +52,17 @@ pub struct AdaptiveSettings {
     /// A node changes only if its running work ends within this (4 h, the planner's
     /// `max_wait`); later ones are taken at a later call.
     pub max_wait: Duration,
+    /// The planner, a candidate beside the static layouts: when its run on the history
+    /// beats the best static layout's, the planner decides until the next search (`None`:
+    /// static layouts only). Default: the planner's defaults with `limits`, speed objective.
+    pub planner: Option<PlannerSettings>,
 }
 
 impl AdaptiveSettings {
     /// The defaults above with `limits`.
     pub fn new(limits: PolicyLimits) -> Self {
         let max_planned = 4 * limits.max_concurrent.max(1);
+        let planner = Some(PlannerSettings::new(limits.clone(), Objective::Speed));
         Self {
             limits,
             history: Duration::from_secs(7 * 86_400),
@@ -67,8 +73,18 @@ impl AdaptiveSettings {
             exact_profiles: false,
             max_planned,
             max_wait: Duration::from_secs(4 * 3600),
+            planner,
         }
     }
+}
+
+/// What the nodes follow between two searches.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    /// A cluster layout (one per node) the nodes move to.
+    Static(Vec<NodeLayout>),
+    /// The planner's decisions.
+    Planner,
 }
 
 /// One search's outcome, for reports and tests.
@@ -78,11 +94,11 @@ pub struct SearchOutcome {
     pub at_s: f64,
     /// Jobs searched on.
     pub jobs: usize,
-    /// The best candidate's name and ET.
+    /// The best candidate's name (`planner` for the planner) and ET.
     pub best: Option<(String, f64)>,
-    /// The current target's ET (`None`: it cannot run some job of the history).
+    /// The current mode's ET (`None`: it cannot run some job of the history).
     pub current_et: Option<f64>,
-    /// Whether the target changed.
+    /// Whether the mode changed.
     pub changed: bool,
 }
 
@@ -94,8 +110,10 @@ pub struct Adaptive {
     /// The first event's time, s.
     first_s: Option<f64>,
     next_search_s: f64,
-    /// The cluster layout the nodes move to (`None`: none chosen yet, nodes keep theirs).
-    target: Option<Vec<NodeLayout>>,
+    /// What the nodes follow (`None`: nothing chosen yet, nodes keep their layouts).
+    mode: Option<Mode>,
+    /// The planner, asked at every call so that it keeps learning the time-of-day need.
+    planner: Option<Planner>,
     /// Every search so far.
     pub searches: Vec<SearchOutcome>,
 }
@@ -109,24 +127,26 @@ impl Adaptive {
         cfg.window_start_s = 0.0;
         cfg.audit = false;
         let keep_s = settings.history.as_secs_f64();
+        let planner = settings.planner.clone().map(Planner::new);
         Self {
             log: JobLog::new(cfg.model, settings.speedup, settings.exact_profiles, keep_s),
             cfg,
             settings,
             first_s: None,
             next_search_s: f64::NEG_INFINITY,
-            target: None,
+            mode: None,
+            planner,
             searches: Vec::new(),
         }
     }
 
-    /// The cluster layout the nodes are moving to, if one was chosen.
-    pub fn target(&self) -> Option<&[NodeLayout]> {
-        self.target.as_deref()
+    /// What the nodes follow, if anything was chosen.
+    pub fn mode(&self) -> Option<&Mode> {
+        self.mode.as_ref()
     }
 
-    /// Searches the best static layout on the jobs of the last `history` and makes it the
-    /// target if it pays (module docs).
+    /// Searches the best static layout (and scores the planner) on the jobs of the last
+    /// `history` and follows the best if it pays (module docs).
     fn search(&mut self, nodes: &[NodeSnapshot]) {
         let now = self.log.now_s;
         let from = now - self.settings.history.as_secs_f64();
@@ -157,25 +177,44 @@ impl Adaptive {
             return;
         };
         searcher.threads = 1;
-        let current: Vec<NodeLayout> = match &self.target {
-            Some(t) if t.len() == nodes.len() => t.clone(),
-            _ => nodes
-                .iter()
-                .map(|n| n.planned.clone().unwrap_or_else(|| n.layout.clone()))
-                .collect(),
+        let planner_et = self.settings.planner.as_ref().and_then(|p| {
+            searcher
+                .try_score("planner", "planner", &PolicySpec::Plan(p.clone()), &quiet)
+                .ok()
+        });
+        outcome.current_et = match &self.mode {
+            Some(Mode::Planner) => planner_et,
+            Some(Mode::Static(t)) if t.len() == nodes.len() => searcher
+                .try_score("current", "current", &PolicySpec::Static(t.clone()), &quiet)
+                .ok(),
+            _ => {
+                let now: Vec<NodeLayout> = nodes
+                    .iter()
+                    .map(|n| n.planned.clone().unwrap_or_else(|| n.layout.clone()))
+                    .collect();
+                searcher
+                    .try_score("current", "current", &PolicySpec::Static(now), &quiet)
+                    .ok()
+            }
         };
-        outcome.current_et = searcher
-            .try_score("current", "current", &PolicySpec::Static(current), &quiet)
-            .ok();
         let (ranked, _) = searcher.statics(&quiet);
-        if let Some(best) = ranked.into_iter().next() {
-            outcome.best = Some((best.name.clone(), best.et));
+        let mut best: Option<(String, f64, Mode)> = ranked.into_iter().next().and_then(|b| match b.spec {
+            PolicySpec::Static(l) => Some((b.name, b.et, Mode::Static(l))),
+            _ => None,
+        });
+        if let Some(et) = planner_et {
+            if best.as_ref().is_none_or(|b| et < b.1) {
+                best = Some(("planner".into(), et, Mode::Planner));
+            }
+        }
+        if let Some((name, et, mode)) = best {
+            outcome.best = Some((name, et));
             let pays = outcome
                 .current_et
-                .is_none_or(|c| best.et < c * (1.0 - self.settings.min_gain));
-            if let (true, PolicySpec::Static(layouts)) = (pays, best.spec) {
-                outcome.changed = self.target.as_ref() != Some(&layouts);
-                self.target = Some(layouts);
+                .is_none_or(|c| et < c * (1.0 - self.settings.min_gain));
+            if pays {
+                outcome.changed = self.mode.as_ref() != Some(&mode);
+                self.mode = Some(mode);
             }
         }
         self.searches.push(outcome);
@@ -191,15 +230,24 @@ impl Policy for Adaptive {
         self.plan_at(Duration::ZERO, nodes, demand)
     }
 
-    fn plan_at(&mut self, _: Duration, nodes: &[NodeSnapshot], _: &Demand) -> Vec<Repartition> {
+    fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         let now = self.log.now_s;
         let first = *self.first_s.get_or_insert(now);
         if now >= self.next_search_s && now - first >= self.settings.min_history.as_secs_f64() {
             self.search(nodes);
             self.next_search_s = now + self.settings.every.as_secs_f64();
         }
+        let proposals = self
+            .planner
+            .as_mut()
+            .map(|p| p.plan_at(time_of_day, nodes, demand))
+            .unwrap_or_default();
         let mut out = Vec::new();
-        let Some(target) = &self.target else { return out };
+        let target = match &self.mode {
+            None => return out,
+            Some(Mode::Planner) => return proposals,
+            Some(Mode::Static(t)) => t,
+        };
         let away = nodes.iter().filter(|n| n.repartitioning && n.planned.is_none()).count();
         let planned = nodes.iter().filter(|n| n.planned.is_some()).count();
         let mut budget = self
