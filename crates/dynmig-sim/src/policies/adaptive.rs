@@ -6,7 +6,10 @@
 //!
 //! - **What it searches on.** Only what Slurm knows ([`super::joblog`]): the jobs submitted
 //!   in the last `history`, with their GRES type, GPU count, time limit and deadline, run
-//!   times where they ended (else time limit x the learned run/limit ratio).
+//!   times where they ended (else time limit x the learned run/limit ratio), and the jobs
+//!   submitted earlier that still wait (released at the start of the history): a layout that
+//!   starves some kind of job must not look good because the starved jobs fell out of the
+//!   history.
 //! - **Whether a change pays.** What the nodes follow now (the layout they move to, the
 //!   planner, or at first the layouts they have) is scored on the same jobs; the best
 //!   candidate replaces it only when its ET is lower by `min_gain` (2%) of it. A candidate that cannot run some job of the history is
@@ -150,7 +153,8 @@ impl Adaptive {
     fn search(&mut self, nodes: &[NodeSnapshot]) {
         let now = self.log.now_s;
         let from = now - self.settings.history.as_secs_f64();
-        let mut jobs = self.log.arrivals(from, now, |at| at - from);
+        let mut jobs = self.log.backlog(from, |at| at - from);
+        jobs.extend(self.log.arrivals(from, now, |at| at - from));
         let mut outcome = SearchOutcome {
             at_s: now,
             jobs: jobs.len(),

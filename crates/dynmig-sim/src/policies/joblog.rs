@@ -153,6 +153,22 @@ impl JobLog {
             .collect()
     }
 
+    /// The jobs submitted before `before_s` that have not started, as jobs released at
+    /// `release(before_s)` (not before 0), due `release` + their deadline less `before_s`
+    /// (never due if none), run times estimated.
+    pub fn backlog(&self, before_s: f64, release: impl Fn(f64) -> f64) -> Vec<Job> {
+        let rho = self.run_ratio();
+        let at = release(before_s).max(0.0);
+        self.jobs
+            .values()
+            .filter(|t| t.start.is_none() && t.submit_s < before_s)
+            .map(|t| {
+                let due = t.deadline_s.map_or(NO_DEADLINE, |d| at + d - before_s);
+                self.job(t.profile, t.gpus, None, at, t.limit_s * rho, t.limit_s, due)
+            })
+            .collect()
+    }
+
     /// Records `events`, the latest at `now_s`, and forgets arrivals older than the span kept.
     pub fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
         self.now_s = now_s;
