@@ -30,7 +30,7 @@
 //!    whose work ends later than `max_wait`. A node's change waits for its running jobs (a reservation at
 //!    their time limit), so backfill keeps it busy meanwhile.
 
-use super::wanted::Wanted;
+use super::wanted::{change_budget, Wanted};
 use super::{Policy, PolicyLimits, Repartition};
 use crate::demand::Demand;
 use crate::geometry::{GpuModel, ProfileCounts, ProfileSpec};
@@ -543,14 +543,7 @@ impl Policy for Planner {
     }
 
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
-        let away = nodes.iter().filter(|n| n.repartitioning && n.planned.is_none()).count();
-        let planned = nodes.iter().filter(|n| n.planned.is_some()).count();
-        let mut budget = self
-            .settings
-            .limits
-            .max_concurrent
-            .saturating_sub(away)
-            .min(self.settings.max_planned.saturating_sub(planned));
+        let mut budget = change_budget(nodes, self.settings.limits.max_concurrent, self.settings.max_planned);
         let mut groups: BTreeMap<&'static str, (&'static GpuModel, Vec<&NodeSnapshot>)> = BTreeMap::new();
         for n in nodes {
             groups.entry(n.model.name).or_insert((n.model, Vec::new())).1.push(n);

@@ -7,6 +7,17 @@ use crate::snapshot::NodeSnapshot;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// How many nodes may get a new plan now: at most `max_concurrent` away (draining or
+/// reconfiguring with no plan left) and at most `max_planned` with a plan, counting those
+/// already so among `nodes`.
+pub fn change_budget(nodes: &[NodeSnapshot], max_concurrent: usize, max_planned: usize) -> usize {
+    let away = nodes.iter().filter(|n| n.repartitioning && n.planned.is_none()).count();
+    let planned = nodes.iter().filter(|n| n.planned.is_some()).count();
+    max_concurrent
+        .saturating_sub(away)
+        .min(max_planned.saturating_sub(planned))
+}
+
 /// Instance creates and destroys to go from `a` to `b` (per GPU, counts only).
 pub fn distance(a: &NodeLayout, b: &NodeLayout) -> u32 {
     a.gpus

@@ -27,7 +27,7 @@ use crate::workload::Workload;
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::NodeLayout;
 use dynmig_core::policy::events::JobEvent;
-use dynmig_core::policy::wanted::Wanted;
+use dynmig_core::policy::wanted::{change_budget, Wanted};
 use dynmig_core::policy::{NodeSnapshot, Repartition};
 use std::time::Duration;
 
@@ -252,14 +252,7 @@ impl Policy for Adaptive {
             Some(Mode::Planner) => return proposals,
             Some(Mode::Static(t)) => t,
         };
-        let away = nodes.iter().filter(|n| n.repartitioning && n.planned.is_none()).count();
-        let planned = nodes.iter().filter(|n| n.planned.is_some()).count();
-        let mut budget = self
-            .settings
-            .limits
-            .max_concurrent
-            .saturating_sub(away)
-            .min(self.settings.max_planned.saturating_sub(planned));
+        let mut budget = change_budget(nodes, self.settings.limits.max_concurrent, self.settings.max_planned);
         let refs: Vec<&NodeSnapshot> = nodes.iter().collect();
         Wanted::from_layouts(target).assign(
             &refs,
