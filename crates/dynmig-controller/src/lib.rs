@@ -69,24 +69,19 @@ pub fn policy_from_config(config: &Config) -> Result<Box<dyn Policy>, String> {
             s.exact_profiles = true;
             match (lookahead, config.node_groups.first()) {
                 (Some(horizon), Some(g)) => {
-                    let nodes = config.node_groups.iter().map(|g| g.nodes.len()).sum();
                     let mut m = MpcSettings::new(s);
                     m.horizon = horizon;
-                    Box::new(Mpc::new(m, &engine_model(config, g, nodes)))
+                    Box::new(Mpc::new(m, &engine_model(config, g)))
                 }
                 _ => Box::new(Planner::new(s)),
             }
         }
         PolicyConfig::Adaptive => match config.node_groups.first() {
             Some(g) => {
-                let nodes = config.node_groups.iter().map(|g| g.nodes.len()).sum();
                 let mut s = AdaptiveSettings::new(PolicyLimits::from_config(config, 1));
                 // Slurm runs a job only on an instance of the GRES type it asked for.
                 s.exact_profiles = true;
-                if let Some(p) = s.planner.as_mut() {
-                    p.exact_profiles = true;
-                }
-                Box::new(Adaptive::new(s, &engine_model(config, g, nodes)))
+                Box::new(Adaptive::new(s, &engine_model(config, g)))
             }
             None => Box::new(NoChange),
         },
@@ -118,9 +113,10 @@ pub struct PassReport {
     pub held_idle_instances: u32,
 }
 
-/// The simulator's model of the managed nodes: `nodes` nodes of the first group's GPU model
+/// The simulator's model of the managed nodes: every group's nodes, of group `g`'s GPU model
 /// and count (every group alike, [`policy_from_config`]), drained as the controller drains.
-fn engine_model(config: &Config, g: &dynmig_core::config::NodeGroup, nodes: usize) -> SimConfig {
+fn engine_model(config: &Config, g: &dynmig_core::config::NodeGroup) -> SimConfig {
+    let nodes = config.node_groups.iter().map(|g| g.nodes.len()).sum();
     let mut cfg = SimConfig::new(g.gpu_model, nodes, g.gpus as usize);
     cfg.timing = match config.controller.drain {
         DrainMode::Reservation => DrainTiming::Reservation,

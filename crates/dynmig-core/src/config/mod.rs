@@ -168,7 +168,7 @@ pub enum PolicyConfig {
     },
     /// `kind = "adaptive"`: the best static layout searched again every day with the
     /// simulator's engine on the jobs of the last 7 days, the nodes moved to it at their time
-    /// limits (docs/policy.md, "Adaptive static layout"). No keys of its own.
+    /// limits (docs/policy.md, "Adaptive"). No keys of its own.
     Adaptive,
     /// `kind = "learned"`: a model trained by `dynmig train` (docs/learned.md).
     Learned {

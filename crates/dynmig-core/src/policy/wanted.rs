@@ -48,15 +48,28 @@ impl Wanted {
     pub fn new(kinds: &[ProfileCounts], gpn: usize) -> Self {
         let mut w = Wanted::default();
         for k in kinds {
-            let l = NodeLayout {
+            w.add(NodeLayout {
                 gpus: vec![k.clone(); gpn],
-            };
-            match w.0.iter_mut().find(|(x, _)| *x == l) {
-                Some((_, n)) => *n += 1,
-                None => w.0.push((l, 1)),
-            }
+            });
         }
         w
+    }
+
+    /// Wanted layouts from whole node layouts (`layouts[i]` one node each).
+    pub fn from_layouts(layouts: &[NodeLayout]) -> Self {
+        let mut w = Wanted::default();
+        for l in layouts {
+            w.add(l.clone());
+        }
+        w
+    }
+
+    /// One more node wanted in `l`.
+    fn add(&mut self, l: NodeLayout) {
+        match self.0.iter_mut().find(|(x, _)| *x == l) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((l, 1)),
+        }
     }
 
     /// Whether no layout is wanted any more.
@@ -82,20 +95,6 @@ impl Wanted {
             .min_by_key(|i| (distance(l, &self.0[*i].0), *i))?;
         self.0[i].1 -= 1;
         Some(self.0[i].0.clone())
-    }
-}
-
-impl Wanted {
-    /// Wanted layouts from whole node layouts (`layouts[i]` one node each).
-    pub fn from_layouts(layouts: &[NodeLayout]) -> Self {
-        let mut w = Wanted::default();
-        for l in layouts {
-            match w.0.iter_mut().find(|(x, _)| x == l) {
-                Some((_, n)) => *n += 1,
-                None => w.0.push((l.clone(), 1)),
-            }
-        }
-        w
     }
 
     /// Moves `nodes` towards the wanted layouts: nodes already in (or planned to) a wanted

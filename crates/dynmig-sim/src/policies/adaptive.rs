@@ -12,8 +12,8 @@
 //!   history.
 //! - **Whether a change pays.** What the nodes follow now (the layout they move to, the
 //!   planner, or at first the layouts they have) is scored on the same jobs; the best
-//!   candidate replaces it only when its ET is lower by `min_gain` (2%) of it. A candidate that cannot run some job of the history is
-//!   skipped, as in the baseline search.
+//!   candidate replaces it only when its ET is lower by `min_gain` (2%) of it. A candidate
+//!   that cannot run some job of the history is skipped, as in the baseline search.
 //! - **How nodes move.** As the planner's do ([`Wanted::assign`]): nodes already in a wanted
 //!   layout keep it, the others change when their running work ends soonest (within
 //!   `max_wait`), through reservations at their jobs' time limits, at most `max_concurrent`
@@ -83,26 +83,11 @@ impl AdaptiveSettings {
 
 /// What the nodes follow between two searches.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Mode {
+enum Mode {
     /// A cluster layout (one per node) the nodes move to.
     Static(Vec<NodeLayout>),
     /// The planner's decisions.
     Planner,
-}
-
-/// One search's outcome, for reports and tests.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SearchOutcome {
-    /// When it ran, s on the events' clock.
-    pub at_s: f64,
-    /// Jobs searched on.
-    pub jobs: usize,
-    /// The best candidate's name (`planner` for the planner) and ET.
-    pub best: Option<(String, f64)>,
-    /// The current mode's ET (`None`: it cannot run some job of the history).
-    pub current_et: Option<f64>,
-    /// Whether the mode changed.
-    pub changed: bool,
 }
 
 /// The best static layout re-searched every day on the past days (module docs).
@@ -117,19 +102,21 @@ pub struct Adaptive {
     mode: Option<Mode>,
     /// The planner, asked at every call so that it keeps learning the time-of-day need.
     planner: Option<Planner>,
-    /// Every search so far.
-    pub searches: Vec<SearchOutcome>,
 }
 
 impl Adaptive {
     /// A policy searching with the engine settings `cfg` (those of the run it is in, or the
-    /// controller's model of its nodes; samples off).
-    pub fn new(settings: AdaptiveSettings, cfg: &SimConfig) -> Self {
+    /// controller's model of its nodes; samples off). Its planner runs jobs on their own
+    /// profile exactly when `settings.exact_profiles` says so.
+    pub fn new(mut settings: AdaptiveSettings, cfg: &SimConfig) -> Self {
         let mut cfg = cfg.clone();
         cfg.sample_interval_s = 0.0;
         cfg.window_start_s = 0.0;
         cfg.audit = false;
         let keep_s = settings.history.as_secs_f64();
+        if let Some(p) = settings.planner.as_mut() {
+            p.exact_profiles = settings.exact_profiles;
+        }
         let planner = settings.planner.clone().map(Planner::new);
         Self {
             log: JobLog::new(cfg.model, settings.speedup, settings.exact_profiles, keep_s),
@@ -139,13 +126,7 @@ impl Adaptive {
             next_search_s: f64::NEG_INFINITY,
             mode: None,
             planner,
-            searches: Vec::new(),
         }
-    }
-
-    /// What the nodes follow, if anything was chosen.
-    pub fn mode(&self) -> Option<&Mode> {
-        self.mode.as_ref()
     }
 
     /// Searches the best static layout (and scores the planner) on the jobs of the last
@@ -155,19 +136,8 @@ impl Adaptive {
         let from = now - self.settings.history.as_secs_f64();
         let mut jobs = self.log.backlog(from, |at| at - from);
         jobs.extend(self.log.arrivals(from, now, |at| at - from));
-        let mut outcome = SearchOutcome {
-            at_s: now,
-            jobs: jobs.len(),
-            best: None,
-            current_et: None,
-            changed: false,
-        };
         if jobs.is_empty() || nodes.is_empty() {
-            self.searches.push(outcome);
             return;
-        }
-        for (i, j) in jobs.iter_mut().enumerate() {
-            j.id = i as u32;
         }
         let wl = Workload::new(jobs, "adaptive history".into());
         let cfg = SimConfig {
@@ -177,7 +147,6 @@ impl Adaptive {
         let quiet = |_: &str, _: u64| {};
         let Ok(mut searcher) = Searcher::new(&wl, &cfg, "adaptive", false, &quiet) else {
             // A history the engine refuses (a job no profile holds): nothing to learn from.
-            self.searches.push(outcome);
             return;
         };
         searcher.threads = 1;
@@ -186,7 +155,7 @@ impl Adaptive {
                 .try_score("planner", "planner", &PolicySpec::Plan(p.clone()), &quiet)
                 .ok()
         });
-        outcome.current_et = match &self.mode {
+        let current_et = match &self.mode {
             Some(Mode::Planner) => planner_et,
             Some(Mode::Static(t)) if t.len() == nodes.len() => searcher
                 .try_score("current", "current", &PolicySpec::Static(t.clone()), &quiet)
@@ -202,26 +171,20 @@ impl Adaptive {
             }
         };
         let (ranked, _) = searcher.statics(&quiet);
-        let mut best: Option<(String, f64, Mode)> = ranked.into_iter().next().and_then(|b| match b.spec {
-            PolicySpec::Static(l) => Some((b.name, b.et, Mode::Static(l))),
+        let mut best: Option<(f64, Mode)> = ranked.into_iter().next().and_then(|b| match b.spec {
+            PolicySpec::Static(l) => Some((b.et, Mode::Static(l))),
             _ => None,
         });
         if let Some(et) = planner_et {
-            if best.as_ref().is_none_or(|b| et < b.1) {
-                best = Some(("planner".into(), et, Mode::Planner));
+            if best.as_ref().is_none_or(|b| et < b.0) {
+                best = Some((et, Mode::Planner));
             }
         }
-        if let Some((name, et, mode)) = best {
-            outcome.best = Some((name, et));
-            let pays = outcome
-                .current_et
-                .is_none_or(|c| et < c * (1.0 - self.settings.min_gain));
-            if pays {
-                outcome.changed = self.mode.as_ref() != Some(&mode);
+        if let Some((et, mode)) = best {
+            if current_et.is_none_or(|c| et < c * (1.0 - self.settings.min_gain)) {
                 self.mode = Some(mode);
             }
         }
-        self.searches.push(outcome);
     }
 }
 
