@@ -304,16 +304,16 @@ fn add(a: &mut [f64], b: &[f64], sign: f64) {
 
 /// The node layouts (one per node, each GPU the same) that cover `need` (see the module docs).
 #[allow(clippy::too_many_arguments)]
-fn compose(
+fn compose<'a>(
     objective: Objective,
     exact: bool,
     nodes: usize,
     gpn: usize,
     need: &[f64],
-    allowed: &[ProfileCounts],
-    whole: &ProfileCounts,
+    allowed: &'a [ProfileCounts],
+    whole: &'a ProfileCounts,
     profiles: &[&'static ProfileSpec],
-) -> Vec<ProfileCounts> {
+) -> Vec<&'a ProfileCounts> {
     let g = gpn as f64;
     let whole_s = supply_of(whole, profiles, g);
     let options: Vec<(usize, Vec<f64>)> = allowed
@@ -321,7 +321,7 @@ fn compose(
         .enumerate()
         .map(|(i, l)| (i, supply_of(l, profiles, g)))
         .collect();
-    let mut kinds: Vec<ProfileCounts> = Vec::with_capacity(nodes);
+    let mut kinds: Vec<&ProfileCounts> = Vec::with_capacity(nodes);
     let mut supply = vec![0.0; profiles.len()];
     // Large clusters move in steps of 1/64 of their nodes, so that a decision costs the
     // same for 16 nodes as for 1,000 (at most 64 steps).
@@ -359,11 +359,11 @@ fn compose(
         add(&mut supply, &replaced, -k);
         add(&mut supply, &options[i].1, k);
         for _ in 0..k as usize {
-            kinds.push(allowed[i].clone());
+            kinds.push(&allowed[i]);
         }
     }
     while kinds.len() < nodes {
-        kinds.push(whole.clone());
+        kinds.push(whole);
     }
     kinds
 }
@@ -416,17 +416,61 @@ impl Planner {
         // instead made partitions feed on themselves: slower jobs, more of them running at
         // once, more need, more partitions (docs/policy.md).
         let full_slices = f64::from(model.compute_slices);
+        // `(c/C)^speedup` of each busy profile name, computed once per name and call.
+        let mut share_of: Vec<(&str, f64)> = Vec::new();
         let mut now = Need::new();
         for n in nodes {
             let (mut held, mut jobs) = (0.0, 0.0);
             for (p, c) in &n.busy {
-                let slices = model.profile(p).map_or(full_slices, |s| f64::from(s.compute_slices));
-                held += f64::from(*c) * (slices / full_slices).powf(self.settings.speedup);
+                let share = match share_of.iter().find(|(q, _)| *q == p.as_str()) {
+                    Some((_, s)) => *s,
+                    None => {
+                        let slices = model.profile(p).map_or(full_slices, |s| f64::from(s.compute_slices));
+                        let s = (slices / full_slices).powf(self.settings.speedup);
+                        share_of.push((p.as_str(), s));
+                        s
+                    }
+                };
+                held += f64::from(*c) * share;
                 jobs += f64::from(*c);
             }
             let factor = if jobs > 0.0 { held / jobs } else { 1.0 };
             for (p, c) in &n.running {
-                *now.entry(p.clone()).or_insert(0.0) += f64::from(*c) * factor;
+                let x = f64::from(*c) * factor;
+                match now.get_mut(p.as_str()) {
+                    Some(e) => *e += x,
+                    None => {
+                        now.insert(p.clone(), 0.0 + x);
+                    }
+                }
+            }
+        }
+        // The GPU layouts the nodes have (or are planned to have), each distinct one once
+        // with how many GPUs hold it: the current supply, the partitioned nodes and the
+        // profiles served now are read from them.
+        let mut gpu_layouts: Vec<(&ProfileCounts, u64)> = Vec::new();
+        let mut partitioned_now = 0usize;
+        for n in nodes {
+            let l = n.planned.as_ref().unwrap_or(&n.layout);
+            let mut partitioned = false;
+            let mut last: Option<usize> = None;
+            for g in &l.gpus {
+                let i = match last.filter(|i| gpu_layouts[*i].0 == g) {
+                    Some(i) => i,
+                    None => match gpu_layouts.iter().position(|(x, _)| *x == g) {
+                        Some(i) => i,
+                        None => {
+                            gpu_layouts.push((g, 0));
+                            gpu_layouts.len() - 1
+                        }
+                    },
+                };
+                gpu_layouts[i].1 += 1;
+                last = Some(i);
+                partitioned |= *g != whole;
+            }
+            if partitioned {
+                partitioned_now += 1;
             }
         }
         // Queued jobs count only beyond `queue_tolerance` x the running ones (module docs).
@@ -442,16 +486,14 @@ impl Planner {
         // A profile no instance can serve now is never waited out: its queue would not move.
         let exact = self.settings.exact_profiles;
         let served_now = |p: &ProfileSpec| {
-            nodes.iter().any(|n| {
-                n.planned.as_ref().unwrap_or(&n.layout).gpus.iter().any(|g| {
-                    g.iter().any(|(q, _)| {
-                        model.profile(q).is_some_and(|q| {
-                            if exact {
-                                q.name == p.name
-                            } else {
-                                q.memory_mib >= p.memory_mib
-                            }
-                        })
+            gpu_layouts.iter().any(|(g, _)| {
+                g.iter().any(|(q, _)| {
+                    model.profile(q).is_some_and(|q| {
+                        if exact {
+                            q.name == p.name
+                        } else {
+                            q.memory_mib >= p.memory_mib
+                        }
                     })
                 })
             })
@@ -480,23 +522,20 @@ impl Planner {
             &whole,
             &profiles,
         );
-        // 3. Whether it pays: the current mix, planned targets counted.
+        // 3. Whether it pays: the current mix, planned targets counted. Supplies are whole
+        // numbers of instances, so summing them per distinct layout is exact.
         let mut current = vec![0.0; profiles.len()];
-        let mut partitioned_now = 0usize;
-        for n in nodes {
-            let l = n.planned.as_ref().unwrap_or(&n.layout);
-            for g in &l.gpus {
-                add_layout(&mut current, g, &profiles, 1.0);
-            }
-            if l.gpus.iter().any(|g| *g != whole) {
-                partitioned_now += 1;
-            }
+        for (g, gpus) in &gpu_layouts {
+            add_layout(&mut current, g, &profiles, *gpus as f64);
         }
         let mut desired = vec![0.0; profiles.len()];
-        for l in &kinds {
-            add_layout(&mut desired, l, &profiles, gpn as f64);
+        let mut partitioned_wanted = 0;
+        for run in kinds.chunk_by(|a, b| std::ptr::eq(*a, *b)) {
+            add_layout(&mut desired, run[0], &profiles, (gpn * run.len()) as f64);
+            if *run[0] != whole {
+                partitioned_wanted += run.len();
+            }
         }
-        let partitioned_wanted = kinds.iter().filter(|l| **l != whole).count();
         let (now_s, want_s) = (
             shortfall(&current, &need, &profiles, exact),
             shortfall(&desired, &need, &profiles, exact),
@@ -526,7 +565,7 @@ impl Planner {
             *budget = (*budget).min(1);
             (budget, Duration::MAX)
         };
-        Wanted::new(&kinds, gpn).assign(nodes, budget, self.settings.limits.min_layout_lifetime, max_wait, out);
+        Wanted::new(kinds, gpn).assign(nodes, budget, self.settings.limits.min_layout_lifetime, max_wait, out);
     }
 }
 
@@ -739,17 +778,9 @@ mod tests {
         need[i7] = 10.0;
         let whole = ProfileCounts::parse(&A100_80GB, "1x7g.80gb").unwrap();
         let split = ProfileCounts::parse(&A100_80GB, "2x3g.40gb").unwrap();
-        let kinds = compose(
-            Objective::Speed,
-            false,
-            8,
-            1,
-            &need,
-            &[whole.clone(), split.clone()],
-            &whole,
-            &ps,
-        );
-        let n_split = kinds.iter().filter(|k| **k == split).count();
+        let allowed = [whole.clone(), split.clone()];
+        let kinds = compose(Objective::Speed, false, 8, 1, &need, &allowed, &whole, &ps);
+        let n_split = kinds.iter().filter(|k| ***k == split).count();
         assert!(
             (2..8).contains(&n_split),
             "neither profile gets all the GPUs: {n_split} of 8 split"

@@ -45,14 +45,34 @@ pub struct Wanted(Vec<(NodeLayout, usize)>);
 
 impl Wanted {
     /// One node of layout `k` on every GPU per entry of `kinds`.
-    pub fn new(kinds: &[ProfileCounts], gpn: usize) -> Self {
-        let mut w = Wanted::default();
+    pub fn new<'a>(kinds: impl IntoIterator<Item = &'a ProfileCounts>, gpn: usize) -> Self {
+        // Count the distinct kinds first (in order of first appearance, as `add` keeps them):
+        // a mix names thousands of nodes but few layouts, and a node layout is built once
+        // per distinct one.
+        let mut distinct: Vec<(&ProfileCounts, usize)> = Vec::new();
         for k in kinds {
-            w.add(NodeLayout {
-                gpus: vec![k.clone(); gpn],
-            });
+            let k: &ProfileCounts = k;
+            match distinct.last_mut().filter(|(x, _)| *x == k) {
+                Some((_, n)) => *n += 1,
+                None => match distinct.iter_mut().find(|(x, _)| *x == k) {
+                    Some((_, n)) => *n += 1,
+                    None => distinct.push((k, 1)),
+                },
+            }
         }
-        w
+        Wanted(
+            distinct
+                .into_iter()
+                .map(|(k, n)| {
+                    (
+                        NodeLayout {
+                            gpus: vec![k.clone(); gpn],
+                        },
+                        n,
+                    )
+                })
+                .collect(),
+        )
     }
 
     /// Wanted layouts from whole node layouts (`layouts[i]` one node each).
@@ -138,13 +158,15 @@ impl Wanted {
                 });
             }
         }
+        if *budget == 0 || self.is_empty() {
+            return;
+        }
+        // Nodes too young or busy too long are never taken: they are left out before sorting.
+        free_nodes.retain(|n| n.layout_age >= min_age && n.work_ends_in <= max_wait);
         free_nodes.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
         for n in free_nodes {
             if *budget == 0 || self.is_empty() {
                 break;
-            }
-            if n.layout_age < min_age || n.work_ends_in > max_wait {
-                continue;
             }
             let Some(target) = self.take_nearest(&n.layout) else {
                 break;
