@@ -81,6 +81,8 @@ pub fn policy_from_config(config: &Config) -> Result<Box<dyn Policy>, String> {
                 let mut s = AdaptiveSettings::new(PolicyLimits::from_config(config, 1));
                 // Slurm runs a job only on an instance of the GRES type it asked for.
                 s.exact_profiles = true;
+                // A week's search on a large cluster takes long; no pass waits for it.
+                s.background = true;
                 Box::new(Adaptive::new(s, &engine_model(config, g)))
             }
             None => Box::new(NoChange),
