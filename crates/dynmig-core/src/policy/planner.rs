@@ -448,26 +448,28 @@ impl Planner {
         // The GPU layouts the nodes have (or are planned to have), each distinct one once
         // with how many GPUs hold it: the current supply, the partitioned nodes and the
         // profiles served now are read from them.
-        let mut gpu_layouts: Vec<(&ProfileCounts, u64)> = Vec::new();
+        // Each distinct layout: itself, how many GPUs hold it, whether it is partitioned.
+        let mut gpu_layouts: Vec<(&ProfileCounts, u64, bool)> = Vec::new();
         let mut partitioned_now = 0usize;
+        let mut last: Option<usize> = None;
         for n in nodes {
             let l = n.planned.as_ref().unwrap_or(&n.layout);
             let mut partitioned = false;
-            let mut last: Option<usize> = None;
             for g in &l.gpus {
+                // Neighbouring GPUs (and nodes) mostly hold the same layout.
                 let i = match last.filter(|i| gpu_layouts[*i].0 == g) {
                     Some(i) => i,
-                    None => match gpu_layouts.iter().position(|(x, _)| *x == g) {
+                    None => match gpu_layouts.iter().position(|(x, _, _)| *x == g) {
                         Some(i) => i,
                         None => {
-                            gpu_layouts.push((g, 0));
+                            gpu_layouts.push((g, 0, *g != whole));
                             gpu_layouts.len() - 1
                         }
                     },
                 };
                 gpu_layouts[i].1 += 1;
+                partitioned |= gpu_layouts[i].2;
                 last = Some(i);
-                partitioned |= *g != whole;
             }
             if partitioned {
                 partitioned_now += 1;
@@ -486,7 +488,7 @@ impl Planner {
         // A profile no instance can serve now is never waited out: its queue would not move.
         let exact = self.settings.exact_profiles;
         let served_now = |p: &ProfileSpec| {
-            gpu_layouts.iter().any(|(g, _)| {
+            gpu_layouts.iter().any(|(g, _, _)| {
                 g.iter().any(|(q, _)| {
                     model.profile(q).is_some_and(|q| {
                         if exact {
@@ -525,7 +527,7 @@ impl Planner {
         // 3. Whether it pays: the current mix, planned targets counted. Supplies are whole
         // numbers of instances, so summing them per distinct layout is exact.
         let mut current = vec![0.0; profiles.len()];
-        for (g, gpus) in &gpu_layouts {
+        for (g, gpus, _) in &gpu_layouts {
             add_layout(&mut current, g, &profiles, *gpus as f64);
         }
         let mut desired = vec![0.0; profiles.len()];
