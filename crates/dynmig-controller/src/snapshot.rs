@@ -160,6 +160,7 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
         schedulable_free: BTreeMap::new(),
         work_ends_in: Duration::ZERO,
         planned: None,
+        version: 0,
     };
     let Some(n) = info else {
         // Deleted for re-registration: counts as a repartition under way.

@@ -53,6 +53,12 @@ pub struct NodeSnapshot {
     /// A policy moves the plan by returning another target for the node, and cancels it by
     /// returning the node's current layout ([`crate::policy::Repartition`]).
     pub planned: Option<NodeLayout>,
+    /// Changes whenever the node's `layout`, `planned`, `busy`, `running`, `unavailable` or
+    /// `repartitioning` change (not with the clock-driven `layout_age` and `work_ends_in`):
+    /// a policy may keep what it derived from those fields while the version stays. `0`:
+    /// unknown, nothing may be kept (the controller builds every snapshot anew and leaves it
+    /// 0; the simulator's incremental view numbers its updates).
+    pub version: u64,
 }
 
 impl NodeSnapshot {
@@ -143,6 +149,7 @@ mod tests {
             schedulable_free: free.iter().copied().collect(),
             work_ends_in: Duration::ZERO,
             planned: None,
+            version: 0,
         }
     }
 

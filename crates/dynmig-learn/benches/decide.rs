@@ -38,6 +38,7 @@ fn nodes(n: usize) -> Vec<NodeSnapshot> {
             schedulable_free: Default::default(),
             work_ends_in: Duration::from_secs((i as u64 % 60) * 60),
             planned: None,
+            version: 0,
         })
         .collect()
 }

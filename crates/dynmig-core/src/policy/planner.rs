@@ -155,6 +155,41 @@ pub struct Planner {
     learned: BTreeMap<&'static str, Learned>,
     /// Per model: the allowed layouts seen, their profiles and the whole-GPU layout.
     cache: ProfileCache,
+    /// Per model: what each node contributed at the last call ([`Planner::tally`]).
+    terms: BTreeMap<&'static str, GroupTerms>,
+}
+
+/// What the planner derived from the nodes of one GPU model, node by node, kept while a
+/// node's [`NodeSnapshot::version`] stays the same.
+#[derive(Debug, Clone, Default)]
+struct GroupTerms {
+    /// The whole-GPU layout the terms were made for (a node is partitioned when a GPU is not
+    /// in it).
+    whole: ProfileCounts,
+    /// Profile names the nodes' running jobs asked for, in order of first appearance.
+    names: Vec<String>,
+    /// `(c/C)^speedup` of each busy profile name seen.
+    shares: Vec<(String, f64)>,
+    /// GPU layouts seen, and whether each is partitioned.
+    layouts: Vec<(ProfileCounts, bool)>,
+    /// Per node (by position in the group).
+    nodes: Vec<NodeTerms>,
+}
+
+/// What one node contributes to a call ([`Planner::tally`]).
+#[derive(Debug, Clone, Default)]
+struct NodeTerms {
+    /// The node's version when these were made (0: never).
+    version: u64,
+    name: String,
+    /// Need of its running jobs: (index into [`GroupTerms::names`], instances weighed by the
+    /// share of a whole GPU's time they hold), in the order of its `running` map.
+    need: Vec<(usize, f64)>,
+    /// Its GPUs' layouts (the planned target, else the current one), as runs of (index into
+    /// [`GroupTerms::layouts`], GPUs).
+    gpus: Vec<(usize, u64)>,
+    /// Whether any of those GPUs is partitioned.
+    partitioned: bool,
 }
 
 type ProfileCache = BTreeMap<&'static str, (Arc<[ProfileCounts]>, Arc<[&'static ProfileSpec]>, ProfileCounts)>;
@@ -166,6 +201,7 @@ impl Planner {
             settings,
             learned: BTreeMap::new(),
             cache: BTreeMap::new(),
+            terms: BTreeMap::new(),
         }
     }
 
@@ -394,6 +430,120 @@ impl Planner {
         (profiles, whole)
     }
 
+    /// The need of the running jobs per profile name they asked for (each weighed by the
+    /// share of a whole GPU's time it holds, module docs), the GPU layouts the nodes have (or
+    /// are planned to have) with how many GPUs hold each, and how many nodes are partitioned.
+    /// What a node contributes is kept between calls while its version stays (the
+    /// simulator's view changes few nodes between two calls); the sums are taken in node
+    /// order every call, so the result is the same as from scratch.
+    fn tally(
+        &mut self,
+        model: &'static GpuModel,
+        nodes: &[&NodeSnapshot],
+        whole: &ProfileCounts,
+    ) -> (Need, Vec<(ProfileCounts, u64)>, usize) {
+        let mut t = self.terms.remove(model.name).unwrap_or_default();
+        if t.whole != *whole {
+            t = GroupTerms {
+                whole: whole.clone(),
+                ..GroupTerms::default()
+            };
+        }
+        t.nodes.resize_with(nodes.len(), NodeTerms::default);
+        let full_slices = f64::from(model.compute_slices);
+        let mut acc: Vec<f64> = vec![0.0; t.names.len()];
+        let mut touched: Vec<bool> = vec![false; t.names.len()];
+        let mut layout_gpus: Vec<u64> = vec![0; t.layouts.len()];
+        let mut partitioned_now = 0usize;
+        for (k, n) in nodes.iter().enumerate() {
+            let fresh = n.version != 0 && t.nodes[k].version == n.version && t.nodes[k].name == n.name;
+            if !fresh {
+                let (mut held, mut jobs) = (0.0, 0.0);
+                for (p, c) in &n.busy {
+                    let share = match t.shares.iter().find(|(q, _)| q == p) {
+                        Some((_, s)) => *s,
+                        None => {
+                            let slices = model.profile(p).map_or(full_slices, |s| f64::from(s.compute_slices));
+                            let s = (slices / full_slices).powf(self.settings.speedup);
+                            t.shares.push((p.clone(), s));
+                            s
+                        }
+                    };
+                    held += f64::from(*c) * share;
+                    jobs += f64::from(*c);
+                }
+                let factor = if jobs > 0.0 { held / jobs } else { 1.0 };
+                let mut need = Vec::with_capacity(n.running.len());
+                for (p, c) in &n.running {
+                    let i = match t.names.iter().position(|q| q == p) {
+                        Some(i) => i,
+                        None => {
+                            t.names.push(p.clone());
+                            t.names.len() - 1
+                        }
+                    };
+                    need.push((i, f64::from(*c) * factor));
+                }
+                let mut gpus: Vec<(usize, u64)> = Vec::new();
+                let mut partitioned = false;
+                for g in &n.planned.as_ref().unwrap_or(&n.layout).gpus {
+                    let i = match gpus.last().filter(|(i, _)| t.layouts[*i].0 == *g) {
+                        Some((i, _)) => *i,
+                        None => match t.layouts.iter().position(|(x, _)| x == g) {
+                            Some(i) => i,
+                            None => {
+                                t.layouts.push((g.clone(), *g != t.whole));
+                                t.layouts.len() - 1
+                            }
+                        },
+                    };
+                    partitioned |= t.layouts[i].1;
+                    match gpus.last_mut() {
+                        Some((j, count)) if *j == i => *count += 1,
+                        _ => gpus.push((i, 1)),
+                    }
+                }
+                t.nodes[k] = NodeTerms {
+                    version: n.version,
+                    name: n.name.clone(),
+                    need,
+                    gpus,
+                    partitioned,
+                };
+                acc.resize(t.names.len(), 0.0);
+                touched.resize(t.names.len(), false);
+                layout_gpus.resize(t.layouts.len(), 0);
+            }
+            let terms = &t.nodes[k];
+            for &(i, x) in &terms.need {
+                acc[i] += x;
+                touched[i] = true;
+            }
+            for &(i, count) in &terms.gpus {
+                layout_gpus[i] += count;
+            }
+            if terms.partitioned {
+                partitioned_now += 1;
+            }
+        }
+        let now: Need = t
+            .names
+            .iter()
+            .zip(acc.iter().zip(&touched))
+            .filter(|(_, (_, touched))| **touched)
+            .map(|(p, (x, _))| (p.clone(), *x))
+            .collect();
+        let gpu_layouts = t
+            .layouts
+            .iter()
+            .zip(&layout_gpus)
+            .filter(|(_, count)| **count > 0)
+            .map(|((l, _), count)| (l.clone(), *count))
+            .collect();
+        self.terms.insert(model.name, t);
+        (now, gpu_layouts, partitioned_now)
+    }
+
     fn plan_group(
         &mut self,
         tod: Duration,
@@ -415,66 +565,7 @@ impl Planner {
         // GPU, so it holds `(c/C)^speedup` of a whole GPU's time. Counting it as one instance
         // instead made partitions feed on themselves: slower jobs, more of them running at
         // once, more need, more partitions (docs/policy.md).
-        let full_slices = f64::from(model.compute_slices);
-        // `(c/C)^speedup` of each busy profile name, computed once per name and call.
-        let mut share_of: Vec<(&str, f64)> = Vec::new();
-        let mut now = Need::new();
-        for n in nodes {
-            let (mut held, mut jobs) = (0.0, 0.0);
-            for (p, c) in &n.busy {
-                let share = match share_of.iter().find(|(q, _)| *q == p.as_str()) {
-                    Some((_, s)) => *s,
-                    None => {
-                        let slices = model.profile(p).map_or(full_slices, |s| f64::from(s.compute_slices));
-                        let s = (slices / full_slices).powf(self.settings.speedup);
-                        share_of.push((p.as_str(), s));
-                        s
-                    }
-                };
-                held += f64::from(*c) * share;
-                jobs += f64::from(*c);
-            }
-            let factor = if jobs > 0.0 { held / jobs } else { 1.0 };
-            for (p, c) in &n.running {
-                let x = f64::from(*c) * factor;
-                match now.get_mut(p.as_str()) {
-                    Some(e) => *e += x,
-                    None => {
-                        now.insert(p.clone(), 0.0 + x);
-                    }
-                }
-            }
-        }
-        // The GPU layouts the nodes have (or are planned to have), each distinct one once
-        // with how many GPUs hold it: the current supply, the partitioned nodes and the
-        // profiles served now are read from them.
-        // Each distinct layout: itself, how many GPUs hold it, whether it is partitioned.
-        let mut gpu_layouts: Vec<(&ProfileCounts, u64, bool)> = Vec::new();
-        let mut partitioned_now = 0usize;
-        let mut last: Option<usize> = None;
-        for n in nodes {
-            let l = n.planned.as_ref().unwrap_or(&n.layout);
-            let mut partitioned = false;
-            for g in &l.gpus {
-                // Neighbouring GPUs (and nodes) mostly hold the same layout.
-                let i = match last.filter(|i| gpu_layouts[*i].0 == g) {
-                    Some(i) => i,
-                    None => match gpu_layouts.iter().position(|(x, _, _)| *x == g) {
-                        Some(i) => i,
-                        None => {
-                            gpu_layouts.push((g, 0, *g != whole));
-                            gpu_layouts.len() - 1
-                        }
-                    },
-                };
-                gpu_layouts[i].1 += 1;
-                partitioned |= gpu_layouts[i].2;
-                last = Some(i);
-            }
-            if partitioned {
-                partitioned_now += 1;
-            }
-        }
+        let (mut now, gpu_layouts, partitioned_now) = self.tally(model, nodes, &whole);
         // Queued jobs count only beyond `queue_tolerance` x the running ones (module docs).
         let running: f64 = now.values().sum();
         let pending: f64 = demand
@@ -488,7 +579,7 @@ impl Planner {
         // A profile no instance can serve now is never waited out: its queue would not move.
         let exact = self.settings.exact_profiles;
         let served_now = |p: &ProfileSpec| {
-            gpu_layouts.iter().any(|(g, _, _)| {
+            gpu_layouts.iter().any(|(g, _)| {
                 g.iter().any(|(q, _)| {
                     model.profile(q).is_some_and(|q| {
                         if exact {
@@ -527,7 +618,7 @@ impl Planner {
         // 3. Whether it pays: the current mix, planned targets counted. Supplies are whole
         // numbers of instances, so summing them per distinct layout is exact.
         let mut current = vec![0.0; profiles.len()];
-        for (g, gpus, _) in &gpu_layouts {
+        for (g, gpus) in &gpu_layouts {
             add_layout(&mut current, g, &profiles, *gpus as f64);
         }
         let mut desired = vec![0.0; profiles.len()];
@@ -619,6 +710,7 @@ mod tests {
             schedulable_free: BTreeMap::new(),
             work_ends_in: Duration::from_secs(ends_in_s),
             planned: None,
+            version: 0,
         }
     }
 

@@ -347,6 +347,7 @@ mod tests {
                 schedulable_free: BTreeMap::new(),
                 work_ends_in: Duration::ZERO,
                 planned: None,
+                version: 0,
             })
             .collect()
     }

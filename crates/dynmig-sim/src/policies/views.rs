@@ -47,6 +47,8 @@ pub struct View {
     /// Per node, busy and running instances per profile as in its snapshot's maps (when the
     /// model has at most [`MAX_PROFILES`] profiles).
     counts: Vec<Counts>,
+    /// The last [`NodeSnapshot::version`] given: every update of a node takes the next one.
+    version: u64,
 }
 
 /// Busy and running instances per profile index.
@@ -71,6 +73,10 @@ impl View {
             self.snapshot.nodes = (0..c.nodes()).map(|n| node(c, n, allowed, profiles, class)).collect();
             self.ends_ms = (0..c.nodes()).map(|n| node_ends_ms(c, n)).collect();
             self.counts = (0..c.nodes()).map(|n| count_busy(c, n)).collect();
+            for s in &mut self.snapshot.nodes {
+                self.version += 1;
+                s.version = self.version;
+            }
         } else {
             for &n in &c.dirty_nodes {
                 let n = n as usize;
@@ -83,6 +89,8 @@ impl View {
                     self.counts[n] = counts;
                 }
                 self.ends_ms[n] = node_ends_ms(c, n);
+                self.version += 1;
+                self.snapshot.nodes[n].version = self.version;
             }
         }
         for (n, s) in self.snapshot.nodes.iter_mut().enumerate() {
@@ -231,5 +239,6 @@ fn node(
         schedulable_free,
         work_ends_in: Duration::ZERO,
         planned,
+        version: 0,
     }
 }
