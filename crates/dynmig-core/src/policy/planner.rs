@@ -297,7 +297,12 @@ fn add_layout(supply: &mut [f64], l: &ProfileCounts, profiles: &[&'static Profil
 /// serve everything (an overload: the need counts queued jobs), every profile gets the same
 /// share of its need rather than the largest profiles all of theirs.
 fn shortfall(supply: &[f64], need: &[f64], profiles: &[&'static ProfileSpec], exact: bool) -> (f64, f64) {
-    let mut avail = supply.to_vec();
+    shortfall_in(&mut supply.to_vec(), need, profiles, exact)
+}
+
+/// [`shortfall`] of the supply in `avail`, which it uses up (no allocation: the planner's
+/// search calls it thousands of times per decision).
+fn shortfall_in(avail: &mut [f64], need: &[f64], profiles: &[&'static ProfileSpec], exact: bool) -> (f64, f64) {
     let mut left = 0.0;
     let mut worst: f64 = 0.0;
     for c in (0..profiles.len()).rev() {
@@ -359,6 +364,7 @@ fn compose<'a>(
         .collect();
     let mut kinds: Vec<&ProfileCounts> = Vec::with_capacity(nodes);
     let mut supply = vec![0.0; profiles.len()];
+    let mut scratch = vec![0.0; profiles.len()];
     // Large clusters move in steps of 1/64 of their nodes, so that a decision costs the
     // same for 16 nodes as for 1,000 (at most 64 steps).
     let step = (nodes / 64).max(1);
@@ -381,10 +387,10 @@ fn compose<'a>(
         let k = step.min(nodes - kinds.len()) as f64;
         let mut best: Option<((f64, f64), usize)> = None;
         for (i, s) in &options {
-            let mut t = supply.clone();
-            add(&mut t, &replaced, -k);
-            add(&mut t, s, k);
-            let u = shortfall(&t, need, profiles, exact);
+            scratch.copy_from_slice(&supply);
+            add(&mut scratch, &replaced, -k);
+            add(&mut scratch, s, k);
+            let u = shortfall_in(&mut scratch, need, profiles, exact);
             if best.is_none_or(|(b, _)| better(u, b)) {
                 best = Some((u, *i));
             }
@@ -473,7 +479,9 @@ impl Planner {
                     jobs += f64::from(*c);
                 }
                 let factor = if jobs > 0.0 { held / jobs } else { 1.0 };
-                let mut need = Vec::with_capacity(n.running.len());
+                // The node's terms are refilled in place (no allocation once they have grown).
+                let mut terms = std::mem::take(&mut t.nodes[k]);
+                terms.need.clear();
                 for (p, c) in &n.running {
                     let i = match t.names.iter().position(|q| q == p) {
                         Some(i) => i,
@@ -482,12 +490,12 @@ impl Planner {
                             t.names.len() - 1
                         }
                     };
-                    need.push((i, f64::from(*c) * factor));
+                    terms.need.push((i, f64::from(*c) * factor));
                 }
-                let mut gpus: Vec<(usize, u64)> = Vec::new();
-                let mut partitioned = false;
+                terms.gpus.clear();
+                terms.partitioned = false;
                 for g in &n.planned.as_ref().unwrap_or(&n.layout).gpus {
-                    let i = match gpus.last().filter(|(i, _)| t.layouts[*i].0 == *g) {
+                    let i = match terms.gpus.last().filter(|(i, _)| t.layouts[*i].0 == *g) {
                         Some((i, _)) => *i,
                         None => match t.layouts.iter().position(|(x, _)| x == g) {
                             Some(i) => i,
@@ -497,19 +505,17 @@ impl Planner {
                             }
                         },
                     };
-                    partitioned |= t.layouts[i].1;
-                    match gpus.last_mut() {
+                    terms.partitioned |= t.layouts[i].1;
+                    match terms.gpus.last_mut() {
                         Some((j, count)) if *j == i => *count += 1,
-                        _ => gpus.push((i, 1)),
+                        _ => terms.gpus.push((i, 1)),
                     }
                 }
-                t.nodes[k] = NodeTerms {
-                    version: n.version,
-                    name: n.name.clone(),
-                    need,
-                    gpus,
-                    partitioned,
-                };
+                terms.version = n.version;
+                if terms.name != n.name {
+                    terms.name.clone_from(&n.name);
+                }
+                t.nodes[k] = terms;
                 acc.resize(t.names.len(), 0.0);
                 touched.resize(t.names.len(), false);
                 layout_gpus.resize(t.layouts.len(), 0);

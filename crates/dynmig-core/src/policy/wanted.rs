@@ -50,11 +50,14 @@ impl Wanted {
         // a mix names thousands of nodes but few layouts, and a node layout is built once
         // per distinct one.
         let mut distinct: Vec<(&ProfileCounts, usize)> = Vec::new();
+        // A mix repeats the same few layouts, mostly as the same references: those are
+        // equal without comparing them.
+        let same = |x: &ProfileCounts, k: &ProfileCounts| std::ptr::eq(x, k) || x == k;
         for k in kinds {
             let k: &ProfileCounts = k;
-            match distinct.last_mut().filter(|(x, _)| *x == k) {
+            match distinct.last_mut().filter(|(x, _)| same(x, k)) {
                 Some((_, n)) => *n += 1,
-                None => match distinct.iter_mut().find(|(x, _)| *x == k) {
+                None => match distinct.iter_mut().find(|(x, _)| same(x, k)) {
                     Some((_, n)) => *n += 1,
                     None => distinct.push((k, 1)),
                 },
