@@ -365,6 +365,7 @@ fn compose<'a>(
     let mut kinds: Vec<&ProfileCounts> = Vec::with_capacity(nodes);
     let mut supply = vec![0.0; profiles.len()];
     let mut scratch = vec![0.0; profiles.len()];
+    let mut base = vec![0.0; profiles.len()];
     // Large clusters move in steps of 1/64 of their nodes, so that a decision costs the
     // same for 16 nodes as for 1,000 (at most 64 steps).
     let step = (nodes / 64).max(1);
@@ -372,9 +373,8 @@ fn compose<'a>(
     // starts from nothing and each step fills nodes.
     let replaced = match objective {
         Objective::Speed => {
-            for _ in 0..nodes {
-                add(&mut supply, &whole_s, 1.0);
-            }
+            // Whole numbers of instances: the product is the sum of `nodes` terms, exactly.
+            add(&mut supply, &whole_s, nodes as f64);
             whole_s.clone()
         }
         Objective::Consolidate => vec![0.0; profiles.len()],
@@ -386,9 +386,10 @@ fn compose<'a>(
         }
         let k = step.min(nodes - kinds.len()) as f64;
         let mut best: Option<((f64, f64), usize)> = None;
+        base.copy_from_slice(&supply);
+        add(&mut base, &replaced, -k);
         for (i, s) in &options {
-            scratch.copy_from_slice(&supply);
-            add(&mut scratch, &replaced, -k);
+            scratch.copy_from_slice(&base);
             add(&mut scratch, s, k);
             let u = shortfall_in(&mut scratch, need, profiles, exact);
             if best.is_none_or(|(b, _)| better(u, b)) {
