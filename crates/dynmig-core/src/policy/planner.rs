@@ -721,6 +721,42 @@ mod tests {
         }
     }
 
+    /// What a planner tallies of `nodes` (need of the running jobs, GPU layouts in any order,
+    /// partitioned nodes), as text.
+    fn tally_of(p: &mut Planner, nodes: &[NodeSnapshot]) -> String {
+        let refs: Vec<&NodeSnapshot> = nodes.iter().collect();
+        let whole = ProfileCounts::parse(&A100_80GB, "1x7g.80gb").unwrap();
+        let (need, layouts, partitioned) = p.tally(&A100_80GB, &refs, &whole);
+        let mut layouts: Vec<String> = layouts.iter().map(|(l, gpus)| format!("{gpus} x {l}")).collect();
+        layouts.sort();
+        format!("{need:?} {layouts:?} {partitioned}")
+    }
+
+    #[test]
+    fn what_a_node_contributes_is_kept_while_its_version_stays_and_never_changes_the_tally() {
+        let mut kept = planner(1);
+        let mut nodes = vec![
+            node("a", "1x7g.80gb,1x7g.80gb", &[("7g.80gb", 1)], 0),
+            node("b", "2x3g.40gb,1x7g.80gb", &[("3g.40gb", 2)], 0),
+        ];
+        nodes[0].version = 1;
+        nodes[1].version = 2;
+        let first = tally_of(&mut kept, &nodes);
+        assert!(first.contains("3g.40gb") && first.contains("7g.80gb"), "{first}");
+        // Node a changes (a new version); node b changes with version 0 (unknown, as the
+        // controller gives it): both are read again, and the tally is that of a planner that
+        // never saw them.
+        nodes[0] = node("a", "7x1g.10gb,1x7g.80gb", &[("1g.10gb", 3)], 0);
+        nodes[0].version = 3;
+        nodes[1] = node("b", "1x7g.80gb,1x7g.80gb", &[], 0);
+        let second = tally_of(&mut kept, &nodes);
+        assert_ne!(second, first);
+        assert_eq!(second, tally_of(&mut planner(1), &nodes));
+        assert!(second.contains("1g.10gb") && !second.contains("3g.40gb"), "{second}");
+        // Unchanged versions: the same tally again.
+        assert_eq!(tally_of(&mut kept, &nodes), second);
+    }
+
     fn demand(p: &[(&str, u32)]) -> Demand {
         Demand {
             pending: p.iter().map(|(p, n)| (p.to_string(), *n)).collect(),
