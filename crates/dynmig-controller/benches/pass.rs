@@ -1,8 +1,9 @@
 //! The controller pass on 1,000 nodes x 8 A100-80GB GPUs with 10,000 pending jobs (and about
 //! 2,000 running), through the fake Slurm (so this times dynmig's work, not slurmctld's), for
 //! the demand, plan, mpc and adaptive policies (adaptive's daily search on its own thread, as
-//! in `dynmig controller`: the clock passes a day within the timed passes): the first pass (the job feed sees every job), criterion's
-//! estimate, then the median and p99 of 200 timed passes, printed.
+//! in `dynmig controller`; the 200 timed passes span 33 h of the pass clock): the first pass
+//! (the job feed sees every job), criterion's estimate, then the median, p99 and slowest of
+//! 200 timed passes, printed.
 //!
 //! `cargo bench -p dynmig-controller --bench pass`
 

@@ -332,6 +332,17 @@ fn shortfall_in(avail: &mut [f64], need: &[f64], profiles: &[&'static ProfileSpe
     (worst, left)
 }
 
+/// The index of the first item of `list` that `is`, after pushing `make()` if none is.
+fn index_of<T>(list: &mut Vec<T>, is: impl Fn(&T) -> bool, make: impl FnOnce() -> T) -> usize {
+    match list.iter().position(is) {
+        Some(i) => i,
+        None => {
+            list.push(make());
+            list.len() - 1
+        }
+    }
+}
+
 /// Whether shortfall `a` is better than `b` by more than rounding.
 fn better(a: (f64, f64), b: (f64, f64)) -> bool {
     a.0 < b.0 - 1e-9 || (a.0 <= b.0 + 1e-9 && a.1 < b.1 - 1e-9)
@@ -467,16 +478,15 @@ impl Planner {
             if !fresh {
                 let (mut held, mut jobs) = (0.0, 0.0);
                 for (p, c) in &n.busy {
-                    let share = match t.shares.iter().find(|(q, _)| q == p) {
-                        Some((_, s)) => *s,
-                        None => {
+                    let i = index_of(
+                        &mut t.shares,
+                        |(q, _)| q == p,
+                        || {
                             let slices = model.profile(p).map_or(full_slices, |s| f64::from(s.compute_slices));
-                            let s = (slices / full_slices).powf(self.settings.speedup);
-                            t.shares.push((p.clone(), s));
-                            s
-                        }
-                    };
-                    held += f64::from(*c) * share;
+                            (p.clone(), (slices / full_slices).powf(self.settings.speedup))
+                        },
+                    );
+                    held += f64::from(*c) * t.shares[i].1;
                     jobs += f64::from(*c);
                 }
                 let factor = if jobs > 0.0 { held / jobs } else { 1.0 };
@@ -484,27 +494,16 @@ impl Planner {
                 let mut terms = std::mem::take(&mut t.nodes[k]);
                 terms.need.clear();
                 for (p, c) in &n.running {
-                    let i = match t.names.iter().position(|q| q == p) {
-                        Some(i) => i,
-                        None => {
-                            t.names.push(p.clone());
-                            t.names.len() - 1
-                        }
-                    };
+                    let i = index_of(&mut t.names, |q| q == p, || p.clone());
                     terms.need.push((i, f64::from(*c) * factor));
                 }
                 terms.gpus.clear();
                 terms.partitioned = false;
                 for g in &n.planned.as_ref().unwrap_or(&n.layout).gpus {
+                    // Neighbouring GPUs mostly hold the same layout.
                     let i = match terms.gpus.last().filter(|(i, _)| t.layouts[*i].0 == *g) {
                         Some((i, _)) => *i,
-                        None => match t.layouts.iter().position(|(x, _)| x == g) {
-                            Some(i) => i,
-                            None => {
-                                t.layouts.push((g.clone(), *g != t.whole));
-                                t.layouts.len() - 1
-                            }
-                        },
+                        None => index_of(&mut t.layouts, |(x, _)| x == g, || (g.clone(), *g != t.whole)),
                     };
                     terms.partitioned |= t.layouts[i].1;
                     match terms.gpus.last_mut() {

@@ -38,6 +38,19 @@ pub fn distance(a: &NodeLayout, b: &NodeLayout) -> u32 {
         .sum()
 }
 
+/// Each distinct item of `items` (by `same`) with how many times it comes, in order of first
+/// appearance.
+fn count_distinct<T: Copy>(items: impl IntoIterator<Item = T>, same: impl Fn(T, T) -> bool) -> Vec<(T, usize)> {
+    let mut distinct: Vec<(T, usize)> = Vec::new();
+    for item in items {
+        match distinct.iter_mut().find(|(x, _)| same(*x, item)) {
+            Some((_, n)) => *n += 1,
+            None => distinct.push((item, 1)),
+        }
+    }
+    distinct
+}
+
 /// Wanted node layouts: each distinct layout and how many nodes should still get it (the
 /// planner's mix, or a searched cluster layout).
 #[derive(Debug, Default)]
@@ -46,25 +59,11 @@ pub struct Wanted(Vec<(NodeLayout, usize)>);
 impl Wanted {
     /// One node of layout `k` on every GPU per entry of `kinds`.
     pub fn new<'a>(kinds: impl IntoIterator<Item = &'a ProfileCounts>, gpn: usize) -> Self {
-        // Count the distinct kinds first (in order of first appearance, as `add` keeps them):
-        // a mix names thousands of nodes but few layouts, and a node layout is built once
-        // per distinct one.
-        let mut distinct: Vec<(&ProfileCounts, usize)> = Vec::new();
-        // A mix repeats the same few layouts, mostly as the same references: those are
-        // equal without comparing them.
+        // A mix names thousands of nodes but few layouts, mostly as the same references
+        // (equal without comparing them): a node layout is built once per distinct one.
         let same = |x: &ProfileCounts, k: &ProfileCounts| std::ptr::eq(x, k) || x == k;
-        for k in kinds {
-            let k: &ProfileCounts = k;
-            match distinct.last_mut().filter(|(x, _)| same(x, k)) {
-                Some((_, n)) => *n += 1,
-                None => match distinct.iter_mut().find(|(x, _)| same(x, k)) {
-                    Some((_, n)) => *n += 1,
-                    None => distinct.push((k, 1)),
-                },
-            }
-        }
         Wanted(
-            distinct
+            count_distinct(kinds, same)
                 .into_iter()
                 .map(|(k, n)| {
                     (
@@ -80,19 +79,12 @@ impl Wanted {
 
     /// Wanted layouts from whole node layouts (`layouts[i]` one node each).
     pub fn from_layouts(layouts: &[NodeLayout]) -> Self {
-        let mut w = Wanted::default();
-        for l in layouts {
-            w.add(l.clone());
-        }
-        w
-    }
-
-    /// One more node wanted in `l`.
-    fn add(&mut self, l: NodeLayout) {
-        match self.0.iter_mut().find(|(x, _)| *x == l) {
-            Some((_, n)) => *n += 1,
-            None => self.0.push((l, 1)),
-        }
+        Wanted(
+            count_distinct(layouts, |a, b| a == b)
+                .into_iter()
+                .map(|(l, n)| (l.clone(), n))
+                .collect(),
+        )
     }
 
     /// Whether no layout is wanted any more.

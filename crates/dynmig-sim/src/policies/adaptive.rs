@@ -222,16 +222,40 @@ impl Adaptive {
             .then_some(mode)
     }
 
-    /// Takes the result of a background search that has ended (all of them with `wait`).
-    fn take_search_result(&mut self, wait: bool) {
-        if !self.running.as_ref().is_some_and(|h| wait || h.is_finished()) {
-            return;
+    /// Starts a search of `input`: on a thread of its own when the settings say so (its
+    /// result taken later, [`Adaptive::take_search_result`]), else here.
+    fn start_search(&mut self, input: SearchInput) {
+        if self.settings.background {
+            // The input goes to the thread through a channel, so that it is still here were
+            // no thread to be had (the process is out of threads): the search then runs here
+            // rather than not at all.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let spawned = std::thread::Builder::new()
+                .name("adaptive-search".into())
+                .spawn(move || Self::search(rx.recv().ok()?));
+            if let Ok(handle) = spawned {
+                let _ = tx.send(input);
+                self.running = Some(handle);
+                return;
+            }
         }
-        let Some(handle) = self.running.take() else { return };
-        // A search that panicked changes nothing; the next one is a day later.
-        if let Ok(Some(mode)) = handle.join() {
+        self.follow(Self::search(input));
+    }
+
+    /// Follows what a search found (`None`: keep what the nodes follow).
+    fn follow(&mut self, found: Option<Mode>) {
+        if let Some(mode) = found {
             self.mode = Some(mode);
         }
+    }
+
+    /// Takes the result of a background search that has ended (all of them with `wait`).
+    fn take_search_result(&mut self, wait: bool) {
+        let Some(handle) = self.running.take_if(|h| wait || h.is_finished()) else {
+            return;
+        };
+        // A search that panicked changes nothing; the next one is a day later.
+        self.follow(handle.join().ok().flatten());
     }
 
     /// Waits for a background search under way and takes its result (tests; a caller that
@@ -262,30 +286,7 @@ impl Policy for Adaptive {
         if self.running.is_none() && now >= self.next_search_s && now - first >= self.settings.min_history.as_secs_f64()
         {
             if let Some(input) = self.search_input(nodes) {
-                if self.settings.background {
-                    // The input goes to the thread; were no thread to be had (the process is
-                    // out of threads), the search runs here rather than not at all.
-                    let (tx, rx) = std::sync::mpsc::channel();
-                    let spawned = std::thread::Builder::new()
-                        .name("adaptive-search".into())
-                        .spawn(move || {
-                            let input: SearchInput = rx.recv().ok()?;
-                            Self::search(input)
-                        });
-                    match spawned {
-                        Ok(handle) => {
-                            let _ = tx.send(input);
-                            self.running = Some(handle);
-                        }
-                        Err(_) => {
-                            if let Some(mode) = Self::search(input) {
-                                self.mode = Some(mode);
-                            }
-                        }
-                    }
-                } else if let Some(mode) = Self::search(input) {
-                    self.mode = Some(mode);
-                }
+                self.start_search(input);
             }
             self.next_search_s = now + self.settings.every.as_secs_f64();
         }
