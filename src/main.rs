@@ -404,10 +404,22 @@ fn run(cli: Cli) -> Result<()> {
             )?)
         }
         Cmd::Simulate(mut args) => {
-            if let Some(path) = &args.learned_model {
-                let model = dynmig_sim::cli::parse_model(&args.model)?;
+            if !args.learned_model.is_empty() {
                 let limits = dynmig_sim::cli::eval_options(&args)?.limits;
-                args.learned = Some(dynmig_learn::load_external(path, model, &limits)?);
+                args.learned = dynmig_learn::load_externals(&args.learned_model, &limits)?;
+                // One cluster: a model for its GPUs is needed (the message of the load that
+                // refuses it says what each was trained for).
+                if !args.matrix && !args.sensitivity {
+                    let model = dynmig_sim::cli::parse_model(&args.model)?;
+                    if !args.learned.iter().any(|e| e.gpu_model == Some(model.name)) {
+                        let errors: Vec<String> = args
+                            .learned_model
+                            .iter()
+                            .filter_map(|p| dynmig_learn::Model::load(p, model).err().map(|e| e.to_string()))
+                            .collect();
+                        anyhow::bail!("{}", errors.join("; "));
+                    }
+                }
             }
             dynmig_sim::cli::run(&args)
         }
@@ -415,10 +427,10 @@ fn run(cli: Cli) -> Result<()> {
             let t = dynmig_learn::train(&args)?;
             let last = t.curve.last().map_or(0, |p| p.iteration);
             println!(
-                "trained {last} iterations; model {} (greedy ET on the training days {:.4}; whole GPUs {:.4}, plan {:.4}); curve {}",
+                "trained {last} iterations; model {} (greedy ET on the training days {:.4}; the warm-up's layouts kept {:.4}, plan {:.4}); curve {}",
                 t.model.display(),
                 t.best_et,
-                t.whole_et,
+                t.keep_et,
                 t.plan_et,
                 t.model.with_file_name("curve.svg").display()
             );

@@ -9,6 +9,7 @@ pub mod catalogue;
 pub mod features;
 pub mod net;
 pub mod policy;
+pub mod shield;
 pub mod train;
 
 pub use net::Model;
@@ -26,4 +27,29 @@ pub fn load_external(
     limits: &dynmig_core::policy::PolicyLimits,
 ) -> anyhow::Result<dynmig_sim::policies::ExternalPolicy> {
     Ok(external(&Model::load(path, gpu_model)?, limits, None))
+}
+
+/// The simulator's `learned` policies from model files, each for the GPU model it was
+/// trained for ([`Model::trained_for`]), greedy, under `limits`.
+///
+/// # Errors
+/// A file that is not a model, a model for a GPU model this dynmig does not know, or two
+/// files for the same GPU model.
+pub fn load_externals(
+    paths: &[std::path::PathBuf],
+    limits: &dynmig_core::policy::PolicyLimits,
+) -> anyhow::Result<Vec<dynmig_sim::policies::ExternalPolicy>> {
+    let mut out: Vec<dynmig_sim::policies::ExternalPolicy> = Vec::new();
+    for p in paths {
+        let model = Model::trained_for(p)?;
+        if out.iter().any(|e| e.gpu_model == Some(model.name)) {
+            anyhow::bail!(
+                "two learned models for {} GPUs (the second: {}); give one per GPU model",
+                model.name,
+                p.display()
+            );
+        }
+        out.push(load_external(p, model, limits)?);
+    }
+    Ok(out)
 }

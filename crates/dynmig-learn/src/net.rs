@@ -117,12 +117,24 @@ impl Model {
         candle_core::safetensors::save(&tensors, path).with_context(|| format!("writing {}", path.display()))
     }
 
-    /// Loads a model file for a cluster of `gpu_model` GPUs.
+    /// The GPU model a model file was trained for.
     ///
     /// # Errors
-    /// The file is not a dynmig model, or was trained for another GPU model or catalogue (the
-    /// message says what it was trained for).
-    pub fn load(path: &Path, gpu_model: &'static dynmig_core::geometry::GpuModel) -> Result<Self> {
+    /// The file is not a dynmig model, or names a GPU model this dynmig does not know.
+    pub fn trained_for(path: &Path) -> Result<&'static dynmig_core::geometry::GpuModel> {
+        let meta = Self::read(path)?.1;
+        dynmig_core::geometry::model_by_name(&meta.gpu_model).ok_or_else(|| {
+            anyhow!(
+                "{} was trained for {} GPUs, a GPU model this dynmig does not know ({})",
+                path.display(),
+                meta.gpu_model,
+                meta.trained_on
+            )
+        })
+    }
+
+    /// The tensors and meta of a model file.
+    fn read(path: &Path) -> Result<(HashMap<String, Tensor>, ModelMeta)> {
         let mut tensors = candle_core::safetensors::load(path, &Device::Cpu)
             .with_context(|| format!("reading model {}", path.display()))?;
         let meta = tensors
@@ -137,6 +149,16 @@ impl Model {
                 meta.format
             );
         }
+        Ok((tensors, meta))
+    }
+
+    /// Loads a model file for a cluster of `gpu_model` GPUs.
+    ///
+    /// # Errors
+    /// The file is not a dynmig model, or was trained for another GPU model or catalogue (the
+    /// message says what it was trained for).
+    pub fn load(path: &Path, gpu_model: &'static dynmig_core::geometry::GpuModel) -> Result<Self> {
+        let (tensors, meta) = Self::read(path)?;
         let catalogue = Catalogue::for_model(gpu_model);
         if meta.gpu_model != gpu_model.name || meta.layouts != catalogue.names() || meta.inputs != input_len(&catalogue)
         {

@@ -1,14 +1,15 @@
 //! The learned policy: each call, the nodes that may change (available, not repartitioning,
 //! old enough, their running work ending within `max_wait`), those whose work ends soonest
 //! first, each get one decision of the model — keep, or change to one of the catalogue's
-//! layouts (actions that would change nothing or that the node group does not allow are
-//! masked) — until `max_concurrent` nodes are changing or planned. A change of a busy node
+//! layouts (actions that would change nothing, that the node group does not allow, or that
+//! the [`Shield`] finds would leave waiting jobs no node to run on are masked) — until `max_concurrent` nodes are changing or planned. A change of a busy node
 //! waits for its jobs' time limits (a maintenance reservation in the controller, the engine's
 //! reservation timing in the simulator), as the planner's do. It decides at most every
 //! [`DECISION_INTERVAL`].
 
 use crate::features::{cluster_features, node_features};
 use crate::net::Model;
+use crate::shield::Shield;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use dynmig_core::demand::Demand;
@@ -79,6 +80,22 @@ impl LearnedPolicy {
         }
     }
 
+    /// Moves the policy's clock to `time_of_day` without deciding: a caller that asks another
+    /// policy first (training's warm-up, [`crate::train`]) calls this at each of its calls, so
+    /// that [`Step::t_s`] counts from the run's first call. Calls must come less than a day
+    /// apart.
+    pub fn tick(&mut self, time_of_day: Duration) {
+        let day = Duration::from_secs(86_400);
+        if let Some(prev) = self.last_call {
+            self.elapsed += if time_of_day >= prev {
+                time_of_day - prev
+            } else {
+                time_of_day + day - prev
+            };
+        }
+        self.last_call = Some(time_of_day);
+    }
+
     /// The decisions for `nodes`, or an error from the network (never expected: shapes are
     /// fixed at load).
     fn decide(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Result<Vec<Repartition>> {
@@ -114,6 +131,7 @@ impl LearnedPolicy {
         let logits = self.model.net.forward(&x)?.to_vec2::<f32>()?;
         // Which catalogue layouts each node group allows, once per group's list.
         let mut allowed: BTreeMap<usize, Vec<bool>> = BTreeMap::new();
+        let mut shield = Shield::new(cat, nodes, demand);
         let mut out = Vec::new();
         for (i, n) in cands.iter().enumerate() {
             if out.len() >= budget {
@@ -124,12 +142,8 @@ impl LearnedPolicy {
                 .entry(key)
                 .or_insert_with(|| cat.layouts.iter().map(|l| n.allowed.contains(l)).collect());
             let current = cat.kind_of(&n.layout);
-            let mut mask = vec![1.0f32];
-            mask.extend(
-                ok.iter()
-                    .enumerate()
-                    .map(|(k, a)| if *a && current != Some(k) { 1.0 } else { 0.0 }),
-            );
+            let before = shield.offers_of(&n.layout);
+            let mask = shield.mask(current, &before, ok, i == 0);
             let action = match &mut self.mode {
                 Mode::Greedy => argmax(&logits[i], &mask),
                 Mode::Sample { rng, steps } => {
@@ -148,6 +162,7 @@ impl LearnedPolicy {
                 }
             };
             if action > 0 {
+                shield.take(&before, action - 1);
                 out.push(Repartition {
                     node: n.name.clone(),
                     target: cat.node_layout(action - 1, n.layout.gpus.len()),
@@ -204,14 +219,7 @@ impl Policy for LearnedPolicy {
 
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         let day = Duration::from_secs(86_400);
-        if let Some(prev) = self.last_call {
-            self.elapsed += if time_of_day >= prev {
-                time_of_day - prev
-            } else {
-                time_of_day + day - prev
-            };
-        }
-        self.last_call = Some(time_of_day);
+        self.tick(time_of_day);
         if let Some(last) = self.last {
             let since = if time_of_day >= last {
                 time_of_day - last

@@ -114,3 +114,115 @@ fn a_model_for_another_gpu_model_is_refused_with_what_it_was_trained_for() {
         .to_string();
     assert!(e.contains("reading model"), "{e}");
 }
+
+/// A model that, wherever it may, takes the catalogue's last layout (seven 1g instances per
+/// GPU): the worst a trained model could choose for whole-GPU jobs.
+fn always_smallest(model: &'static dynmig_core::geometry::GpuModel) -> Model {
+    use candle_core::{Device, Tensor};
+    let varmap = candle_nn::VarMap::new();
+    let m = Model::fresh(
+        dynmig_learn::catalogue::Catalogue::for_model(model),
+        8,
+        &varmap,
+        "test".into(),
+    )
+    .unwrap();
+    let data = varmap.data().lock().unwrap();
+    for (name, var) in data.iter() {
+        let dims = var.as_tensor().dims().to_vec();
+        let n: usize = dims.iter().product();
+        let v: Vec<f32> = if name == "out.bias" {
+            (0..n).map(|i| if i + 1 == n { 10.0 } else { 0.0 }).collect()
+        } else {
+            vec![0.0; n]
+        };
+        var.set(&Tensor::from_vec(v, dims, &Device::Cpu).unwrap()).unwrap();
+    }
+    drop(data);
+    m
+}
+
+#[test]
+fn the_shield_runs_every_job_under_a_model_that_would_split_every_gpu() {
+    let model = always_smallest(&A100_40GB);
+    let limits = PolicyLimits {
+        max_concurrent: 1,
+        min_layout_lifetime: std::time::Duration::from_secs(600),
+        ..PolicyLimits::default()
+    };
+    let wl = synthetic_workload(
+        &SyntheticParams {
+            days: 1.0,
+            jobs_per_hour: 30.0,
+            multi_gpu_share: 0.2,
+            seed: 3,
+            ..SyntheticParams::default()
+        },
+        &ModelParams::default(),
+    )
+    .unwrap();
+    let whole = wl.jobs.iter().filter(|j| j.gpus > 1).count();
+    assert!(whole > 0, "the workload has multi-GPU (whole-GPU) jobs");
+    let r = simulate(
+        &wl,
+        &PolicySpec::External(dynmig_learn::external(&model, &limits, None)),
+        &SimConfig::new(&A100_40GB, 2, 8),
+        &|_| {},
+    )
+    .unwrap();
+    assert!(r.reconfigs > 0, "the model did split GPUs");
+    let never = r.jobs.iter().filter(|o| o.slices == 0).count();
+    assert_eq!(
+        never, 0,
+        "every job ran: the last node of whole GPUs stayed while they waited"
+    );
+}
+
+#[test]
+fn each_gpu_model_gets_its_own_model_and_a_cluster_without_one_has_no_learned_row() {
+    use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
+    let d = dir("per-model");
+    let t = train(&tiny(&d)).unwrap();
+    let limits = PolicyLimits {
+        max_concurrent: 1,
+        ..PolicyLimits::default()
+    };
+    let policies = dynmig_learn::load_externals(std::slice::from_ref(&t.model), &limits).unwrap();
+    assert_eq!(policies[0].gpu_model, Some("A100-40GB"));
+    let e = dynmig_learn::load_externals(&[t.model.clone(), t.model.clone()], &limits)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("two learned models for A100-40GB GPUs"), "{e}");
+
+    let wl = synthetic_workload(
+        &SyntheticParams {
+            days: 2.0,
+            jobs_per_hour: 4.0,
+            ..SyntheticParams::default()
+        },
+        &ModelParams::default(),
+    )
+    .unwrap();
+    let opts = EvalOptions {
+        policies: vec![PolicyName::None, PolicyName::Learned],
+        learned: policies,
+        warn: false,
+        threads: 1,
+        limits,
+        ..EvalOptions::default()
+    };
+    let rows = |m: &'static dynmig_core::geometry::GpuModel| {
+        let ev = evaluate(&wl, &SimConfig::new(m, 2, 8), &opts, &|_, _| {}).unwrap();
+        (ev.rows.iter().map(|r| r.policy.clone()).collect::<Vec<_>>(), ev.skipped)
+    };
+    let (a100, _) = rows(&A100_40GB);
+    assert_eq!(a100, ["none", "learned"]);
+    let (h100, skipped) = rows(&H100_80GB);
+    assert_eq!(h100, ["none"]);
+    assert!(
+        skipped
+            .iter()
+            .any(|w| w.contains("no model was trained for H100-80GB GPUs (models given for A100-40GB)")),
+        "{skipped:?}"
+    );
+}

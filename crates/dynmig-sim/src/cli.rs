@@ -158,14 +158,15 @@ pub struct SimulateArgs {
     /// Policies of --compare-requests, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "static,dynamic")]
     pub compare_policies: Vec<PolicyName>,
-    /// A trained model (`dynmig train`): the `learned` policy runs it, and is added to
-    /// --policies.
-    #[arg(long)]
-    pub learned_model: Option<PathBuf>,
-    /// The policy `learned` runs, made from `learned_model` by the caller (the `dynmig`
+    /// Trained models (`dynmig train`), comma-separated, at most one per GPU model: the
+    /// `learned` policy runs the one for the cluster's GPUs, and is added to --policies
+    /// (`--matrix`: cells of a GPU model with no model have no learned row).
+    #[arg(long, value_delimiter = ',')]
+    pub learned_model: Vec<PathBuf>,
+    /// The policies `learned` runs, made from `learned_model` by the caller (the `dynmig`
     /// binary, which links `dynmig-learn`).
     #[arg(skip)]
-    pub learned: Option<crate::policies::ExternalPolicy>,
+    pub learned: Vec<crate::policies::ExternalPolicy>,
 }
 
 fn request_params(a: &SimulateArgs) -> Result<RequestParams> {
@@ -265,7 +266,7 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
     Ok(EvalOptions {
         policies: {
             let mut p = a.policies.clone();
-            if a.learned.is_some() && !p.contains(&PolicyName::Learned) {
+            if !a.learned.is_empty() && !p.contains(&PolicyName::Learned) {
                 p.push(PolicyName::Learned);
             }
             p

@@ -134,8 +134,20 @@ pub struct EvalOptions {
     /// Threads the independent runs share (rows, search candidates) [default: the machine's
     /// cores]; the result does not depend on it.
     pub threads: usize,
-    /// The trained model that [`PolicyName::Learned`] runs (`dynmig-learn`).
-    pub learned: Option<crate::policies::ExternalPolicy>,
+    /// The trained models [`PolicyName::Learned`] runs (`dynmig-learn`), at most one per GPU
+    /// model: a run takes the one for its cluster's GPUs ([`EvalOptions::learned_for`]); with
+    /// none for them, the row is omitted with a warning.
+    pub learned: Vec<crate::policies::ExternalPolicy>,
+}
+
+impl EvalOptions {
+    /// The learned policy for clusters of `model` GPUs: the first of [`EvalOptions::learned`]
+    /// made for that GPU model or for any.
+    pub fn learned_for(&self, model: &dynmig_core::geometry::GpuModel) -> Option<&crate::policies::ExternalPolicy> {
+        self.learned
+            .iter()
+            .find(|e| e.gpu_model.is_none_or(|m| m == model.name))
+    }
 }
 
 impl Default for EvalOptions {
@@ -151,7 +163,7 @@ impl Default for EvalOptions {
             eval_from_days: None,
             warn: true,
             threads: default_threads(),
-            learned: None,
+            learned: Vec::new(),
         }
     }
 }
@@ -312,7 +324,7 @@ impl Bench<'_> {
                 self.run(&PolicySpec::Adaptive(settings), "adaptive", &detail, progress)
             }
             PolicyName::Learned => {
-                let Some(e) = &opts.learned else {
+                let Some(e) = opts.learned_for(self.c.model) else {
                     anyhow::bail!("policy 'learned' needs a trained model (dynmig simulate --learned-model FILE)");
                 };
                 self.run(
@@ -482,7 +494,20 @@ pub fn evaluate(
     let mut runs = Vec::new();
     let mut tried = Vec::new();
     let mut skipped = Vec::new();
-    let wants = |p: PolicyName| opts.policies.contains(&p);
+    // With models for other GPUs only, the learned row is omitted (a matrix over GPU models
+    // given one model per GPU model).
+    let learned_omitted = (opts.policies.contains(&PolicyName::Learned)
+        && !opts.learned.is_empty()
+        && opts.learned_for(cfg.model).is_none())
+    .then(|| {
+        let names: Vec<&str> = opts.learned.iter().filter_map(|e| e.gpu_model).collect();
+        format!(
+            "learned row omitted: no model was trained for {} GPUs (models given for {})",
+            cfg.model.name,
+            names.join(", ")
+        )
+    });
+    let wants = |p: PolicyName| opts.policies.contains(&p) && !(p == PolicyName::Learned && learned_omitted.is_some());
     // The searches first (the longest), then the other rows; `none` always (ET needs it).
     let mut tasks = Vec::new();
     for (which, first, pairs) in [
@@ -557,7 +582,8 @@ pub fn evaluate(
             .collect();
         let mut out: Vec<(Metrics, RunResult)> = Vec::new();
         let mut warnings = Vec::new();
-        for &p in &opts.policies {
+        warnings.extend(learned_omitted.iter().cloned());
+        for &p in opts.policies.iter().filter(|p| wants(**p)) {
             let row = match searched_by(p) {
                 _ if p == PolicyName::None => Some(none.clone()),
                 Some(which) => {

@@ -67,6 +67,9 @@ pub type MakePolicy = dyn Fn(&crate::engine::SimConfig) -> anyhow::Result<Box<dy
 pub struct ExternalPolicy {
     /// Its name in reports (`"learned"`).
     pub name: &'static str,
+    /// The GPU model it is made for (`None`: any); an evaluation over several GPU models
+    /// takes, per cluster, the one made for its GPUs.
+    pub gpu_model: Option<&'static str>,
     /// Its maker; an error (a model that does not fit the cluster) fails the run.
     pub make: std::sync::Arc<MakePolicy>,
 }
