@@ -6,17 +6,18 @@
 //! (shielding: Alshiekh et al., "Safe Reinforcement Learning via Shielding", AAAI 2018).
 //!
 //! Rules, for each profile with pending instances (a *need*), counting the nodes of the
-//! model's GPU model that *offer* it — an instance with at least its compute slices and memory
-//! in the layout they have or will have (a planned or running repartition's target), unless
-//! the node is away for another reason:
+//! model's GPU model that *offer* it in the layout they have or will have (a planned or running
+//! repartition's target), unless the node is away for another reason:
 //! 1. **keep what is needed**: a change that takes the last offering node away from a need is
 //!    masked;
 //! 2. **bring what is missing**: while a need has no offering node, keep and every layout that
 //!    does not offer it are masked on the node asked first (whose work ends soonest), unless
 //!    that would mask every action.
 //!
-//! The simulator lets a job run on any instance that holds it, Slurm on the type it asked for;
-//! the shield counts the first (a node of whole GPUs offers every need).
+//! A node *offers* a need with an instance of that very profile, as Slurm runs a job only on
+//! the GRES type it asked for; a need no catalogue layout has (on A100-40GB `1g.10gb`, which
+//! the catalogue's smallest-memory profiles leave out) is offered by any instance with at
+//! least its compute slices and memory, as the simulator runs it.
 
 use crate::catalogue::Catalogue;
 use dynmig_core::demand::Demand;
@@ -32,13 +33,19 @@ pub struct Shield<'c> {
     needs: Vec<&'static ProfileSpec>,
     /// Per need, nodes that offer it.
     serving: Vec<u32>,
+    /// Per need, whether some catalogue layout has that profile (offered exactly).
+    exact: Vec<bool>,
     /// Per catalogue layout, which needs it offers.
     offers: Vec<Vec<bool>>,
 }
 
-/// Whether an instance of `inst` holds a job asking `need`.
-fn holds(inst: &ProfileSpec, need: &ProfileSpec) -> bool {
-    inst.compute_slices >= need.compute_slices && inst.memory_mib >= need.memory_mib
+/// Whether an instance of `inst` offers `need` (module docs).
+fn offers(inst: &ProfileSpec, need: &ProfileSpec, exact: bool) -> bool {
+    if exact {
+        inst.name == need.name
+    } else {
+        inst.compute_slices >= need.compute_slices && inst.memory_mib >= need.memory_mib
+    }
 }
 
 impl<'c> Shield<'c> {
@@ -50,18 +57,26 @@ impl<'c> Shield<'c> {
             .filter(|(_, n)| **n > 0)
             .filter_map(|(p, _)| cat.model.profile(p))
             .collect();
-        let offers = cat.layouts.iter().map(|l| Self::offered(cat, &needs, [l])).collect();
+        let exact: Vec<bool> = needs
+            .iter()
+            .map(|n| cat.layouts.iter().any(|l| l.iter().any(|(p, c)| c > 0 && p == n.name)))
+            .collect();
+        let by_layout = cat
+            .layouts
+            .iter()
+            .map(|l| Self::offered(cat, &needs, &exact, [l]))
+            .collect();
         let mut serving = vec![0u32; needs.len()];
         for n in nodes.iter().filter(|n| n.model.name == cat.model.name) {
             if n.unavailable && !n.repartitioning {
                 continue;
             }
             let target: &NodeLayout = n.planned.as_ref().unwrap_or(&n.layout);
-            let mut offered = Self::offered(cat, &needs, target.gpus.iter());
+            let mut offered = Self::offered(cat, &needs, &exact, target.gpus.iter());
             for (p, c) in &n.incoming {
                 if let Some(spec) = cat.model.profile(p).filter(|_| *c > 0) {
                     for (i, need) in needs.iter().enumerate() {
-                        offered[i] |= holds(spec, need);
+                        offered[i] |= offers(spec, need, exact[i]);
                     }
                 }
             }
@@ -73,7 +88,8 @@ impl<'c> Shield<'c> {
             cat,
             needs,
             serving,
-            offers,
+            exact,
+            offers: by_layout,
         }
     }
 
@@ -81,6 +97,7 @@ impl<'c> Shield<'c> {
     fn offered<'a>(
         cat: &Catalogue,
         needs: &[&'static ProfileSpec],
+        exact: &[bool],
         gpus: impl IntoIterator<Item = &'a ProfileCounts>,
     ) -> Vec<bool> {
         let mut out = vec![false; needs.len()];
@@ -89,8 +106,8 @@ impl<'c> Shield<'c> {
                 let Some(spec) = cat.model.profile(p).filter(|_| c > 0) else {
                     continue;
                 };
-                for (o, need) in out.iter_mut().zip(needs) {
-                    *o |= holds(spec, need);
+                for ((o, need), x) in out.iter_mut().zip(needs).zip(exact) {
+                    *o |= offers(spec, need, *x);
                 }
             }
         }
@@ -133,7 +150,7 @@ impl<'c> Shield<'c> {
 
     /// What the node's layout `layout` offers of the needs.
     pub fn offers_of(&self, layout: &NodeLayout) -> Vec<bool> {
-        Self::offered(self.cat, &self.needs, layout.gpus.iter())
+        Self::offered(self.cat, &self.needs, &self.exact, layout.gpus.iter())
     }
 
     /// Counts a node that offered `before` and now takes catalogue layout `k`.
@@ -202,6 +219,26 @@ mod tests {
     }
 
     #[test]
+    fn a_need_no_catalogue_layout_has_is_offered_by_instances_that_hold_it() {
+        let cat = Catalogue::for_model(&A100_40GB);
+        assert!(!cat.names().iter().any(|n| n.contains("1g.10gb")));
+        let s = Shield::new(&cat, &[], &demand("1g.10gb", 1));
+        let whole = s.offers_of(&cat.node_layout(0, 8));
+        let small = s.offers_of(&cat.node_layout(cat.layouts.len() - 1, 8));
+        assert_eq!(
+            (whole, small),
+            (vec![true], vec![false]),
+            "7g.40gb holds a 1g.10gb job, 1g.5gb does not"
+        );
+        let s = Shield::new(&cat, &[], &demand("3g.20gb", 1));
+        assert_eq!(
+            s.offers_of(&cat.node_layout(0, 8)),
+            vec![false],
+            "3g.20gb is offered exactly"
+        );
+    }
+
+    #[test]
     fn a_need_no_node_offers_forces_the_first_node_asked_toward_one_that_does() {
         let cat = Catalogue::for_model(&A100_40GB);
         let seven = cat.layouts.len() - 1;
@@ -212,11 +249,11 @@ mod tests {
         let m = s.mask(Some(seven), &before, &all, true);
         assert_eq!(m[0], 0.0, "keep is masked");
         for (k, l) in cat.layouts.iter().enumerate() {
-            let offers = l.iter().any(|(p, _)| A100_40GB.profile(p).unwrap().compute_slices >= 3);
+            let offers = l.iter().any(|(p, _)| p == "3g.20gb");
             assert_eq!(m[k + 1] == 1.0, offers && k != seven, "{l}: {m:?}");
         }
         // The next node asked is free again once the first offers the need.
-        s.take(&before, 0);
+        s.take(&before, 1); // 4g.20gb+3g.20gb
         let m = s.mask(Some(seven), &s.offers_of(&nodes[1].layout), &all, true);
         assert_eq!(m[0], 1.0);
         // A node group that allows no layout offering the need is not forced.
