@@ -12,6 +12,9 @@
 #                                 #      DYNMIG_NO_HISTORY=1 to start no history server
 #                                 #      DYNMIG_NO_CATALOG=1 to add no catalog node (tests)
 #                                 #      DYNMIG_POLICY: [policy] kind (default demand)
+#                                 #      DYNMIG_LEARNED_MODEL: the model of kind
+#                                 #        "learned" (default the repository's
+#                                 #        models/learned-A100-80GB.safetensors)
 #                                 #      DYNMIG_ALLOWED_LAYOUTS: per-GPU layouts, spaces
 #                                 #        between (default the six below)
 #                                 #      DYNMIG_STATIC_LAYOUTS: one layout per node (every
@@ -64,8 +67,11 @@ TOML
 
 write_config() {
     mkdir -p "$DIR/dynmig" "$DIR/bin"
-    local groups
+    local groups model_key=""
     groups=$(node_groups)
+    if [ "${DYNMIG_POLICY:-}" = learned ]; then
+        model_key="model = \"${DYNMIG_LEARNED_MODEL:-$ROOT/models/learned-A100-80GB.safetensors}\""
+    fi
     cat >"$CONF" <<TOML
 # dynmig.toml of the local test cluster (written by slurm/local-dynmig.sh)
 version = 1
@@ -99,6 +105,7 @@ min_layout_lifetime = "${DYNMIG_MIN_LAYOUT_LIFETIME:-10s}"
 
 [policy]
 kind = "${DYNMIG_POLICY:-demand}"
+$model_key
 $groups
 TOML
     "$DYNMIG" --config "$CONF" config check >/dev/null

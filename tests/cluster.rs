@@ -1058,6 +1058,30 @@ fn a_busy_node_is_reserved_at_its_jobs_end_keeps_short_jobs_and_then_repartition
 
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn the_learned_controller_serves_the_shipped_model_and_runs_a_job_no_layout_has() {
+    // slurm/local-dynmig.sh points [policy] model at models/learned-A100-80GB.safetensors, the
+    // model the repository ships for this cluster's GPUs.
+    let c = Cluster::up_with(true, &[("DYNMIG_POLICY", "learned")]);
+    let conf = std::fs::read_to_string(c.dir.join("dynmig.toml")).unwrap();
+    assert!(
+        conf.contains("kind = \"learned\"") && conf.contains("models/learned-A100-80GB.safetensors"),
+        "{conf}"
+    );
+    // Every GPU starts as one 7g.80gb: a 3g.40gb job runs only after the model (or its
+    // shield, which masks keeping when no node offers a waiting job's profile) changes a node.
+    let id = c.sbatch(&["--gres=gpu:1", "--mig-mem=30G", "--time=5", "--wrap=sleep 1"]);
+    c.wait_for("the job to complete", Duration::from_secs(120), || {
+        c.job_state(id) == "COMPLETED"
+    });
+    let node = field(&c.job(id), "NodeList");
+    let gres = c.node(&node)["gres"].as_str().unwrap_or("").to_string();
+    assert!(gres.contains("3g.40gb"), "{node} has GRES {gres}");
+    let events = std::fs::read_to_string(c.dir.join("dynmig/events.jsonl")).unwrap();
+    assert!(events.contains("\"kind\":\"applied\""), "{events}");
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn the_mpc_controller_reads_time_limits_and_deadlines_and_repartitions_for_a_waiting_job() {
     let c = Cluster::up_with(true, &[("DYNMIG_POLICY", "mpc")]);
     // Every GPU starts as one 7g.80gb: no node has a 3g.40gb, so keeping the layouts never

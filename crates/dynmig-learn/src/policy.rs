@@ -5,7 +5,8 @@
 //! the [`Shield`] finds would leave waiting jobs no node to run on are masked) — until `max_concurrent` nodes are changing or planned. A change of a busy node
 //! waits for its jobs' time limits (a maintenance reservation in the controller, the engine's
 //! reservation timing in the simulator), as the planner's do. It decides at most every
-//! [`DECISION_INTERVAL`].
+//! [`DECISION_INTERVAL`], or every `min_layout_lifetime` where that is shorter (a demo
+//! cluster that lives minutes).
 
 use crate::features::{cluster_features, node_features};
 use crate::net::Model;
@@ -226,7 +227,7 @@ impl Policy for LearnedPolicy {
             } else {
                 time_of_day + day - last
             };
-            if since < DECISION_INTERVAL {
+            if since < DECISION_INTERVAL.min(self.limits.min_layout_lifetime) {
                 return Vec::new();
             }
         }
