@@ -11,10 +11,11 @@
 //!   `dynmig simulate` (it decides at most every 10 min); the episode stops a day after the
 //!   last arrivals ([`EPISODE_STOP_S`]), jobs not done by then ending there.
 //! - **Reward**: minus the ET the episode accrued in the 4 h after a decision ([`CREDIT_S`]):
-//!   `(e / e_plan + t / t_plan) / 2` over that span (energy per job from the power samples,
-//!   tardiness accrued then; the references are the whole episode's under `plan`, `t_plan` at
-//!   least the mean run time, so that `plan` reads about 1). The episode's ET is the same over
-//!   its whole length. An episode the engine refuses counts ET 10.
+//!   `(e / e_none + t / t_none) / 2` over that span (energy per job from the power samples,
+//!   tardiness accrued then), normalised as the simulator reports ET: the references are the
+//!   same episode's on whole GPUs throughout, `t_none` at least the mean run time. The
+//!   episode's ET is the same over its whole length. An episode the engine refuses counts
+//!   ET 10.
 //! - **Algorithm**: policy gradient (REINFORCE, Williams 1992) with a per-day baseline: each
 //!   iteration runs `--episodes-per-day` episodes on each of `--days-per-iteration` days drawn
 //!   from the training days; a decision's advantage is its reward less the mean reward of the
@@ -127,7 +128,7 @@ pub struct Trained {
     pub plan_et: f64,
 }
 
-/// A training day: its jobs (released from 0) and its references (the episode under `plan`).
+/// A training day: its jobs (released from 0) and its references (the episode on whole GPUs).
 struct Day {
     wl: Workload,
     e_ref: f64,
@@ -169,9 +170,11 @@ fn energy_and_tardiness(wl: &Workload, r: &RunResult) -> (f64, f64, f64) {
 
 impl Day {
     fn new(wl: Workload, plan: &PolicySpec, cfg: &SimConfig) -> Result<Self> {
-        let r = simulate(&wl, plan, cfg, &|_| {})?;
+        let r = simulate(&wl, &PolicySpec::None, cfg, &|_| {})?;
         let (e, t, work) = energy_and_tardiness(&wl, &r);
         let (e_ref, t_ref) = (e.max(1e-9), t.max(work).max(1e-9));
+        let r = simulate(&wl, plan, cfg, &|_| {})?;
+        let (e, t, _) = energy_and_tardiness(&wl, &r);
         Ok(Self {
             e_ref,
             t_ref,
@@ -422,7 +425,7 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
         .sum::<f64>()
         / days.len() as f64;
     eprintln!(
-        "dynmig train: {} training days; ET on them (episode form, plan = about 1): plan {plan_et:.4}, \
+        "dynmig train: {} training days; ET on them (episode form): plan {plan_et:.4}, \
          the warm-up's layouts kept {keep_et:.4}",
         days.len()
     );
