@@ -175,15 +175,31 @@ impl LearnedPolicy {
     }
 }
 
-/// The allowed action with the largest logit (keep on ties).
+/// The allowed action with the largest logit (the first on ties); keep (0) when none is
+/// allowed. Keep itself may be masked (the shield's second rule).
 fn argmax(logits: &[f32], mask: &[f32]) -> usize {
-    let mut best = 0;
+    let mut best: Option<usize> = None;
     for (a, (l, m)) in logits.iter().zip(mask).enumerate() {
-        if *m > 0.0 && *l > logits[best] {
-            best = a;
+        if *m > 0.0 && best.is_none_or(|b| *l > logits[b]) {
+            best = Some(a);
         }
     }
-    best
+    best.unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::argmax;
+
+    #[test]
+    fn the_greedy_choice_is_an_allowed_action_even_when_keep_is_likelier_and_masked() {
+        let logits = [1.0, 2.0, 0.5, 0.2];
+        assert_eq!(argmax(&logits, &[1.0, 1.0, 1.0, 1.0]), 1);
+        assert_eq!(argmax(&logits, &[1.0, 0.0, 1.0, 1.0]), 0);
+        // The shield masked keep and the current layout: the best of the rest.
+        assert_eq!(argmax(&logits, &[0.0, 0.0, 1.0, 1.0]), 2);
+        assert_eq!(argmax(&logits, &[0.0, 0.0, 0.0, 0.0]), 0);
+    }
 }
 
 /// An allowed action drawn with probability softmax(logits) over the allowed ones.
