@@ -187,21 +187,6 @@ fn argmax(logits: &[f32], mask: &[f32]) -> usize {
     best.unwrap_or(0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::argmax;
-
-    #[test]
-    fn the_greedy_choice_is_an_allowed_action_even_when_keep_is_likelier_and_masked() {
-        let logits = [1.0, 2.0, 0.5, 0.2];
-        assert_eq!(argmax(&logits, &[1.0, 1.0, 1.0, 1.0]), 1);
-        assert_eq!(argmax(&logits, &[1.0, 0.0, 1.0, 1.0]), 0);
-        // The shield masked keep and the current layout: the best of the rest.
-        assert_eq!(argmax(&logits, &[0.0, 0.0, 1.0, 1.0]), 2);
-        assert_eq!(argmax(&logits, &[0.0, 0.0, 0.0, 0.0]), 0);
-    }
-}
-
 /// An allowed action drawn with probability softmax(logits) over the allowed ones.
 fn sample(logits: &[f32], mask: &[f32], rng: &mut ChaCha8Rng) -> usize {
     let top = logits
@@ -250,5 +235,20 @@ impl Policy for LearnedPolicy {
         self.last = Some(time_of_day);
         // No panic and no change when the network fails: the layouts stay.
         self.decide(time_of_day, nodes, demand).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::argmax;
+
+    #[test]
+    fn the_greedy_choice_is_an_allowed_action_even_when_keep_is_likelier_and_masked() {
+        let logits = [1.0, 2.0, 0.5, 0.2];
+        assert_eq!(argmax(&logits, &[1.0, 1.0, 1.0, 1.0]), 1);
+        assert_eq!(argmax(&logits, &[1.0, 0.0, 1.0, 1.0]), 0);
+        // The shield masked keep and the current layout: the best of the rest.
+        assert_eq!(argmax(&logits, &[0.0, 0.0, 1.0, 1.0]), 2);
+        assert_eq!(argmax(&logits, &[0.0, 0.0, 0.0, 0.0]), 0);
     }
 }
