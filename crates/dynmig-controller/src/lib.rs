@@ -50,12 +50,16 @@ pub fn policy_from_config(config: &Config) -> Result<Box<dyn Policy>, String> {
     if let PolicyConfig::Learned { model } = &config.policy {
         let g = config.node_groups.first().ok_or("no node group")?;
         let m = dynmig_learn::Model::load(model, g.gpu_model).map_err(|e| format!("{e:#}"))?;
-        return Ok(Box::new(dynmig_learn::LearnedPolicy::new(
-            m,
-            PolicyLimits::from_config(config, 1),
-            dynmig_learn::train::MAX_WAIT,
-            dynmig_learn::policy::Mode::Greedy,
-        )));
+        return Ok(Box::new(
+            dynmig_learn::LearnedPolicy::new(
+                m,
+                PolicyLimits::from_config(config, 1),
+                dynmig_learn::train::MAX_WAIT,
+                dynmig_learn::policy::Mode::Greedy,
+            )
+            // Slurm runs a job only on an instance of the GRES type it asked for.
+            .with_exact_profiles(true),
+        ));
     }
     Ok(match config.policy {
         PolicyConfig::Demand { min_gain, .. } => {

@@ -64,6 +64,8 @@ pub struct LearnedPolicy {
     elapsed: Duration,
     /// Time of day of the last call.
     last_call: Option<Duration>,
+    /// Whether the shield counts a waiting job's own profile only ([`Shield::new`]).
+    exact_profiles: bool,
 }
 
 impl LearnedPolicy {
@@ -78,7 +80,17 @@ impl LearnedPolicy {
             last: None,
             elapsed: Duration::ZERO,
             last_call: None,
+            exact_profiles: false,
         }
+    }
+
+    /// The policy for Slurm, which runs a job only on the GRES type it asked for: the shield
+    /// counts that profile only ([`Shield::new`]; the simulator, where a job runs on any
+    /// instance that holds it, leaves this off). Same as the planner's `exact_profiles`.
+    #[must_use]
+    pub fn with_exact_profiles(mut self, exact: bool) -> Self {
+        self.exact_profiles = exact;
+        self
     }
 
     /// Moves the policy's clock to `time_of_day` without deciding: a caller that asks another
@@ -132,7 +144,7 @@ impl LearnedPolicy {
         let logits = self.model.net.forward(&x)?.to_vec2::<f32>()?;
         // Which catalogue layouts each node group allows, once per group's list.
         let mut allowed: BTreeMap<usize, Vec<bool>> = BTreeMap::new();
-        let mut shield = Shield::new(cat, nodes, demand);
+        let mut shield = Shield::new(cat, nodes, demand, self.exact_profiles);
         let mut out = Vec::new();
         for (i, n) in cands.iter().enumerate() {
             if out.len() >= budget {

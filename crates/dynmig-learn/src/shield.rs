@@ -14,10 +14,11 @@
 //!    does not offer it are masked on the node asked first (whose work ends soonest), unless
 //!    that would mask every action.
 //!
-//! A node *offers* a need with an instance of that very profile, as Slurm runs a job only on
-//! the GRES type it asked for; a need no catalogue layout has (on A100-40GB `1g.10gb`, which
-//! the catalogue's smallest-memory profiles leave out) is offered by any instance with at
-//! least its compute slices and memory, as the simulator runs it.
+//! A node *offers* a need with an instance that holds it (at least its compute slices and
+//! memory), as the simulator runs a job; with `exact_profiles` (the controller: Slurm runs a
+//! job only on the GRES type it asked for, as the planner's `exact_profiles`) only with an
+//! instance of that very profile, unless no catalogue layout has it (on A100-40GB `1g.10gb`,
+//! which the catalogue's smallest-memory profiles leave out).
 
 use crate::catalogue::Catalogue;
 use dynmig_core::demand::Demand;
@@ -49,8 +50,10 @@ fn offers(inst: &ProfileSpec, need: &ProfileSpec, exact: bool) -> bool {
 }
 
 impl<'c> Shield<'c> {
-    /// The shield for `nodes` and `demand` (its `pending`), for the nodes of `cat`'s model.
-    pub fn new(cat: &'c Catalogue, nodes: &[NodeSnapshot], demand: &Demand) -> Self {
+    /// The shield for `nodes` and `demand` (its `pending`), for the nodes of `cat`'s model;
+    /// `exact_profiles`: a need is offered only by its own profile where the catalogue has it
+    /// (module docs).
+    pub fn new(cat: &'c Catalogue, nodes: &[NodeSnapshot], demand: &Demand, exact_profiles: bool) -> Self {
         let needs: Vec<&'static ProfileSpec> = demand
             .pending
             .iter()
@@ -59,7 +62,7 @@ impl<'c> Shield<'c> {
             .collect();
         let exact: Vec<bool> = needs
             .iter()
-            .map(|n| cat.layouts.iter().any(|l| l.iter().any(|(p, c)| c > 0 && p == n.name)))
+            .map(|n| exact_profiles && cat.layouts.iter().any(|l| l.iter().any(|(p, c)| c > 0 && p == n.name)))
             .collect();
         let by_layout = cat
             .layouts
@@ -202,7 +205,7 @@ mod tests {
         let cat = Catalogue::for_model(&A100_40GB);
         let seven = cat.layouts.len() - 1; // 7x1g
         let nodes = vec![node("a", &cat, 0), node("b", &cat, seven)];
-        let s = Shield::new(&cat, &nodes, &demand("7g.40gb", 2));
+        let s = Shield::new(&cat, &nodes, &demand("7g.40gb", 2), false);
         let all = vec![true; cat.layouts.len()];
         let m = s.mask(Some(0), &s.offers_of(&nodes[0].layout), &all, false);
         assert_eq!(m[0], 1.0, "keep stays allowed");
@@ -213,7 +216,7 @@ mod tests {
         );
         // With a second whole node, the first may change.
         let nodes = vec![node("a", &cat, 0), node("c", &cat, 0)];
-        let s = Shield::new(&cat, &nodes, &demand("7g.40gb", 2));
+        let s = Shield::new(&cat, &nodes, &demand("7g.40gb", 2), false);
         let m = s.mask(Some(0), &s.offers_of(&nodes[0].layout), &all, false);
         assert!(m[2..].iter().all(|x| *x == 1.0), "{m:?}");
     }
@@ -222,7 +225,7 @@ mod tests {
     fn a_need_no_catalogue_layout_has_is_offered_by_instances_that_hold_it() {
         let cat = Catalogue::for_model(&A100_40GB);
         assert!(!cat.names().iter().any(|n| n.contains("1g.10gb")));
-        let s = Shield::new(&cat, &[], &demand("1g.10gb", 1));
+        let s = Shield::new(&cat, &[], &demand("1g.10gb", 1), true);
         let whole = s.offers_of(&cat.node_layout(0, 8));
         let small = s.offers_of(&cat.node_layout(cat.layouts.len() - 1, 8));
         assert_eq!(
@@ -230,12 +233,15 @@ mod tests {
             (vec![true], vec![false]),
             "7g.40gb holds a 1g.10gb job, 1g.5gb does not"
         );
-        let s = Shield::new(&cat, &[], &demand("3g.20gb", 1));
+        let s = Shield::new(&cat, &[], &demand("3g.20gb", 1), true);
         assert_eq!(
             s.offers_of(&cat.node_layout(0, 8)),
             vec![false],
             "3g.20gb is offered exactly"
         );
+        // As the simulator runs jobs, a whole GPU holds it.
+        let s = Shield::new(&cat, &[], &demand("3g.20gb", 1), false);
+        assert_eq!(s.offers_of(&cat.node_layout(0, 8)), vec![true]);
     }
 
     #[test]
@@ -243,7 +249,7 @@ mod tests {
         let cat = Catalogue::for_model(&A100_40GB);
         let seven = cat.layouts.len() - 1;
         let nodes = vec![node("a", &cat, seven), node("b", &cat, seven)];
-        let mut s = Shield::new(&cat, &nodes, &demand("3g.20gb", 1));
+        let mut s = Shield::new(&cat, &nodes, &demand("3g.20gb", 1), true);
         let all = vec![true; cat.layouts.len()];
         let before = s.offers_of(&nodes[0].layout);
         let m = s.mask(Some(seven), &before, &all, true);
@@ -258,7 +264,7 @@ mod tests {
         assert_eq!(m[0], 1.0);
         // A node group that allows no layout offering the need is not forced.
         let only_small: Vec<bool> = (0..cat.layouts.len()).map(|k| k == seven).collect();
-        let s = Shield::new(&cat, &nodes, &demand("3g.20gb", 1));
+        let s = Shield::new(&cat, &nodes, &demand("3g.20gb", 1), true);
         let m = s.mask(Some(seven), &before, &only_small, true);
         assert_eq!(m[0], 1.0, "keep stays when nothing else is allowed: {m:?}");
     }
