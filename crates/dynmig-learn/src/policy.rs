@@ -48,6 +48,34 @@ pub enum Mode {
     },
 }
 
+/// `to - from` on a 24-hour clock: the time from the time of day `from` to the next `to`.
+fn since(from: Duration, to: Duration) -> Duration {
+    if to >= from {
+        to - from
+    } else {
+        to + Duration::from_secs(86_400) - from
+    }
+}
+
+/// Time since a policy's first call, from the time of day it is given at each call (calls
+/// less than a day apart).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DayClock {
+    elapsed: Duration,
+    last_call: Option<Duration>,
+}
+
+impl DayClock {
+    /// Moves the clock to `time_of_day`; returns the time since the first call.
+    pub fn tick(&mut self, time_of_day: Duration) -> Duration {
+        if let Some(prev) = self.last_call {
+            self.elapsed += since(prev, time_of_day);
+        }
+        self.last_call = Some(time_of_day);
+        self.elapsed
+    }
+}
+
 /// The learned policy decides at most this often (10 min): a decision's effect (a drain at
 /// the jobs' time limits) takes longer than the callers' 60 s interval to show.
 pub const DECISION_INTERVAL: Duration = Duration::from_secs(600);
@@ -61,9 +89,7 @@ pub struct LearnedPolicy {
     /// Time of day of the last decision.
     last: Option<Duration>,
     /// Time since the first call (for [`Step::t_s`]).
-    elapsed: Duration,
-    /// Time of day of the last call.
-    last_call: Option<Duration>,
+    clock: DayClock,
     /// Whether the shield counts a waiting job's own profile only ([`Shield::new`]).
     exact_profiles: bool,
 }
@@ -78,8 +104,7 @@ impl LearnedPolicy {
             max_wait,
             mode,
             last: None,
-            elapsed: Duration::ZERO,
-            last_call: None,
+            clock: DayClock::default(),
             exact_profiles: false,
         }
     }
@@ -98,15 +123,7 @@ impl LearnedPolicy {
     /// that [`Step::t_s`] counts from the run's first call. Calls must come less than a day
     /// apart.
     pub fn tick(&mut self, time_of_day: Duration) {
-        let day = Duration::from_secs(86_400);
-        if let Some(prev) = self.last_call {
-            self.elapsed += if time_of_day >= prev {
-                time_of_day - prev
-            } else {
-                time_of_day + day - prev
-            };
-        }
-        self.last_call = Some(time_of_day);
+        self.clock.tick(time_of_day);
     }
 
     /// The decisions for `nodes`, or an error from the network (never expected: shapes are
@@ -166,7 +183,7 @@ impl LearnedPolicy {
                         .lock()
                         .map_err(|_| anyhow::anyhow!("steps lock poisoned"))?
                         .push(Step {
-                            t_s: self.elapsed.as_secs_f64(),
+                            t_s: self.clock.elapsed.as_secs_f64(),
                             x,
                             mask: mask.clone(),
                             action: a as u32,
@@ -232,15 +249,9 @@ impl Policy for LearnedPolicy {
     }
 
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
-        let day = Duration::from_secs(86_400);
         self.tick(time_of_day);
         if let Some(last) = self.last {
-            let since = if time_of_day >= last {
-                time_of_day - last
-            } else {
-                time_of_day + day - last
-            };
-            if since < DECISION_INTERVAL.min(self.limits.min_layout_lifetime) {
+            if since(last, time_of_day) < DECISION_INTERVAL.min(self.limits.min_layout_lifetime) {
                 return Vec::new();
             }
         }

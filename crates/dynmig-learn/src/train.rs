@@ -29,7 +29,7 @@
 
 use crate::catalogue::Catalogue;
 use crate::net::Model;
-use crate::policy::{LearnedPolicy, Mode, Step};
+use crate::policy::{DayClock, LearnedPolicy, Mode, Step};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::{Device, Tensor, D};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
@@ -255,13 +255,23 @@ impl Episode {
     }
 }
 
+/// Greedy, or sampling from `seed` into `steps`.
+fn mode(sample: &Option<(u64, Arc<Mutex<Vec<Step>>>)>) -> Mode {
+    match sample {
+        None => Mode::Greedy,
+        Some((seed, steps)) => Mode::Sample {
+            rng: Box::new(ChaCha8Rng::seed_from_u64(*seed)),
+            steps: steps.clone(),
+        },
+    }
+}
+
 /// The planner until [`HANDOVER_S`] after the first call, then the model (`None`: keep every
 /// layout from then on): the policy of a training episode.
 struct HandOver {
     first: Planner,
     then: Option<LearnedPolicy>,
-    elapsed: Duration,
-    last_call: Option<Duration>,
+    clock: DayClock,
 }
 
 impl Policy for HandOver {
@@ -274,15 +284,7 @@ impl Policy for HandOver {
     }
 
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
-        if let Some(prev) = self.last_call {
-            self.elapsed += if time_of_day >= prev {
-                time_of_day - prev
-            } else {
-                time_of_day + Duration::from_secs(86_400) - prev
-            };
-        }
-        self.last_call = Some(time_of_day);
-        if self.elapsed.as_secs_f64() < HANDOVER_S {
+        if self.clock.tick(time_of_day).as_secs_f64() < HANDOVER_S {
             if let Some(t) = &mut self.then {
                 t.tick(time_of_day);
             }
@@ -307,21 +309,13 @@ fn episode_policy(
         name: "learned",
         gpu_model: model.as_ref().map(|m| m.catalogue.model.name),
         make: Arc::new(move |_: &SimConfig| {
-            let then = model.as_ref().map(|m| {
-                let mode = match &sample {
-                    None => Mode::Greedy,
-                    Some((seed, steps)) => Mode::Sample {
-                        rng: Box::new(ChaCha8Rng::seed_from_u64(*seed)),
-                        steps: steps.clone(),
-                    },
-                };
-                LearnedPolicy::new(m.clone(), limits.clone(), MAX_WAIT, mode)
-            });
+            let then = model
+                .as_ref()
+                .map(|m| LearnedPolicy::new(m.clone(), limits.clone(), MAX_WAIT, mode(&sample)));
             Ok(Box::new(HandOver {
                 first: Planner::new(PlannerSettings::new(limits.clone(), Objective::Speed)),
                 then,
-                elapsed: Duration::ZERO,
-                last_call: None,
+                clock: DayClock::default(),
             }) as _)
         }),
     }
@@ -342,14 +336,12 @@ pub fn external(model: &Model, limits: &PolicyLimits, sample: Option<(u64, Arc<M
                     cfg.model.name
                 );
             }
-            let mode = match &sample {
-                None => Mode::Greedy,
-                Some((seed, steps)) => Mode::Sample {
-                    rng: Box::new(ChaCha8Rng::seed_from_u64(*seed)),
-                    steps: steps.clone(),
-                },
-            };
-            Ok(Box::new(LearnedPolicy::new(model.clone(), limits.clone(), MAX_WAIT, mode)) as _)
+            Ok(Box::new(LearnedPolicy::new(
+                model.clone(),
+                limits.clone(),
+                MAX_WAIT,
+                mode(&sample),
+            )) as _)
         }),
     }
 }
@@ -412,18 +404,8 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
     // What the heuristics do on the same episodes, to read the curve against: `plan`
     // throughout, and the warm-up's layouts kept after it.
     let plan_et = days.iter().map(|d| d.plan_et).sum::<f64>() / days.len() as f64;
-    let keep_runs: Vec<Box<dyn FnOnce() -> f64 + Send + '_>> = days
-        .iter()
-        .map(|d| {
-            let p = episode_policy(None, &limits, None);
-            let cfg = &cfg;
-            Box::new(move || d.et(p, cfg)) as Box<dyn FnOnce() -> f64 + Send + '_>
-        })
-        .collect();
-    let keep_et = parallel(dynmig_sim::search::default_threads(), keep_runs)
-        .iter()
-        .sum::<f64>()
-        / days.len() as f64;
+    let threads = dynmig_sim::search::default_threads();
+    let keep_et = greedy_et(None, &limits, &days, &cfg, threads);
     eprintln!(
         "dynmig train: {} training days; ET on them (episode form): plan {plan_et:.4}, \
          the warm-up's layouts kept {keep_et:.4}",
@@ -446,7 +428,6 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
             ..ParamsAdamW::default()
         },
     )?;
-    let threads = dynmig_sim::search::default_threads();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let started = Instant::now();
     let budget = Duration::from_secs_f64(a.minutes.max(0.0) * 60.0);
@@ -540,7 +521,7 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
             greedy_et: None,
         };
         if iteration % 10 == 1 {
-            let g = greedy_et(&model, &limits, &days, &cfg, threads);
+            let g = greedy_et(Some(&model), &limits, &days, &cfg, threads);
             point.greedy_et = Some(g);
             Model::save(
                 &varmap,
@@ -560,7 +541,7 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
         curve.push(point);
     }
     bar.finish_and_clear();
-    let g = greedy_et(&model, &limits, &days, &cfg, threads);
+    let g = greedy_et(Some(&model), &limits, &days, &cfg, threads);
     if let Some(last) = curve.last_mut() {
         last.greedy_et = Some(g);
     }
@@ -606,12 +587,13 @@ fn seed_weights(varmap: &VarMap, seed: u64) -> Result<()> {
     Ok(())
 }
 
-/// Mean ET of greedy decisions of `model` over `days`.
-fn greedy_et(model: &Model, limits: &PolicyLimits, days: &[Day], cfg: &SimConfig, threads: usize) -> f64 {
+/// Mean ET over `days` of the greedy decisions of `model` after the warm-up (`None`: the
+/// warm-up's layouts kept).
+fn greedy_et(model: Option<&Model>, limits: &PolicyLimits, days: &[Day], cfg: &SimConfig, threads: usize) -> f64 {
     let runs: Vec<Box<dyn FnOnce() -> f64 + Send + '_>> = days
         .iter()
         .map(|d| {
-            let p = episode_policy(Some(model), limits, None);
+            let p = episode_policy(model, limits, None);
             Box::new(move || d.et(p, cfg)) as Box<dyn FnOnce() -> f64 + Send + '_>
         })
         .collect();
