@@ -16,6 +16,7 @@
 //!   (docs/policy.md).
 
 pub mod events;
+pub mod forecast;
 pub mod planner;
 pub mod wanted;
 

@@ -30,6 +30,7 @@
 //!    whose work ends later than `max_wait`. A node's change waits for its running jobs (a reservation at
 //!    their time limit), so backfill keeps it busy meanwhile.
 
+use super::forecast::{ForecastSettings, Need, TimeOfDayForecast};
 use super::wanted::{change_budget, Wanted};
 use super::{Policy, PolicyLimits, Repartition};
 use crate::demand::Demand;
@@ -38,8 +39,6 @@ use crate::snapshot::NodeSnapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-const DAY_S: f64 = 86_400.0;
 
 /// What the mix optimises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,13 +119,14 @@ impl PlannerSettings {
 
     /// The defaults above with these limits and objective.
     pub fn new(limits: PolicyLimits, objective: Objective) -> Self {
+        let forecast = ForecastSettings::default();
         Self {
             objective,
-            horizon: Duration::from_secs(2 * 3600),
+            horizon: forecast.horizon,
             max_wait: Duration::from_secs(4 * 3600),
             headroom: 0.0,
-            bins: 24,
-            memory: 0.5,
+            bins: forecast.bins,
+            memory: forecast.memory,
             max_planned: 4 * limits.max_concurrent,
             queue_tolerance: 1.0,
             speedup: 0.7,
@@ -136,23 +136,12 @@ impl PlannerSettings {
     }
 }
 
-/// Need per profile name, in instances.
-type Need = BTreeMap<String, f64>;
-
-#[derive(Debug, Clone, Default)]
-struct Learned {
-    /// Per bin, the learned need.
-    bins: Vec<Option<Need>>,
-    /// The bin being observed now, the sum of its observations and their count.
-    open: Option<(usize, Need, u32)>,
-}
-
 /// The planning policy (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Planner {
     /// Settings.
     pub settings: PlannerSettings,
-    learned: BTreeMap<&'static str, Learned>,
+    learned: BTreeMap<&'static str, TimeOfDayForecast>,
     /// Per model: the allowed layouts seen, their profiles and the whole-GPU layout.
     cache: ProfileCache,
     /// Per model: what each node contributed at the last call ([`Planner::tally`]).
@@ -205,61 +194,22 @@ impl Planner {
         }
     }
 
-    fn bin_of(&self, tod: Duration) -> usize {
-        let bins = self.settings.bins.max(1) as usize;
-        ((tod.as_secs_f64() / DAY_S * bins as f64) as usize).min(bins - 1)
-    }
-
-    /// Records `now` in its bin; returns the larger of `now` and the learned need of the bins
-    /// of the next horizon.
+    /// Records `now` in the forecast of `model`; returns the larger of `now` and the learned
+    /// need of the bins of the next horizon.
     fn learn_and_forecast(&mut self, model: &'static str, tod: Duration, now: &Need) -> Need {
-        let bins = self.settings.bins.max(1) as usize;
-        let bin = self.bin_of(tod);
-        let memory = self.settings.memory.clamp(0.0, 1.0);
-        let l = self.learned.entry(model).or_default();
-        if l.bins.len() != bins {
-            l.bins = vec![None; bins];
-        }
-        match &mut l.open {
-            Some((b, sum, n)) if *b == bin => {
-                for (p, x) in now {
-                    *sum.entry(p.clone()).or_insert(0.0) += x;
-                }
-                *n += 1;
-            }
-            open => {
-                if let Some((b, sum, n)) = open.take() {
-                    let mean: Need = sum.into_iter().map(|(p, x)| (p, x / f64::from(n.max(1)))).collect();
-                    l.bins[b] = Some(match l.bins[b].take() {
-                        None => mean,
-                        Some(old) => blend(&old, &mean, memory),
-                    });
-                }
-                *open = Some((bin, now.clone(), 1));
-            }
-        }
+        let s = ForecastSettings {
+            bins: self.settings.bins,
+            memory: self.settings.memory,
+            horizon: self.settings.horizon,
+        };
+        let ahead = self.learned.entry(model).or_default().observe(s, tod, now);
         let mut out = now.clone();
-        let ahead = (self.settings.horizon.as_secs_f64() / DAY_S * bins as f64).ceil() as usize;
-        for k in 1..=ahead.min(bins) {
-            if let Some(n) = &l.bins[(bin + k) % bins] {
-                for (p, x) in n {
-                    let e = out.entry(p.clone()).or_insert(0.0);
-                    *e = e.max(*x);
-                }
-            }
+        for (p, x) in ahead {
+            let e = out.entry(p).or_insert(0.0);
+            *e = e.max(x);
         }
         out
     }
-}
-
-fn blend(old: &Need, new: &Need, w: f64) -> Need {
-    let mut out = Need::new();
-    for p in old.keys().chain(new.keys()) {
-        let a = old.get(p).copied().unwrap_or(0.0);
-        let b = new.get(p).copied().unwrap_or(0.0);
-        out.insert(p.clone(), (1.0 - w) * a + w * b);
-    }
-    out
 }
 
 /// The profiles a group's layouts use, smallest (memory, then compute slices) first.
