@@ -10,12 +10,13 @@
 #   slurm/cluster.sh restart-ctld              restart slurmctld on its saved state
 #   slurm/cluster.sh status                    daemons, namespaces and sinfo
 #   slurm/cluster.sh selftest                  up, jobs, restart-node, down, with checks
-#   slurm/cluster.sh user NAME                 make an ordinary user (host and chroot), print uid
+#   slurm/cluster.sh user NAME [LEVEL]         make a user (host, chroot, accounting), print uid
 #
 # Environment: DYNMIG_CLUSTER_DIR (default ./.run/cluster), DYNMIG_NODES (default "n1 n2"),
 # DYNMIG_JOBSUBMIT_SO, DYNMIG_SPANK_SO, DYNMIG_PROLOG, DYNMIG_EPILOG, DYNMIG_CONFIG,
 # DYNMIG_NODE_GRES_<node> (default gpu:7g.80gb:2), DYNMIG_NODE_CONF, DYNMIG_CATALOG_GRES,
-# DYNMIG_FAKE_DEV (char|file), DYNMIG_EXTRA_CONF, DYNMIG_UP_TIMEOUT, DYNMIG_UP_WAIT. See slurm/README.md.
+# DYNMIG_FAKE_DEV (char|file), DYNMIG_EXTRA_CONF, DYNMIG_UP_TIMEOUT, DYNMIG_UP_WAIT,
+# DYNMIG_ACCOUNTING (1: slurmdbd and MariaDB, the default; 0: none). See slurm/README.md.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -54,6 +55,7 @@ cmd_up() {
     write_configs
     net_up
     start_munged
+    start_accounting
     start_slurmctld
     net_check
     local node
@@ -116,11 +118,13 @@ cmd_restart_ctld() {
     log "restart-ctld: slurmctld answers again after $(elapsed "$t0") s"
 }
 
-# user NAME: an ordinary user NAME (own group, no home, no login), made if missing, also inside
-# the release's chroot (DYNMIG_SLURM_ROOT); prints its uid.
+# user NAME [LEVEL]: an ordinary user NAME (own group, no home, no login), made if missing, also
+# inside the release's chroot (DYNMIG_SLURM_ROOT); prints its uid. When the cluster of $DIR
+# runs with accounting, NAME is also added to the account dynmig with AdminLevel=LEVEL (None,
+# Operator or Administrator; default None), and this returns once slurmctld knows it.
 cmd_user() {
     need_root
-    local name=${1:?usage: user NAME} f
+    local name=${1:?usage: user NAME [None|Operator|Administrator]} level=${2:-None} f
     id -u "$name" >/dev/null 2>&1 ||
         useradd --system --user-group --no-create-home --shell /usr/sbin/nologin "$name" ||
         die "useradd $name failed"
@@ -128,6 +132,11 @@ cmd_user() {
         for f in passwd group; do
             grep -q "^$name:" "$SLURM_ROOT/etc/$f" || grep "^$name:" "/etc/$f" >>"$SLURM_ROOT/etc/$f"
         done
+    fi
+    if [ -f "$DIR/etc/slurmdbd.conf" ] && pid_alive "$DIR/run/slurmdbd.pid" slurmdbd; then
+        accounting_user "$name" "$level"
+    elif [ "$level" != None ]; then
+        die "AdminLevel=$level needs the cluster of $DIR running with accounting"
     fi
     id -u "$name"
 }
@@ -137,6 +146,8 @@ cmd_status() {
     nodes=$(recorded_nodes)
     echo "cluster dir: $DIR"
     show_pidfile "$DIR/munge/munged.pid" munged
+    show_pidfile "$DIR/run/slurmdbd.pid" slurmdbd
+    show_pidfile "$DIR/mysql/mariadbd.pid" mariadbd
     show_pidfile "$DIR/run/slurmctld.pid" slurmctld
     for node in $nodes; do
         show_pidfile "$DIR/nodes/$node/slurmd.pid" "slurmd" "$node"
@@ -173,7 +184,7 @@ main() {
     selftest) cmd_selftest "$@" ;;
     user) cmd_user "$@" ;;
     *)
-        sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2
         ;;
     esac

@@ -99,11 +99,18 @@ impl Cluster {
     }
 
     /// An ordinary user made for the tests (`slurm/cluster.sh user`: on the host and in the
-    /// release's chroot); its uid.
+    /// release's chroot, and in the cluster's accounting); its uid.
     fn user(&self, name: &str) -> u32 {
+        self.user_with_level(name, "None")
+    }
+
+    /// [`Cluster::user`] with an accounting AdminLevel (`Operator`, `Administrator`):
+    /// returns once slurmctld knows the user with that level.
+    fn user_with_level(&self, name: &str, level: &str) -> u32 {
         let out = Command::new("bash")
             .arg(self.root.join("slurm/cluster.sh"))
-            .args(["user", name])
+            .args(["user", name, level])
+            .env("DYNMIG_CLUSTER_DIR", &self.dir)
             .output()
             .expect("run slurm/cluster.sh user");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -299,6 +306,18 @@ fn tres(job: &str) -> String {
     field(job, "TresPerNode").replace("gres/", "gres:")
 }
 
+/// A GRES list sorted, without socket annotations: "gpu:b:1(S:0),gpu:a:2" -> "gpu:a:2,gpu:b:1".
+fn canon_gres(gres: &str) -> String {
+    let mut items: Vec<String> = gres
+        .trim()
+        .split(',')
+        .map(|g| g.split('(').next().unwrap_or("").to_string())
+        .filter(|g| !g.is_empty())
+        .collect();
+    items.sort();
+    items.join(",")
+}
+
 /// `Key=Value` out of `scontrol show` text.
 fn field(text: &str, key: &str) -> String {
     text.split_whitespace()
@@ -311,6 +330,14 @@ fn field(text: &str, key: &str) -> String {
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn hints_become_typed_gres_and_the_decision_is_recorded() {
     let c = Cluster::up(false);
+    // Every dynamic (`slurmd -Z`) node registers with exactly the GRES dynmig configured:
+    // 26.05 autodetects GPUs for such nodes, and none may be added to (or replace) dynmig's
+    // typed MIG instances, on any release (slurm/README.md, "GPU autodetection").
+    for node in ["n1", "n2"] {
+        let want = std::fs::read_to_string(c.dir.join(format!("nodes/{node}/gres"))).expect("the node's gres");
+        let shown = c.ok("scontrol", &["show", "node", node]);
+        assert_eq!(canon_gres(&field(&shown, "Gres")), canon_gres(&want), "{shown}");
+    }
     // The SPANK plugin lists its options, with usage text, in sbatch --help.
     let help = c.ok("sbatch", &["--help"]);
     for opt in ["--mig-mem", "--mig-profile", "--mig-model-params"] {
@@ -339,18 +366,19 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
 
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
-fn an_ordinary_user_submits_updates_holds_releases_and_cancels_and_the_admin_comment_survives() {
+fn users_and_an_operator_submit_update_hold_release_and_cancel_and_the_admin_comment_survives() {
     let c = Cluster::up(false);
     let uid = c.user("dynmig-user");
-    let user = |args: &[&str]| -> String {
+    let as_ok = |uid: u32, who: &str, args: &[&str]| -> String {
         let out = c.as_user(uid, args[0], &args[1..]);
         assert!(
             out.status.success(),
-            "{args:?} as dynmig-user: {}",
+            "{args:?} as {who}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    let user = |args: &[&str]| as_ok(uid, "dynmig-user", args);
     let id: u64 = user(&[
         "sbatch",
         "--parsable",
@@ -402,19 +430,66 @@ fn an_ordinary_user_submits_updates_holds_releases_and_cancels_and_the_admin_com
     assert_eq!(field(&job, "Priority"), "0", "{job}");
     user(&["scontrol", "release", &id.to_string()]);
     assert_ne!(field(&kept("the second release"), "Priority"), "0");
-    // Another user may not touch the job; its owner cancels it.
+    // Another ordinary user may not touch the job: update, hold, release and cancel refused.
     let other = c.user("dynmig-other");
-    let out = c.as_user(other, "scontrol", &["update", &jid, "gres=gpu:2g.20gb:1"]);
-    assert!(!out.status.success(), "another user updated the job");
-    let out = c.as_user(other, "scancel", &[&id.to_string()]);
-    assert!(!out.status.success(), "another user's scancel succeeded");
-    assert_eq!(tres(&kept("another user's attempts")), "gres:gpu:3g.40gb:1");
+    for args in [
+        &["scontrol", "update", &jid, "gres=gpu:2g.20gb:1"][..],
+        &["scontrol", "update", &jid, "timelimit=9"],
+        &["scontrol", "hold", &id.to_string()],
+        &["scontrol", "release", &id.to_string()],
+        &["scancel", &id.to_string()],
+    ] {
+        let out = c.as_user(other, args[0], &args[1..]);
+        assert!(!out.status.success(), "another user's {args:?} succeeded");
+    }
+    let job = kept("another user's attempts");
+    assert_eq!(tres(&job), "gres:gpu:3g.40gb:1", "{job}");
+    assert_eq!(field(&job, "TimeLimit"), "00:05:00", "{job}");
+    assert_ne!(field(&job, "Priority"), "0", "{job}");
     assert_ne!(c.job_state(id), "CANCELLED", "another user cancelled the job");
-    user(&["scancel", &id.to_string()]);
+    // An operator (AdminLevel=Operator in accounting: slurmdbd runs in the local cluster) may:
+    // the GPU request and the time limit (raised: only operators may), hold and release,
+    // through job_modify like the owner's updates; the admin's comment stays throughout.
+    let op = c.user_with_level("dynmig-operator", "Operator");
+    let operator = |args: &[&str]| as_ok(op, "dynmig-operator", args);
+    operator(&["scontrol", "update", &jid, "gres=gpu:2g.20gb:1"]);
+    assert_eq!(tres(&kept("the operator's GRES update")), "gres:gpu:2g.20gb:1");
+    let out = c.as_user(op, "scontrol", &["update", &jid, "gres=gpu:1"]);
+    assert!(
+        !out.status.success(),
+        "the operator's untyped single-GPU update was accepted"
+    );
+    assert_eq!(tres(&kept("the operator's refused update")), "gres:gpu:2g.20gb:1");
+    operator(&["scontrol", "update", &jid, "timelimit=20"]);
+    assert_eq!(
+        field(&kept("the operator's time limit update"), "TimeLimit"),
+        "00:20:00"
+    );
+    operator(&["scontrol", "hold", &id.to_string()]);
+    assert_eq!(field(&kept("the operator's hold"), "Priority"), "0");
+    operator(&["scontrol", "release", &id.to_string()]);
+    assert_ne!(field(&kept("the operator's release"), "Priority"), "0");
+    // The operator cancels the user's job; the user cancels a job of their own.
+    operator(&["scancel", &id.to_string()]);
     c.wait_for("the job to be cancelled", Duration::from_secs(10), || {
         c.job_state(id) == "CANCELLED"
     });
-    kept("cancel");
+    kept("the operator's cancel");
+    let own: u64 = user(&[
+        "sbatch",
+        "--parsable",
+        "--output=/dev/null",
+        "--hold",
+        "--gres=gpu:1",
+        "--wrap=true",
+    ])
+    .trim()
+    .parse()
+    .expect("job id");
+    user(&["scancel", &own.to_string()]);
+    c.wait_for("the user's own job to be cancelled", Duration::from_secs(10), || {
+        c.job_state(own) == "CANCELLED"
+    });
 }
 
 #[test]

@@ -10,6 +10,7 @@ OWNER_FILE=/run/dynmig-cluster.owner
 LOCK_FILE=/run/dynmig-cluster.lock
 CTL_ADDR=10.199.0.1
 CTL_PORT=6817
+DBD_PORT=6819
 CATALOG_STATE=${DYNMIG_CATALOG_STATE:-DOWN}
 GRES_HEADER="gres.conf written by slurm/cluster.sh"
 # The root directory of the Slurm release in use: empty for the host's own, a chroot of
@@ -122,6 +123,13 @@ write_configs() {
         -e "s|@CTL_DEBUG@|${DYNMIG_SLURMCTLD_DEBUG:-debug}|g" \
         -e "s|@SLURMD_DEBUG@|${DYNMIG_SLURMD_DEBUG:-debug}|g" \
         "$SCRIPT_DIR/templates/slurm.conf.in" >"$conf"
+    rm -f "$DIR/etc/slurmdbd.conf"
+    if accounting_on; then
+        # Accounting through slurmdbd (slurm/lib/daemons.sh starts it and MariaDB). Slurm's
+        # connections to slurmdbd take munge's socket from AccountingStoragePass, not AuthInfo.
+        sed -i "s|^AccountingStorageType=.*|AccountingStorageType=accounting_storage/slurmdbd\\nAccountingStorageHost=$CTL_ADDR\\nAccountingStoragePort=$DBD_PORT\\nAccountingStoragePass=$DIR/munge/munge.socket|" "$conf"
+        write_slurmdbd_conf
+    fi
     if [ -n "${DYNMIG_JOBSUBMIT_SO:-}" ]; then
         # Slurm loads job_submit/dynmig from <PluginDir>/job_submit_dynmig.so: link the given
         # file (cargo names it libjob_submit_dynmig.so) under that name in $DIR/plugins.
@@ -155,6 +163,34 @@ write_configs() {
     if [ -n "${DYNMIG_SPANK_SO:-}" ]; then
         echo "optional $(realpath "$DYNMIG_SPANK_SO")" >"$DIR/etc/plugstack.conf"
     fi
+}
+
+# slurmdbd.conf next to slurm.conf (slurmdbd reads it from SLURM_CONF's directory): mode 0600,
+# owned by SlurmUser (root), as slurmdbd demands. MariaDB on localhost means its unix socket
+# (MYSQL_UNIX_PORT, see start_slurmdbd); root logs in there without a password.
+write_slurmdbd_conf() {
+    local f="$DIR/etc/slurmdbd.conf"
+    (
+        umask 077
+        cat >"$f" <<EOT
+# slurmdbd.conf of the dynmig local test cluster (written by slurm/cluster.sh)
+AuthType=auth/munge
+AuthInfo=socket=$DIR/munge/munge.socket
+DbdHost=localhost
+DbdAddr=$CTL_ADDR
+DbdPort=$DBD_PORT
+SlurmUser=root
+PidFile=$DIR/run/slurmdbd.pid
+LogFile=$DIR/log/slurmdbd.log
+DebugLevel=${DYNMIG_SLURMDBD_DEBUG:-info}
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=root
+StorageLoc=slurm_acct_db
+EOT
+    )
+    chown root:root "$f"
+    chmod 0600 "$f"
 }
 
 # write_gres_conf NODE GRES: a gres.conf with one File= line per device, "gpu:T:N,gpu:U:M",
@@ -260,7 +296,10 @@ cleanup_dir() {
     local args=()
     for node in $nodes; do args+=("$DIR/nodes/$node/slurmd.pid" slurmd); done
     stop_pidfiles "${args[@]}"
-    stop_pidfiles "$DIR/run/slurmctld.pid" slurmctld "$DIR/munge/munged.pid" munged
+    stop_pidfiles "$DIR/run/slurmctld.pid" slurmctld
+    # slurmdbd after slurmctld (which sends it its last records), MariaDB and munged with it.
+    stop_pidfiles "$DIR/run/slurmdbd.pid" slurmdbd "$DIR/mysql/mariadbd.pid" mariadbd \
+        "$DIR/munge/munged.pid" munged
     if other_cluster_running; then
         log "not touching namespaces: the cluster of $(cat "$OWNER_FILE") is running"
     else

@@ -108,3 +108,87 @@ wait_node_idle() {
     done
     die "node $node not idle with $want after $3 s (sinfo: '${line:-}'); see $DIR/log/slurmd-$node.log"
 }
+
+# ---- Accounting: MariaDB and slurmdbd (DYNMIG_ACCOUNTING=1, the default) ----
+# MariaDB runs with its own datadir under $DIR/mysql, on a unix socket only
+# (--skip-networking), as root (SlurmUser=root; root logs in by unix_socket auth, no password).
+# slurmdbd finds the socket through MYSQL_UNIX_PORT (MariaDB's client library reads it).
+# The datadir is a copy of a template that mariadb-install-db made once per MariaDB version
+# and cluster directory ($DIR/mysql/template, ~4 s), so every up starts on an empty database.
+MYSQL_OPTS=(--no-defaults --skip-networking --skip-name-resolve --user=root
+    --innodb-log-file-size=8M --innodb-buffer-pool-size=32M --performance-schema=off)
+
+accounting_on() { [ "${DYNMIG_ACCOUNTING:-1}" != 0 ]; }
+
+# start_mariadb: a fresh database from the template, mariadbd up and answering on its socket.
+start_mariadb() {
+    local m="$DIR/mysql" key i
+    mkdir -p "$m"
+    chmod 0700 "$m"
+    key=$(timeout 10 mariadbd --version 2>/dev/null) || die "mariadbd --version failed (is mariadb-server installed?)"
+    if [ ! -f "$m/template/KEY" ] || [ "$(cat "$m/template/KEY")" != "$key" ]; then
+        rm -rf "$m/template" "$m/template.tmp"
+        mkdir -p "$m/template.tmp"
+        timeout 60 mariadb-install-db "${MYSQL_OPTS[@]}" --datadir="$m/template.tmp/data" \
+            --auth-root-authentication-method=socket --skip-test-db </dev/null >"$DIR/log/mariadb-install-db.log" 2>&1 ||
+            die "mariadb-install-db failed: see $DIR/log/mariadb-install-db.log"
+        echo "$key" >"$m/template.tmp/KEY"
+        mv "$m/template.tmp" "$m/template"
+    fi
+    rm -rf "$m/data" "$m/mysqld.sock" "$m/mariadbd.pid"
+    cp -a "$m/template/data" "$m/data"
+    setsid mariadbd "${MYSQL_OPTS[@]}" --datadir="$m/data" --socket="$m/mysqld.sock" \
+        --pid-file="$m/mariadbd.pid" --log-error="$DIR/log/mariadbd.log" </dev/null >/dev/null 2>&1 9>&- &
+    for i in $(seq 150); do
+        if [ -S "$m/mysqld.sock" ] && pid_alive "$m/mariadbd.pid" mariadbd; then return 0; fi
+        sleep 0.1
+    done
+    die "mariadbd not ready after 15 s: see $DIR/log/mariadbd.log"
+}
+
+# start_slurmdbd: slurmdbd (daemonizes) on its slurmdbd.conf (next to slurm.conf, found through
+# SLURM_CONF), then the cluster and the account "dynmig" in the database.
+start_slurmdbd() {
+    local deadline=$(($(date +%s) + 15))
+    SLURM_CONF="$DIR/etc/slurm.conf" MYSQL_UNIX_PORT="$DIR/mysql/mysqld.sock" slurmdbd 9>&- ||
+        die "slurmdbd failed to start: see $DIR/log/slurmdbd.log"
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+        if pid_alive "$DIR/run/slurmdbd.pid" slurmdbd &&
+            SLURM_CONF="$DIR/etc/slurm.conf" timeout 5 sacctmgr -n -P show cluster >/dev/null 2>&1; then
+            SLURM_CONF="$DIR/etc/slurm.conf" timeout 20 sacctmgr -i -Q add cluster dynmig >/dev/null &&
+                SLURM_CONF="$DIR/etc/slurm.conf" timeout 20 sacctmgr -i -Q add account dynmig \
+                    cluster=dynmig description=dynmig-tests organization=dynmig >/dev/null ||
+                die "sacctmgr could not add the cluster and account: see $DIR/log/slurmdbd.log"
+            return 0
+        fi
+        sleep 0.1
+    done
+    die "slurmdbd does not answer after 15 s: see $DIR/log/slurmdbd.log"
+}
+
+start_accounting() {
+    accounting_on || return 0
+    start_mariadb
+    start_slurmdbd
+}
+
+# accounting_user NAME [ADMINLEVEL]: NAME in the account dynmig with AdminLevel (None,
+# Operator, Administrator); waits until slurmctld's cache has it (up to 10 s).
+accounting_user() {
+    local name=$1 level=${2:-None} deadline=$(($(date +%s) + 10))
+    export SLURM_CONF="$DIR/etc/slurm.conf"
+    if timeout 20 sacctmgr -n -P show user "$name" format=user | grep -qx "$name"; then
+        timeout 20 sacctmgr -i -Q modify user "$name" set adminlevel="$level" >/dev/null || true
+    else
+        timeout 20 sacctmgr -i -Q add user "$name" account=dynmig adminlevel="$level" >/dev/null ||
+            die "sacctmgr add user $name failed"
+    fi
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+        if timeout 5 scontrol show assoc_mgr users="$name" flags=users 2>/dev/null |
+            grep -qi "UserName=$name(.*AdminLevel=$level"; then
+            return 0
+        fi
+        sleep 0.2
+    done
+    die "slurmctld does not know user $name with AdminLevel=$level after 10 s"
+}
