@@ -21,10 +21,10 @@ SELF=$ROOT/slurm/releases.sh
 CACHE=${DYNMIG_CHROOT_CACHE:-/var/cache/dynmig/chroots}
 MIRROR=${DYNMIG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What a chroot holds. Changing this list (or the format version) rebuilds the chroots.
-PKGS="slurmctld slurmd slurm-client munge libslurm-dev passwd"
+PKGS="slurmctld slurmd slurm-client munge libslurm-dev passwd slurmdbd mariadb-server"
 CHROOT_KEY="v1 $PKGS"
 # The Slurm commands the cluster, the agents and the tests run, wrapped per release.
-COMMANDS="slurmctld slurmd slurmstepd scontrol sbatch squeue sinfo scancel srun salloc sacct sprio munged munge unmunge"
+COMMANDS="slurmctld slurmd slurmstepd slurmdbd scontrol sbatch squeue sinfo scancel srun salloc sacct sacctmgr sprio munged munge unmunge mariadbd mariadb-install-db"
 export PATH=$HOME/.cargo/bin:$PATH
 
 log() { echo "releases.sh: $*" >&2; }
@@ -37,6 +37,9 @@ chroot_dir() { echo "$CACHE/$1"; }
 
 # Builds SUITE's chroot unless the cache has one with the same key. Built in a temporary
 # directory and renamed when complete, so an interrupted build is never taken for a ready one.
+# A cached chroot of an older package list (same format version) gets the missing packages
+# installed in place instead (its key is rewritten only when apt succeeded); a rebuild if that
+# fails.
 cmd_chroot() {
     local suite=${1:?usage: chroot SUITE} dir tmp t0
     case "$suite" in trixie | sid) ;; *) die "no chroot for suite '$suite' (trixie or sid)" ;; esac
@@ -44,6 +47,17 @@ cmd_chroot() {
     if [ -f "$dir/etc/dynmig-chroot" ] && [ "$(cat "$dir/etc/dynmig-chroot")" = "$CHROOT_KEY" ]; then
         echo "$dir"
         return 0
+    fi
+    if [ -f "$dir/etc/dynmig-chroot" ] && [ "$(cut -d' ' -f1 "$dir/etc/dynmig-chroot")" = "${CHROOT_KEY%% *}" ]; then
+        t0=$(date +%s)
+        log "adding packages to the cached $suite chroot: $PKGS"
+        if unshare --mount --propagation slave bash "$SELF" _apt "$dir" >"$CACHE/.$suite.apt.log" 2>&1; then
+            echo "$CHROOT_KEY" >"$dir/etc/dynmig-chroot"
+            log "$suite chroot updated in $(($(date +%s) - t0)) s"
+            echo "$dir"
+            return 0
+        fi
+        log "apt-get in the cached $suite chroot failed (see $CACHE/.$suite.apt.log): rebuilding it"
     fi
     command -v debootstrap >/dev/null || {
         log "installing debootstrap"

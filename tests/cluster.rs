@@ -337,6 +337,12 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
         let want = std::fs::read_to_string(c.dir.join(format!("nodes/{node}/gres"))).expect("the node's gres");
         let shown = c.ok("scontrol", &["show", "node", node]);
         assert_eq!(canon_gres(&field(&shown, "Gres")), canon_gres(&want), "{shown}");
+        // No GPU detection plugin was loaded (gres.conf has no AutoDetect): only then does no
+        // Slurm process open NVML on a node whose MIG layout dynmig changes.
+        let log = std::fs::read_to_string(c.dir.join(format!("log/slurmd-{node}.log"))).unwrap_or_default();
+        for plugin in ["gpu/nvml", "gpu/nvidia", "gpu/rsmi", "gpu/oneapi"] {
+            assert!(!log.contains(plugin), "slurmd of {node} loaded {plugin}");
+        }
     }
     // The SPANK plugin lists its options, with usage text, in sbatch --help.
     let help = c.ok("sbatch", &["--help"]);

@@ -116,7 +116,8 @@ wait_node_idle() {
 # The datadir is a copy of a template that mariadb-install-db made once per MariaDB version
 # and cluster directory ($DIR/mysql/template, ~4 s), so every up starts on an empty database.
 MYSQL_OPTS=(--no-defaults --skip-networking --skip-name-resolve --user=root
-    --innodb-log-file-size=8M --innodb-buffer-pool-size=32M --performance-schema=off)
+    --innodb-log-file-size=8M --innodb-buffer-pool-size=32M --performance-schema=off
+    --innodb-lock-wait-timeout=900 --loose-innodb-snapshot-isolation=OFF)
 
 accounting_on() { [ "${DYNMIG_ACCOUNTING:-1}" != 0 ]; }
 
@@ -125,13 +126,19 @@ start_mariadb() {
     local m="$DIR/mysql" key i
     mkdir -p "$m"
     chmod 0700 "$m"
-    key=$(timeout 10 mariadbd --version 2>/dev/null) || die "mariadbd --version failed (is mariadb-server installed?)"
+    key="v2 $(timeout 10 mariadbd --version 2>/dev/null)" || die "mariadbd --version failed (is mariadb-server installed?)"
     if [ ! -f "$m/template/KEY" ] || [ "$(cat "$m/template/KEY")" != "$key" ]; then
         rm -rf "$m/template" "$m/template.tmp"
         mkdir -p "$m/template.tmp"
         timeout 60 mariadb-install-db "${MYSQL_OPTS[@]}" --datadir="$m/template.tmp/data" \
             --auth-root-authentication-method=socket --skip-test-db </dev/null >"$DIR/log/mariadb-install-db.log" 2>&1 ||
             die "mariadb-install-db failed: see $DIR/log/mariadb-install-db.log"
+        # slurmdbd's database exists from the start: slurmdbd 24.11 and 26.05 with MariaDB
+        # 11.8's client library fail the first query after creating it themselves (they reuse
+        # the connection handle of the failed connect: "5027 Number of columns in result (=1)
+        # set execeeds maxmimum allowed number of columns (=0)", then fatal). A database is a
+        # directory to MariaDB.
+        mkdir -m 0700 "$m/template.tmp/data/slurm_acct_db"
         echo "$key" >"$m/template.tmp/KEY"
         mv "$m/template.tmp" "$m/template"
     fi
