@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Version of the file format ([`ModelMeta::format`]).
-pub const FORMAT: u32 = 1;
+/// Version of the file format ([`ModelMeta::format`]). 2: the observation holds the
+/// time-of-day forecast and queue age ([`crate::features::Outlook`]); a format-1 model is
+/// refused (train it again).
+pub const FORMAT: u32 = 2;
 
 /// What a model was trained for, kept in its file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -144,7 +146,7 @@ impl Model {
             serde_json::from_slice(&meta.to_vec1::<u8>()?).with_context(|| format!("{}: bad meta", path.display()))?;
         if meta.format != FORMAT {
             bail!(
-                "{}: model format {} (this dynmig reads {FORMAT})",
+                "{}: model format {} (this dynmig reads {FORMAT}: train it again with `dynmig train`)",
                 path.display(),
                 meta.format
             );

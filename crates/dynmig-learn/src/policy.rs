@@ -7,13 +7,20 @@
 //! reservation timing in the simulator), as the planner's do. It decides at most every
 //! [`DECISION_INTERVAL`], or every `min_layout_lifetime` where that is shorter (a demo
 //! cluster that lives minutes).
+//!
+//! Between decisions it learns what the observation's [`Outlook`] holds: at every call the
+//! need of running and pending jobs goes into a time-of-day forecast (the planner's,
+//! [`dynmig_core::policy::forecast`]), and from the job events
+//! ([`Policy::observe`]) it keeps the submit time of every waiting job (queue age).
 
-use crate::features::{cluster_features, node_features};
+use crate::features::{cluster_features, need_now, node_features, Outlook};
 use crate::net::Model;
 use crate::shield::Shield;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use dynmig_core::demand::Demand;
+use dynmig_core::policy::events::JobEvent;
+use dynmig_core::policy::forecast::{ForecastSettings, TimeOfDayForecast};
 use dynmig_core::policy::{NodeSnapshot, Policy, PolicyLimits, Repartition};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -92,6 +99,14 @@ pub struct LearnedPolicy {
     clock: DayClock,
     /// Whether the shield counts a waiting job's own profile only ([`Shield::new`]).
     exact_profiles: bool,
+    /// The need learned per time of day.
+    forecast: TimeOfDayForecast,
+    /// Submit time (s, the events' clock) of each waiting job, by id.
+    waiting: BTreeMap<u64, f64>,
+    /// The events' clock at the last [`Policy::observe`] (s).
+    now_s: f64,
+    /// The forecast at the last call, and the queue age.
+    outlook: Outlook,
 }
 
 impl LearnedPolicy {
@@ -106,6 +121,10 @@ impl LearnedPolicy {
             last: None,
             clock: DayClock::default(),
             exact_profiles: false,
+            forecast: TimeOfDayForecast::default(),
+            waiting: BTreeMap::new(),
+            now_s: 0.0,
+            outlook: Outlook::default(),
         }
     }
 
@@ -118,12 +137,26 @@ impl LearnedPolicy {
         self
     }
 
-    /// Moves the policy's clock to `time_of_day` without deciding: a caller that asks another
-    /// policy first (training's warm-up, [`crate::train`]) calls this at each of its calls, so
-    /// that [`Step::t_s`] counts from the run's first call. Calls must come less than a day
-    /// apart.
-    pub fn tick(&mut self, time_of_day: Duration) {
+    /// Watches the cluster at `time_of_day` without deciding: moves the policy's clock and
+    /// learns the forecast. A caller that asks another policy first (training's warm-up,
+    /// [`crate::train`]) calls this at each of its calls, so that [`Step::t_s`] counts from
+    /// the run's first call and the forecast has learned those days. Calls must come less
+    /// than a day apart.
+    pub fn watch(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) {
         self.clock.tick(time_of_day);
+        let need = need_now(self.model.catalogue.model, nodes, demand);
+        self.outlook.forecast = self.forecast.observe(ForecastSettings::default(), time_of_day, &need);
+    }
+
+    /// How long the oldest waiting job had waited at the last [`Policy::observe`] (zero with
+    /// no job waiting).
+    pub fn queue_age(&self) -> Duration {
+        let oldest = self.waiting.values().copied().fold(f64::INFINITY, f64::min);
+        if oldest.is_finite() {
+            Duration::from_secs_f64((self.now_s - oldest).clamp(0.0, 1e9))
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// The decisions for `nodes`, or an error from the network (never expected: shapes are
@@ -150,7 +183,8 @@ impl LearnedPolicy {
         }
         cands.sort_by(|a, b| a.work_ends_in.cmp(&b.work_ends_in).then(a.name.cmp(&b.name)));
         let cat = &self.model.catalogue;
-        let global = cluster_features(cat, time_of_day, nodes, demand);
+        self.outlook.queue_age = self.queue_age();
+        let global = cluster_features(cat, time_of_day, nodes, demand, &self.outlook);
         let width = self.model.meta.inputs;
         let mut xs = Vec::with_capacity(cands.len() * width);
         for n in &cands {
@@ -249,7 +283,7 @@ impl Policy for LearnedPolicy {
     }
 
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
-        self.tick(time_of_day);
+        self.watch(time_of_day, nodes, demand);
         if let Some(last) = self.last {
             if since(last, time_of_day) < DECISION_INTERVAL.min(self.limits.min_layout_lifetime) {
                 return Vec::new();
@@ -259,11 +293,76 @@ impl Policy for LearnedPolicy {
         // No panic and no change when the network fails: the layouts stay.
         self.decide(time_of_day, nodes, demand).unwrap_or_default()
     }
+
+    fn observes_jobs(&self) -> bool {
+        true
+    }
+
+    fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
+        self.now_s = now_s;
+        for e in events {
+            match e {
+                JobEvent::Submitted { id, at_s, .. } => {
+                    self.waiting.insert(*id, *at_s);
+                }
+                JobEvent::Started { id, .. } | JobEvent::Ended { id, .. } => {
+                    self.waiting.remove(id);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::argmax;
+    use super::*;
+    use crate::catalogue::Catalogue;
+    use candle_nn::VarMap;
+    use dynmig_core::geometry::A100_40GB;
+
+    fn submitted(id: u64, at_s: f64) -> JobEvent {
+        JobEvent::Submitted {
+            id,
+            at_s,
+            profile: "1g.5gb",
+            gpus: 1,
+            time_limit_s: 3600.0,
+            deadline_s: None,
+        }
+    }
+
+    #[test]
+    fn queue_age_is_the_oldest_waiting_jobs_wait_and_forgets_started_and_ended_jobs() {
+        let model = Model::fresh(Catalogue::for_model(&A100_40GB), 8, &VarMap::new(), "test".into()).unwrap();
+        let mut p = LearnedPolicy::new(
+            model,
+            PolicyLimits::default(),
+            Duration::from_secs(4 * 3600),
+            Mode::Greedy,
+        );
+        assert!(p.observes_jobs());
+        assert_eq!(p.queue_age(), Duration::ZERO);
+        p.observe(500.0, &[submitted(1, 100.0), submitted(2, 300.0), submitted(3, 400.0)]);
+        assert_eq!(p.queue_age(), Duration::from_secs(400));
+        let started = JobEvent::Started {
+            id: 1,
+            at_s: 600.0,
+            node: "n1".into(),
+            slices: 1,
+        };
+        p.observe(1000.0, &[started, JobEvent::Ended { id: 2, at_s: 900.0 }]);
+        assert_eq!(p.queue_age(), Duration::from_secs(600));
+        p.observe(
+            1100.0,
+            &[JobEvent::Started {
+                id: 3,
+                at_s: 1100.0,
+                node: "n1".into(),
+                slices: 1,
+            }],
+        );
+        assert_eq!(p.queue_age(), Duration::ZERO);
+    }
 
     #[test]
     fn the_greedy_choice_is_an_allowed_action_even_when_keep_is_likelier_and_masked() {

@@ -34,6 +34,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use candle_core::{Device, Tensor, D};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
 use dynmig_core::demand::Demand;
+use dynmig_core::policy::events::JobEvent;
 use dynmig_core::policy::{NodeSnapshot, Repartition};
 use dynmig_sim::cli::{eval_options, workload_and_config, SimulateArgs};
 use dynmig_sim::engine::{simulate, RunResult, SimConfig};
@@ -286,13 +287,23 @@ impl Policy for HandOver {
     fn plan_at(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
         if self.clock.tick(time_of_day).as_secs_f64() < HANDOVER_S {
             if let Some(t) = &mut self.then {
-                t.tick(time_of_day);
+                t.watch(time_of_day, nodes, demand);
             }
             return self.first.plan_at(time_of_day, nodes, demand);
         }
         match &mut self.then {
             Some(t) => t.plan_at(time_of_day, nodes, demand),
             None => Vec::new(),
+        }
+    }
+
+    fn observes_jobs(&self) -> bool {
+        self.then.as_ref().is_some_and(Policy::observes_jobs)
+    }
+
+    fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
+        if let Some(t) = &mut self.then {
+            t.observe(now_s, events);
         }
     }
 }
