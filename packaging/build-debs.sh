@@ -95,13 +95,20 @@ build_plugins_deb() {
     mkdir -p "$dir"
     echo "$sv" >"$dir/SLURM_VERSION"
     : >"$dir/lib.rs"
+    # Stripped copies (cargo-deb strips only what it builds; the chroots' plugins are debug
+    # builds). Slurm and `dynmig doctor` need only the dynamic symbol table, which stays.
+    cp "$js" "$dir/job_submit_dynmig.so"
+    cp "$sp" "$dir/spank_dynmig.so"
+    strip --strip-unneeded "$dir/job_submit_dynmig.so" "$dir/spank_dynmig.so" || die "strip failed on $js, $sp"
+    js=$dir/job_submit_dynmig.so
+    sp=$dir/spank_dynmig.so
     sed -e "s|@VERSION@|$version|g" -e "s|@SLURM_MM@|$mm|g" -e "s|@SLURM_VERSION@|$sv|g" \
         -e "s|@SLURM_NEXT@|$next|g" -e "s|@DEB_VERSION@|$version-$DEB_REVISION|g" \
         -e "s|@JOB_SUBMIT_SO@|$js|g" -e "s|@SPANK_SO@|$sp|g" \
         -e "s|@SLURM_VERSION_FILE@|$dir/SLURM_VERSION|g" \
         packaging/slurm-plugins/Cargo.toml.in >"$dir/Cargo.toml"
     # Its own target directory: cargo-deb looks for built files there (none: --no-build).
-    deb=$(CARGO_TARGET_DIR=$dir/target cargo deb --manifest-path "$dir/Cargo.toml" --no-build --strip \
+    deb=$(CARGO_TARGET_DIR=$dir/target cargo deb --manifest-path "$dir/Cargo.toml" --no-build \
         --deb-revision "$DEB_REVISION" --output "$OUT" 2>"$dir/cargo-deb.log" | tail -1) ||
         die "cargo deb for the Slurm $sv plugins failed: see $dir/cargo-deb.log"
     [ -f "$deb" ] || die "cargo deb for the Slurm $sv plugins wrote no package (see $dir/cargo-deb.log)"
