@@ -10,18 +10,22 @@
 #   packaging/install-test.sh chroot        only build (or find) the cached chroot
 #
 # The chroot (debootstrap minbase + Slurm's packages) is built once and cached in
-# DYNMIG_INSTALL_TEST_CACHE (default /var/cache/dynmig/install-test/bookworm, ~2 min the first
+# DYNMIG_INSTALL_TEST_CACHE (default /var/cache/dynmig/install-test/<suite>, ~1-2 min the first
 # time); each run mounts a fresh overlay on it, in mount, network, UTS and PID namespaces of
 # its own, so nothing it starts or mounts outlives it and it never meets a cluster on the host.
 # Logs: .run/install-test/ (the cluster's logs, the daemons' output, the steps' times).
-# Environment: DYNMIG_DEBIAN_MIRROR (default http://deb.debian.org/debian),
+# Environment: DYNMIG_INSTALL_TEST_SUITE (bookworm, the default; trixie; sid),
+# DYNMIG_DEBIAN_MIRROR (default http://deb.debian.org/debian),
 # DYNMIG_INSTALL_TEST_TIMEOUT (seconds the job may take to complete, default 180),
 # DYNMIG_INSTALL_TEST_KEEP=1 keeps the run's overlay (under the cache) for a look.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SELF=$ROOT/packaging/install-test.sh
 CACHE=${DYNMIG_INSTALL_TEST_CACHE:-/var/cache/dynmig/install-test}
-BASE=$CACHE/bookworm
+# bookworm (Slurm 22.05, docs/install.md's own packages) or trixie / sid (24.11 / 26.05: the
+# same steps with that release's plugin package, from packaging/build-debs.sh trixie / sid).
+SUITE=${DYNMIG_INSTALL_TEST_SUITE:-bookworm}
+BASE=$CACHE/$SUITE
 MIRROR=${DYNMIG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What the chroot holds: a site's Slurm (the packages' dependencies come from here, so the
 # test itself needs no network) and what slurm/cluster.sh runs. Changing it rebuilds.
@@ -45,6 +49,7 @@ die() {
 # The cached chroot: debootstrap + Slurm, built in a temporary directory and renamed when
 # complete (an interrupted build is never used). Package scripts may not start daemons.
 base_chroot() {
+    case "$SUITE" in bookworm | trixie | sid) ;; *) die "DYNMIG_INSTALL_TEST_SUITE: bookworm, trixie or sid, not '$SUITE'" ;; esac
     if [ -f "$BASE/etc/dynmig-install-test" ] && [ "$(cat "$BASE/etc/dynmig-install-test")" = "$KEY" ]; then
         return 0
     fi
@@ -52,33 +57,37 @@ base_chroot() {
         log "installing debootstrap"
         DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq debootstrap >/dev/null
     }
-    local tmp=$CACHE/.bookworm.tmp t0
+    local tmp=$CACHE/.$SUITE.tmp t0
     t0=$(date +%s)
     mkdir -p "$CACHE"
     rm -rf "$tmp"
-    log "debootstrap bookworm into $tmp (once; cached)"
-    timeout 900 debootstrap --variant=minbase bookworm "$tmp" "$MIRROR" >"$CACHE/.bookworm.debootstrap.log" 2>&1 ||
-        die "debootstrap bookworm failed: see $CACHE/.bookworm.debootstrap.log"
+    log "debootstrap $SUITE into $tmp (once; cached)"
+    timeout 900 debootstrap --variant=minbase "$SUITE" "$tmp" "$MIRROR" >"$CACHE/.$SUITE.debootstrap.log" 2>&1 ||
+        die "debootstrap $SUITE failed: see $CACHE/.$SUITE.debootstrap.log"
     printf '#!/bin/sh\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
     chmod +x "$tmp/usr/sbin/policy-rc.d"
-    # As on an installed Debian 12: updates and security (Slurm 22.05.8-4+deb12u*).
-    cat >"$tmp/etc/apt/sources.list" <<EOF
-deb $MIRROR bookworm main
-deb $MIRROR bookworm-updates main
-deb ${MIRROR%/debian}/debian-security bookworm-security main
+    # As on an installed system: updates and security (bookworm: Slurm 22.05.8-4+deb12u*).
+    if [ "$SUITE" != sid ]; then
+        cat >"$tmp/etc/apt/sources.list" <<EOF
+deb $MIRROR $SUITE main
+deb $MIRROR $SUITE-updates main
+deb ${MIRROR%/debian}/debian-security $SUITE-security main
 EOF
+    fi
+    # A mirror snapshot's sid Release file may be past its Valid-Until (slurm/releases.sh).
+    echo 'Acquire::Check-Valid-Until "false";' >"$tmp/etc/apt/apt.conf.d/99dynmig-install-test"
     cp /etc/hosts "$tmp/etc/hosts"
     unshare --mount --propagation private bash -c '
         set -e
         for d in proc sys dev; do mount --rbind "/$d" "$1/$d"; mount --make-rslave "$1/$d"; done
         timeout 900 chroot "$1" env DEBIAN_FRONTEND=noninteractive sh -c \
             "apt-get update -qq && apt-get install -y -qq --no-install-recommends $2 && apt-get clean"
-    ' _ "$tmp" "$PKGS" >"$CACHE/.bookworm.apt.log" 2>&1 ||
-        die "apt-get in the bookworm chroot failed: see $CACHE/.bookworm.apt.log"
+    ' _ "$tmp" "$PKGS" >"$CACHE/.$SUITE.apt.log" 2>&1 ||
+        die "apt-get in the $SUITE chroot failed: see $CACHE/.$SUITE.apt.log"
     echo "$KEY" >"$tmp/etc/dynmig-install-test"
     rm -rf "$BASE"
     mv "$tmp" "$BASE"
-    log "bookworm chroot ready in $(($(date +%s) - t0)) s"
+    log "$SUITE chroot ready in $(($(date +%s) - t0)) s"
 }
 
 host_main() {
@@ -123,7 +132,7 @@ inner_main() {
     ip link set lo up
     hostname dynmig-install-test
     grep -q dynmig-install-test "$r/etc/hosts" || echo "127.0.1.1 dynmig-install-test" >>"$r/etc/hosts"
-    chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+    chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DYNMIG_INSTALL_TEST_SUITE="$SUITE" \
         bash "$SRC/packaging/install-test.sh" _chrooted
 }
 
@@ -208,8 +217,14 @@ chrooted_main() {
     export DEBIAN_FRONTEND=noninteractive
     trap 'stop_units; bash "$SRC/slurm/cluster.sh" down >/dev/null 2>&1 || true' EXIT
 
-    step "1. apt-get install the packages (docs/install.md step 1, word for word)"
-    (cd "$DEBS" && eval "$(block apt)") >/var/log/dynmig-test/apt.log 2>&1 ||
+    # docs/install.md's command names the 22.05 plugin package; another release's is the same
+    # command with its own release.
+    local mm apt_cmd
+    mm=$(dpkg-query -W -f '${Version}' slurmctld | cut -d. -f1,2)
+    apt_cmd=$(block apt)
+    [ "$SUITE" = bookworm ] || apt_cmd=${apt_cmd//dynmig-slurm-plugins-22.05_/dynmig-slurm-plugins-${mm}_}
+    step "1. apt-get install the packages (docs/install.md step 1, word for word; Slurm $mm)"
+    (cd "$DEBS" && eval "$apt_cmd") >/var/log/dynmig-test/apt.log 2>&1 ||
         die "docs/install.md's apt-get install failed: $(tail -5 /var/log/dynmig-test/apt.log)"
     local f
     for f in /usr/bin/dynmig /etc/slurm/dynmig.toml /etc/default/dynmig /usr/libexec/dynmig/prolog \
