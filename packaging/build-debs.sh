@@ -71,11 +71,10 @@ build_host() {
 build_dynmig_deb() {
     local version=$1 deb
     mkdir -p "$WORK" "$OUT"
-    packaging/man.sh "$TARGET/release/dynmig" "$WORK/dynmig.1" || die "generating the man page failed"
-    gzip -9nf "$WORK/dynmig.1"
-    # cargo-deb reads the assets at the paths the manifest names (target/release/dynmig,
-    # target/packaging/dynmig.1.gz), relative to the repository.
-    [ "$TARGET" = "$ROOT/target" ] || die "CARGO_TARGET_DIR must be $ROOT/target (the manifest's asset paths)"
+    # The manifest names it target/release/packaging/dynmig.1.gz: cargo-deb resolves
+    # target/release/ to the build's target directory.
+    packaging/man.sh "$TARGET/release/dynmig" "$TARGET/release/packaging/dynmig.1" || die "generating the man page failed"
+    gzip -9nf "$TARGET/release/packaging/dynmig.1"
     deb=$(cargo deb -p dynmig --no-build --deb-revision "$DEB_REVISION" --output "$OUT" 2>"$WORK/cargo-deb-dynmig.log" | tail -1) ||
         die "cargo deb -p dynmig failed: see $WORK/cargo-deb-dynmig.log"
     [ -f "$deb" ] || die "cargo deb -p dynmig wrote no package (see $WORK/cargo-deb-dynmig.log)"
