@@ -75,7 +75,7 @@ build_dynmig_deb() {
     # target/release/ to the build's target directory.
     packaging/man.sh "$TARGET/release/dynmig" "$TARGET/release/packaging/dynmig.1" || die "generating the man page failed"
     gzip -9nf "$TARGET/release/packaging/dynmig.1"
-    deb=$(cargo deb -p dynmig --no-build --deb-revision "$DEB_REVISION" --output "$OUT" 2>"$WORK/cargo-deb-dynmig.log" | tail -1) ||
+    deb=$(timeout 600 cargo deb -p dynmig --no-build --deb-revision "$DEB_REVISION" --output "$OUT" 2>"$WORK/cargo-deb-dynmig.log" | tail -1) ||
         die "cargo deb -p dynmig failed: see $WORK/cargo-deb-dynmig.log"
     [ -f "$deb" ] || die "cargo deb -p dynmig wrote no package (see $WORK/cargo-deb-dynmig.log)"
     echo "$deb"
@@ -107,7 +107,7 @@ build_plugins_deb() {
         -e "s|@SLURM_VERSION_FILE@|$dir/SLURM_VERSION|g" \
         packaging/slurm-plugins/Cargo.toml.in >"$dir/Cargo.toml"
     # Its own target directory: cargo-deb looks for built files there (none: --no-build).
-    deb=$(CARGO_TARGET_DIR=$dir/target cargo deb --manifest-path "$dir/Cargo.toml" --no-build \
+    deb=$(CARGO_TARGET_DIR=$dir/target timeout 600 cargo deb --manifest-path "$dir/Cargo.toml" --no-build \
         --deb-revision "$DEB_REVISION" --output "$OUT" 2>"$dir/cargo-deb.log" | tail -1) ||
         die "cargo deb for the Slurm $sv plugins failed: see $dir/cargo-deb.log"
     [ -f "$deb" ] || die "cargo deb for the Slurm $sv plugins wrote no package (see $dir/cargo-deb.log)"

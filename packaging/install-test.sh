@@ -17,6 +17,7 @@
 # Environment: DYNMIG_INSTALL_TEST_SUITE (bookworm, the default; trixie; sid),
 # DYNMIG_DEBIAN_MIRROR (default http://deb.debian.org/debian),
 # DYNMIG_INSTALL_TEST_TIMEOUT (seconds the job may take to complete, default 180),
+# DYNMIG_INSTALL_TEST_LIMIT (seconds the whole run in the chroot may take, default 900),
 # DYNMIG_INSTALL_TEST_KEEP=1 keeps the run's overlay (under the cache) for a look.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -101,7 +102,9 @@ host_main() {
     mkdir -p "$run"/{upper,work,root}
     log "fresh overlay on $BASE: $run"
     # A PID namespace whose init is the inner script: every process left ends with it.
-    unshare --mount --net --uts --pid --fork --propagation private \
+    # Its PID 1 ends on the timeout, and every process of the run with it.
+    timeout --kill-after=10 "${DYNMIG_INSTALL_TEST_LIMIT:-900}" \
+        unshare --mount --net --uts --pid --fork --propagation private \
         bash "$SELF" _inner "$run" "$debs" || rc=$?
     rm -rf "$ROOT/.run/install-test"
     mkdir -p "$ROOT/.run/install-test"
@@ -224,7 +227,7 @@ chrooted_main() {
     apt_cmd=$(block apt)
     [ "$SUITE" = bookworm ] || apt_cmd=${apt_cmd//dynmig-slurm-plugins-22.05_/dynmig-slurm-plugins-${mm}_}
     step "1. apt-get install the packages (docs/install.md step 1, word for word; Slurm $mm)"
-    (cd "$DEBS" && eval "$apt_cmd") >/var/log/dynmig-test/apt.log 2>&1 ||
+    (cd "$DEBS" && timeout 300 bash -c "$apt_cmd") >/var/log/dynmig-test/apt.log 2>&1 ||
         die "docs/install.md's apt-get install failed: $(tail -5 /var/log/dynmig-test/apt.log)"
     local f
     for f in /usr/bin/dynmig /etc/slurm/dynmig.toml /etc/default/dynmig /usr/libexec/dynmig/prolog \
@@ -239,7 +242,7 @@ chrooted_main() {
     out=$(dpkg-query --showformat='${Conffiles}\n' --show dynmig)
     grep -q '/etc/slurm/dynmig.toml' <<<"$out" ||
         die "/etc/slurm/dynmig.toml is not a conffile of dynmig"
-    out=$(man -l /usr/share/man/man1/dynmig.1.gz 2>/dev/null)
+    out=$(timeout 30 man -l /usr/share/man/man1/dynmig.1.gz 2>/dev/null)
     grep -q 'dynmig agent' <<<"$out" ||
         die "the man page does not describe 'dynmig agent'"
     dynmig --version | tee -a /var/log/dynmig-test/details.txt >&2
@@ -294,7 +297,7 @@ chrooted_main() {
     grep -q -- '--mig-mem' <<<"$help" || die "sbatch --help does not list --mig-mem (SPANK plugin not loaded): $(tail -3 <<<"$help")"
 
     step "6. dynmig doctor"
-    dynmig doctor >/var/log/dynmig-test/doctor.log 2>&1 || die "dynmig doctor: $(cat /var/log/dynmig-test/doctor.log)"
+    timeout 60 dynmig doctor >/var/log/dynmig-test/doctor.log 2>&1 || die "dynmig doctor: $(cat /var/log/dynmig-test/doctor.log)"
     cat /var/log/dynmig-test/doctor.log >&2
 
     step "7. the units' ExecStart lines: history, controller, one agent per node"
