@@ -5,7 +5,8 @@
 # daemons with their installed units' ExecStart lines, and run a job that must get a MIG
 # profile at submit and run after a repartition.
 #
-#   packaging/install-test.sh [DEB_DIR]     (as root; DEB_DIR default target/debian, made by
+#   packaging/install-test.sh [DEB_DIR]     (as root; DEB_DIR default target/debian (or
+#                                             $CARGO_TARGET_DIR/debian), made by
 #                                             packaging/build-debs.sh)
 #   packaging/install-test.sh chroot        only build (or find) the cached chroot
 #
@@ -93,7 +94,7 @@ EOF
 
 host_main() {
     [ "$(id -u)" = 0 ] || die "run as root (chroot, namespaces, daemons)"
-    local debs=${1:-$ROOT/target/debian} run t0 rc=0
+    local debs=${1:-${CARGO_TARGET_DIR:-$ROOT/target}/debian} run t0 rc=0
     debs=$(realpath -e "$debs") || die "no package directory $1 (packaging/build-debs.sh makes target/debian)"
     ls "$debs"/dynmig_*.deb >/dev/null 2>&1 || die "no dynmig_*.deb in $debs (run packaging/build-debs.sh)"
     t0=$(date +%s)
