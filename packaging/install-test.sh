@@ -102,8 +102,10 @@ host_main() {
     run=$(mktemp -d "$CACHE/run.XXXXXX")
     mkdir -p "$run"/{upper,work,root}
     log "fresh overlay on $BASE: $run"
-    # A PID namespace whose init is the inner script: every process left ends with it.
-    # Its PID 1 ends on the timeout, and every process of the run with it.
+    # shellcheck disable=SC2064 # $run as it is now
+    [ "${DYNMIG_INSTALL_TEST_KEEP:-}" = 1 ] || trap "rm -rf '$run'" EXIT
+    # A PID namespace whose init is the inner script: every process of the run ends with it,
+    # at the latest on the timeout. The mounts go with the mount namespace.
     timeout --kill-after=10 "${DYNMIG_INSTALL_TEST_LIMIT:-900}" \
         unshare --mount --net --uts --pid --fork --propagation private \
         bash "$SELF" _inner "$run" "$debs" || rc=$?
