@@ -215,7 +215,22 @@ enum TraceCmd {
 
 fn main() {
     let cli = Cli::parse();
+    let daemon = match &cli.cmd {
+        Cmd::Controller { .. } => Some("controller"),
+        Cmd::Agent { .. } => Some("agent"),
+        Cmd::History {
+            cmd: HistoryCmd::Serve { .. },
+        } => Some("history"),
+        _ => None,
+    };
+    let sink = dynmig::cli::logging::init(daemon);
     if let Err(e) = run(cli) {
+        // Under systemd stderr reaches the journal too: one entry, with its priority.
+        if sink == dynmig::cli::logging::Sink::Journal {
+            log::error!("{e:#}");
+            log::logger().flush();
+            std::process::exit(1);
+        }
         eprintln!("dynmig: {e:#}");
         std::process::exit(1);
     }
@@ -320,38 +335,67 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Controller { once } => {
             let (config, _) = load_config(explicit)?;
+            dynmig::cli::logging::apply_config_level(config.log.level);
             let mut policy = policy_from_config(&config).map_err(|e| anyhow!("[policy]: {e}"))?;
             let slurm = SlurmCommands::from_config(&config);
             let managed = managed_nodes(&config);
             let events = event_log(&config);
             let mut feed = JobFeed::new();
             let mut first = true;
+            let mut metrics = dynmig_controller::metrics::ControllerMetrics::new();
+            let _endpoint = match config.controller.metrics_listen {
+                Some(addr) => Some(
+                    dynmig_host::metrics::serve(addr, metrics.registry(), "controller")
+                        .context("[controller] metrics_listen")?,
+                ),
+                None => None,
+            };
+            log::info!(
+                "controller started: {} managed nodes, policy {}, every {:?}",
+                managed.len(),
+                policy.name(),
+                config.controller.interval
+            );
             loop {
                 let settings = PassSettings {
                     sweep: first,
                     ..PassSettings::from_config(&config, dynmig_host::clock::now_secs())
                 };
+                let started = std::time::Instant::now();
                 match pass(&slurm, &managed, policy.as_mut(), &mut feed, &events, &settings) {
                     Ok(r) => {
                         first = false;
+                        metrics.pass_ok(&r, started.elapsed());
                         for d in &r.drained {
-                            eprintln!("dynmig controller: draining {} to repartition to {}", d.node, d.target);
+                            log::info!("draining {} to repartition to {}", d.node, d.target);
                         }
                         for d in &r.planned {
-                            eprintln!(
-                                "dynmig controller: {} reserved from the end of its jobs, then repartition to {}",
-                                d.node, d.target
+                            log::info!(
+                                "{} reserved from the end of its jobs, then repartition to {}",
+                                d.node,
+                                d.target
                             );
                         }
                         for d in &r.moved {
-                            eprintln!("dynmig controller: plan of {} moved to {}", d.node, d.target);
+                            log::info!("plan of {} moved to {}", d.node, d.target);
                         }
                         for n in &r.cancelled {
-                            eprintln!("dynmig controller: plan of {n} cancelled");
+                            log::info!("plan of {n} cancelled");
                         }
+                        for n in &r.timed_out {
+                            log::warn!("{n}: jobs outlived drain_timeout; repartition dropped");
+                        }
+                        log::debug!(
+                            "pass: pending {:?}, drain waste {} instances",
+                            r.demand.pending,
+                            r.held_idle_instances
+                        );
                     }
                     Err(e) if once => return Err(e.into()),
-                    Err(e) => eprintln!("dynmig controller: {e}"),
+                    Err(e) => {
+                        metrics.pass_failed(started.elapsed());
+                        log::error!("{e}");
+                    }
                 }
                 if once {
                     return Ok(());
@@ -361,12 +405,14 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Agent { node, once } => {
             let (config, _) = load_config(explicit)?;
+            dynmig::cli::logging::apply_config_level(config.log.level);
             let mut a = dynmig_node::setup::make_agent(&config, &node)?;
             if once {
                 println!("{:?}", a.step()?);
                 return Ok(());
             }
-            dynmig_node::agent::run_forever(&mut a)
+            log::info!("agent of {node} started");
+            dynmig_node::agent::run_forever(&mut a, config.agent.metrics_listen)
         }
         Cmd::Prolog => {
             let (config, _) = load_config(explicit)?;
@@ -470,12 +516,14 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config) -> Result<()> 
     let p = &config.paths;
     match cmd {
         HistoryCmd::Serve { listen, socket } => {
+            dynmig::cli::logging::apply_config_level(config.log.level);
             let listen = listen
                 .or_else(|| config.history.listen.clone())
                 .ok_or_else(|| anyhow!("no address: give --listen or set [history] listen"))?;
             let socket = socket.or_else(|| dynmig_history::auth::munge_socket(None));
             Ok(dynmig_history::service::serve(
                 &listen,
+                config.history.metrics_listen,
                 socket,
                 &p.history_db,
                 &p.history_snapshot,

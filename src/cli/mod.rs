@@ -1,7 +1,8 @@
-//! Glue of the administrator's commands: config loading, the GPU tools.
+//! Glue of the administrator's commands: config loading, the GPU tools, the logger.
 
 pub mod doctor;
 pub mod gpu;
+pub mod logging;
 
 use anyhow::{anyhow, Context, Result};
 use dynmig_core::config::{parse_config, Config};

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 mod jobs;
+pub mod metrics;
 mod plans;
 mod snapshot;
 pub mod status;
@@ -23,6 +24,7 @@ use dynmig_core::demand::Demand;
 use dynmig_core::geometry::NodeLayout;
 use dynmig_core::policy::planner::{Planner, PlannerSettings};
 use dynmig_core::policy::{DemandDriven, NoChange, Policy, PolicyLimits, Repartition};
+use dynmig_core::protocol::decision::DecisionRecord;
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_core::protocol::plan::{reservation_name, Plan, Plans};
@@ -33,8 +35,8 @@ use dynmig_host::fs::LineLog;
 use dynmig_sim::engine::{DrainTiming, SimConfig};
 use dynmig_sim::policies::adaptive::{Adaptive, AdaptiveSettings};
 use dynmig_sim::policies::mpc::{Mpc, MpcSettings};
-use dynmig_slurm::{MaintReservation, NodeInfo, SlurmApi, SlurmError};
-use std::collections::HashMap;
+use dynmig_slurm::{JobInfo, JobState, MaintReservation, NodeInfo, SlurmApi, SlurmError};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -117,6 +119,43 @@ pub struct PassReport {
     /// Drain waste now: instances idle on nodes drained for a repartition whose jobs still
     /// run (they take no job until the last one ends), summed over those nodes.
     pub held_idle_instances: u32,
+    /// Each managed node whose layout is known (in the snapshot): its instances per profile,
+    /// and how many of them are free.
+    pub supply: Vec<NodeSupply>,
+    /// Managed nodes per role ([`NodeRole::name`]).
+    pub roles: BTreeMap<&'static str, u32>,
+    /// Jobs that job_submit/dynmig decided (a `DecisionRecord` in their AdminComment), per
+    /// (`pending` or `running`, the decision's source such as `mig-mem` or `history`).
+    pub decided_jobs: BTreeMap<(&'static str, String), u32>,
+}
+
+/// A node's MIG instances as the controller saw them in one pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSupply {
+    /// Node name.
+    pub node: String,
+    /// Instances per profile (every GPU of the node together).
+    pub instances: BTreeMap<&'static str, u32>,
+    /// Of those, the ones without a job.
+    pub free: BTreeMap<&'static str, u32>,
+}
+
+/// The queue's jobs that job_submit/dynmig decided, per state and decision source
+/// ([`PassReport::decided_jobs`]). Jobs with another AdminComment, and finished jobs, are
+/// not counted.
+pub fn decided_jobs(jobs: &[JobInfo]) -> BTreeMap<(&'static str, String), u32> {
+    let mut out = BTreeMap::new();
+    for j in jobs {
+        let state = match j.state {
+            JobState::Pending => "pending",
+            JobState::Running | JobState::Completing => "running",
+            _ => continue,
+        };
+        if let Ok(d) = DecisionRecord::parse(&j.admin_comment) {
+            *out.entry((state, d.source.to_string())).or_insert(0) += 1;
+        }
+    }
+    out
 }
 
 /// The simulator's model of the managed nodes: every group's nodes, of group `g`'s GPU model
@@ -220,9 +259,24 @@ pub fn pass(
         })
         .map(|n| n.free().values().sum::<u32>())
         .sum();
+    let mut role_counts = BTreeMap::new();
+    for (_, r) in &roles {
+        *role_counts.entry(r.name()).or_insert(0) += 1;
+    }
     let mut report = PassReport {
         timed_out,
         held_idle_instances,
+        supply: snapshot
+            .nodes
+            .iter()
+            .map(|n| NodeSupply {
+                node: n.name.clone(),
+                instances: n.layout.totals(),
+                free: n.free(),
+            })
+            .collect(),
+        roles: role_counts,
+        decided_jobs: decided_jobs(&jobs),
         ..PassReport::default()
     };
     let loaded = settings
@@ -288,7 +342,7 @@ impl Ctx<'_> {
 
     fn repaired(&mut self, node: &str, why: String) {
         self.event(EventKind::PlanRepaired, node, None, &why);
-        eprintln!("dynmig controller: {node}: {why}");
+        log::warn!("{node}: {why}");
         self.report.repaired.push((node.to_string(), why));
     }
 

@@ -21,7 +21,7 @@ pub struct LoadedPlans {
 }
 
 fn note(events: &LineLog, now: i64, node: &str, why: &str) {
-    eprintln!("dynmig controller: {node}: {why}");
+    log::warn!("{node}: {why}");
     events.append(
         &Event::at(now as f64, EventKind::PlanRepaired, node)
             .detail(why)

@@ -67,6 +67,22 @@ pub enum NodeRole {
     LayoutUnknown,
 }
 
+impl NodeRole {
+    /// The role's name in metrics: `in_service`, `draining`, `applying`, `failed`,
+    /// `unavailable`, `unregistered` or `layout_unknown`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::InService => "in_service",
+            Self::Draining { .. } => "draining",
+            Self::Applying => "applying",
+            Self::Failed(_) => "failed",
+            Self::Unavailable(_) => "unavailable",
+            Self::Unregistered => "unregistered",
+            Self::LayoutUnknown => "layout_unknown",
+        }
+    }
+}
+
 /// Builds the snapshot of `managed` nodes from Slurm's `jobs` and `nodes` at `now` (seconds
 /// since the epoch), and says what each node is ([`NodeRole`], in `managed` order).
 ///

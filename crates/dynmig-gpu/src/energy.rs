@@ -174,6 +174,15 @@ impl Ledger {
         self.transact(|st| st.jobs.get(&job).map(|e| e.joules))
     }
 
+    /// Every job in the ledger (started on this node, not yet finished) with its joules so
+    /// far.
+    ///
+    /// # Errors
+    /// The ledger cannot be read.
+    pub fn jobs(&self) -> Result<BTreeMap<u32, f64>, BackendError> {
+        self.transact(|st| st.jobs.iter().map(|(j, e)| (*j, e.joules)).collect())
+    }
+
     /// Charges one sample of `gpu` at time `now_s` (seconds since the epoch): the power is
     /// taken as held since the GPU's previous sample (at most `max_dt_s` back, so that a
     /// stopped agent does not charge the whole gap); the first sample only sets the clock.
@@ -225,25 +234,40 @@ impl Ledger {
     }
 }
 
+/// What one [`sample_node`] measured and charged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeSample {
+    /// The GPUs as the backend reported them.
+    pub gpus: Vec<GpuState>,
+    /// Power per GPU index, watts, for the GPUs whose backend tells it.
+    pub watts: BTreeMap<u32, f64>,
+    /// Joules charged to each job by this sample.
+    pub charged: BTreeMap<u32, f64>,
+}
+
 /// Samples every GPU of `backend` once and charges the ledger in `state_dir`; the agent's
-/// call each poll. GPUs whose backend cannot tell the power are skipped. Returns how many
-/// GPUs were sampled.
+/// call each poll. GPUs whose backend cannot tell the power are skipped.
 ///
 /// # Errors
 /// The GPUs or their power cannot be read, or the ledger cannot be written.
-pub fn sample_node(backend: &dyn GpuBackend, state_dir: &Path, max_dt_s: f64) -> Result<usize, BackendError> {
+pub fn sample_node(backend: &dyn GpuBackend, state_dir: &Path, max_dt_s: f64) -> Result<NodeSample, BackendError> {
     let ledger = Ledger::in_dir(state_dir);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    let mut n = 0;
-    for g in backend.gpus()? {
+    let mut out = NodeSample {
+        gpus: backend.gpus()?,
+        ..NodeSample::default()
+    };
+    for g in &out.gpus {
         if let Some(w) = backend.power_watts(g.index)? {
-            ledger.sample(&g, w, now, max_dt_s)?;
-            n += 1;
+            out.watts.insert(g.index, w);
+            for (job, j) in ledger.sample(g, w, now, max_dt_s)? {
+                *out.charged.entry(job).or_insert(0.0) += j;
+            }
         }
     }
-    Ok(n)
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -41,6 +41,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The metrics endpoint (`[history] metrics_listen`) cannot be served.
+    #[error("[history] metrics_listen: {0}")]
+    Metrics(#[source] std::io::Error),
     /// A record could not be delivered to the server.
     #[error("history server {server}: {why}")]
     Send {

@@ -10,7 +10,7 @@
 //! rebuilds the snapshot that job_submit/dynmig reads on a cadence
 //! ([`transport::SnapshotCadence`]), keeping a bounded history ([`store::Retention`]). A record
 //! leaves the spool only after the server's `OK`, so nothing is lost while the controller host
-//! is down.
+//! is down. The server counts what arrives in [`metrics::HistoryMetrics`].
 //!
 //! ```
 //! use dynmig_history::{JobRecord, spool};
@@ -30,6 +30,7 @@
 
 pub mod auth;
 mod error;
+pub mod metrics;
 pub mod record;
 pub mod service;
 pub mod spool;

@@ -22,14 +22,16 @@ pub const EPILOG_FLUSH_BUDGET: Duration = Duration::from_secs(20);
 /// `dynmig history serve`: listens on `listen_addr` (`host:port`), checks credentials with
 /// munge on `munge_socket` (`None`: munge's default), stores records in the database
 /// `db_path` (created 0600) and keeps the snapshot `snapshot_path` (0600), keeping what
-/// `retention` allows. Runs until SIGTERM or SIGINT, then writes a pending snapshot and
-/// returns.
+/// `retention` allows; serves its metrics on `metrics_listen` when given. Runs until SIGTERM
+/// or SIGINT, then writes a pending snapshot and returns.
 ///
 /// # Errors
-/// The database, the snapshot or the address cannot be opened, or the signal handlers cannot
-/// be installed.
+/// The database, the snapshot, the address or the metrics address cannot be opened, or the
+/// signal handlers cannot be installed.
+#[allow(clippy::too_many_arguments)]
 pub fn serve(
     listen_addr: &str,
+    metrics_listen: Option<std::net::SocketAddr>,
     munge_socket: Option<PathBuf>,
     db_path: &Path,
     snapshot_path: &Path,
@@ -50,10 +52,13 @@ pub fn serve(
             source,
         })?;
     }
-    eprintln!(
-        "dynmig history serve: listening on {listen_addr}, database {}",
-        db_path.display()
-    );
+    let _metrics = match metrics_listen {
+        Some(addr) => {
+            Some(dynmig_host::metrics::serve(addr, server.metrics().registry(), "history").map_err(Error::Metrics)?)
+        }
+        None => None,
+    };
+    log::info!("listening on {listen_addr}, database {}", db_path.display());
     server.serve(&listener, &stop)
 }
 

@@ -14,6 +14,7 @@
 //! [`Retention`] is applied at each rebuild.
 
 use crate::auth::{Sealer, Verifier};
+use crate::metrics::HistoryMetrics;
 use crate::record::{cut, JobRecord};
 use crate::store::{Retention, Store};
 use crate::{now, spool, Error};
@@ -114,6 +115,7 @@ struct Inner {
 /// The history server: checks, stores, and summarises records.
 pub struct Server {
     inner: Mutex<Inner>,
+    metrics: HistoryMetrics,
     verifier: Box<dyn Verifier>,
     settings: ServerSettings,
     active: AtomicUsize,
@@ -127,6 +129,7 @@ impl Server {
     /// The database or the snapshot cannot be written.
     pub fn new(store: Store, verifier: Box<dyn Verifier>, settings: ServerSettings) -> Result<Self, Error> {
         let server = Self {
+            metrics: HistoryMetrics::new(),
             inner: Mutex::new(Inner {
                 store,
                 pending: 0,
@@ -154,7 +157,13 @@ impl Server {
             self.settings.snapshot_group,
         )?;
         inner.pending = 0;
+        self.metrics.set_pending(0);
         Ok(n)
+    }
+
+    /// The server's metrics.
+    pub fn metrics(&self) -> &HistoryMetrics {
+        &self.metrics
     }
 
     /// The settings.
@@ -173,7 +182,10 @@ impl Server {
         match self.accept(line) {
             Ok(true) => "OK stored".into(),
             Ok(false) => "OK duplicate".into(),
-            Err(e) => format!("ERR {e}").replace(['\n', '\r'], " "),
+            Err(e) => {
+                self.metrics.refused();
+                format!("ERR {e}").replace(['\n', '\r'], " ")
+            }
         }
     }
 
@@ -183,11 +195,13 @@ impl Server {
         let mut inner = self.lock();
         let new = inner.store.insert(&record)?;
         if new {
+            self.metrics.stored(&record);
             inner.pending += 1;
+            self.metrics.set_pending(inner.pending);
             if inner.pending >= self.settings.cadence.max_pending.max(1) {
                 if let Err(e) = self.rebuild(&mut inner) {
                     // The record is stored; the next tick tries the snapshot again.
-                    eprintln!("dynmig history serve: snapshot: {e}");
+                    log::error!("snapshot: {e}");
                 }
             }
         }
@@ -245,7 +259,7 @@ impl Server {
                     if Instant::now() >= next {
                         next = Instant::now() + step;
                         if let Err(e) = self.tick() {
-                            eprintln!("dynmig history serve: snapshot: {e}");
+                            log::error!("snapshot: {e}");
                         }
                     }
                 }
@@ -255,7 +269,7 @@ impl Server {
                     Ok(c) => c,
                     Err(e) => {
                         if e.kind() != io::ErrorKind::WouldBlock {
-                            eprintln!("dynmig history serve: accept: {e}");
+                            log::warn!("accept: {e}");
                         }
                         std::thread::sleep(Duration::from_millis(20));
                         continue;
@@ -272,12 +286,12 @@ impl Server {
                     .spawn_scoped(s, move || {
                         let _guard = guard;
                         if let Err(e) = self.serve_connection(&stream) {
-                            eprintln!("dynmig history serve: {peer}: {e}");
+                            log::warn!("{peer}: {e}");
                         }
                     });
                 if let Err(e) = spawned {
                     // The closure, and with it the guard, is dropped: the slot is free again.
-                    eprintln!("dynmig history serve: cannot start a thread for {peer}: {e}");
+                    log::error!("cannot start a thread for {peer}: {e}");
                 }
             }
         });
@@ -292,11 +306,7 @@ impl Server {
             Err(why) => format!("ERR {why}"),
         };
         if answer.starts_with("ERR") {
-            eprintln!(
-                "dynmig history serve: refused a record from {:?}: {}",
-                stream.peer_addr().ok(),
-                cut(&answer)
-            );
+            log::warn!("refused a record from {:?}: {}", stream.peer_addr().ok(), cut(&answer));
         }
         stream.set_write_timeout(Some(Duration::from_secs(2)))?;
         let mut w = stream;

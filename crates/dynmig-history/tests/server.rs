@@ -378,3 +378,51 @@ fn flush_keeps_records_the_server_refuses() {
     assert_eq!(spooled(d.path()), 2);
     r.stop();
 }
+
+#[test]
+fn metrics_count_records_by_source_oom_runs_requeues_and_the_estimate_ratio() {
+    use dynmig_host::metrics::{promtool_check, scrape, serve, PromtoolCheck};
+    let mut r = Running::start(|s| s.cadence.max_pending = 100);
+    // Estimate 8 GiB: peaks of 4 GiB (ratio 2) and 8 GiB (ratio 1).
+    assert_eq!(r.send(&cred(4)), "OK stored");
+    assert_eq!(r.send(&cred(8)), "OK stored");
+    assert_eq!(r.send(&cred(8)), "OK duplicate");
+    let mut oom = record(9);
+    oom.oom = true;
+    oom.source = "history".into();
+    oom.restart = 1;
+    assert_eq!(r.send(&Fake.seal(&oom.to_wire().unwrap()).unwrap()), "OK stored");
+    assert!(r.send("garbage").starts_with("ERR"));
+    let endpoint = serve("127.0.0.1:0".parse().unwrap(), r.server.metrics().registry(), "history").unwrap();
+    let (status, body) = scrape(endpoint.local_addr()).unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for line in [
+        "dynmig_history_records_total{source=\"mig-mem\"} 2",
+        "dynmig_history_records_total{source=\"history\"} 1",
+        "dynmig_history_refused_records_total 1",
+        "dynmig_history_oom_runs_total{profile=\"1g.10gb\"} 1",
+        "dynmig_history_requeued_runs_total 1",
+        "dynmig_history_estimate_ratio_count{source=\"mig-mem\"} 2",
+        "dynmig_history_estimate_ratio_sum{source=\"mig-mem\"} 3.0",
+        "dynmig_history_estimate_ratio_bucket{le=\"1.0\",source=\"mig-mem\"} 1",
+        "dynmig_history_estimate_ratio_bucket{le=\"2.0\",source=\"mig-mem\"} 2",
+        "dynmig_history_pending_records 3",
+    ] {
+        assert!(body.lines().any(|l| l == line), "no line {line:?} in\n{body}");
+    }
+    // The out-of-memory run has no ratio: its peak is the instance's size, not its need.
+    assert!(
+        !body.contains("dynmig_history_estimate_ratio_count{source=\"history\"}"),
+        "{body}"
+    );
+    match promtool_check(&body) {
+        PromtoolCheck::Absent => eprintln!("skipped promtool: not found (install Debian's prometheus package)"),
+        c => assert_eq!(c, PromtoolCheck::Passed, "{body}"),
+    }
+    r.stop();
+    assert!(r
+        .server
+        .metrics()
+        .render()
+        .contains("\ndynmig_history_pending_records 0\n"));
+}

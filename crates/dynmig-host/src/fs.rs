@@ -149,7 +149,7 @@ impl LineLog {
             .open(path)
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(err) = res {
-            eprintln!("dynmig: cannot append to {}: {err}", path.display());
+            log::warn!("cannot append to {}: {err}", path.display());
         }
     }
 }

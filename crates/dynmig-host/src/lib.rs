@@ -2,6 +2,7 @@
 //!
 //! - [`clock`]: the wall clock as epoch seconds;
 //! - [`fs`]: atomic replacement of a file with a chosen mode, reads with a size bound;
+//! - [`metrics`]: the daemons' Prometheus endpoint (`GET /metrics` on a thread of its own);
 //! - [`process`]: external commands run with a timeout and a cap on what they print.
 //!
 //! Root-side code (agent, Prolog, Epilog) uses only these for files and commands, so every
@@ -10,4 +11,5 @@
 
 pub mod clock;
 pub mod fs;
+pub mod metrics;
 pub mod process;

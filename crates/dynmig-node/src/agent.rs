@@ -18,6 +18,7 @@
 //! be read drains the node with the reason. A failed apply leaves the node drained with a
 //! [`NodeIntent::Failed`] reason, which the controller leaves for an administrator.
 
+use crate::metrics::AgentMetrics;
 use crate::paths::NodePaths;
 use crate::reregister::Reregister;
 use anyhow::{anyhow, bail, Context, Result};
@@ -80,6 +81,8 @@ pub struct Agent {
     pub reregister: Box<dyn Reregister>,
     /// Where events go.
     pub events: LineLog,
+    /// The agent's metrics ([`run_forever`] serves them when the config asks).
+    pub metrics: AgentMetrics,
     last_refusal: Option<String>,
 }
 
@@ -111,6 +114,7 @@ impl Agent {
         events: LineLog,
     ) -> Self {
         Self {
+            metrics: AgentMetrics::new(&settings.node),
             settings,
             backend,
             slurm,
@@ -159,7 +163,7 @@ impl Agent {
                 Ok(()) => self.run_apply(&j.target),
                 Err(why) => {
                     if self.last_refusal.as_deref() != Some(&why) {
-                        eprintln!("dynmig agent {}: {why}", self.settings.node);
+                        log::warn!("{}: {why}", self.settings.node);
                         self.events
                             .append(&self.event(EventKind::AgentRefused).detail(&why).encode());
                         self.last_refusal = Some(why.clone());
@@ -249,6 +253,7 @@ impl Agent {
     /// Leaves the node drained with the reason and clears the journal, so that the agent does
     /// not retry in a loop: an administrator decides (`scontrol update state=resume`).
     fn fail(&mut self, why: String) -> Step {
+        self.metrics.apply_failed();
         let _ = self.slurm.drain(&self.settings.node, &NodeIntent::Failed(why.clone()));
         let _ = remove_if_present(&self.settings.paths.journal());
         self.events
@@ -269,7 +274,7 @@ impl Agent {
         let text = PublishedLayout(layout).encode();
         if n.extra != text {
             if let Err(e) = self.slurm.set_node_extra(&self.settings.node, &text) {
-                eprintln!("dynmig agent {}: publishing the layout: {e}", self.settings.node);
+                log::warn!("{}: publishing the layout: {e}", self.settings.node);
             }
         }
     }
@@ -290,6 +295,8 @@ impl Agent {
         self.save_journal(&journal)?;
         self.events
             .append(&self.event(EventKind::ApplyStart).layout(target).encode());
+        self.metrics.apply_started();
+        log::info!("{}: applying {target}", s.node);
 
         let ops = apply_transition(self.backend.as_mut(), s.model, target)?;
 
@@ -329,6 +336,7 @@ impl Agent {
             .set_node_extra(&s.node, &PublishedLayout(target.clone()).encode())
             .map_err(|e| anyhow!("publishing the layout: {e}"))?;
         remove_if_present(&s.paths.journal())?;
+        self.metrics.apply_finished(started.elapsed());
         self.events.append(
             &self
                 .event(EventKind::Applied)
@@ -373,16 +381,21 @@ impl InstanceLock {
     }
 }
 
-/// Runs the agent until killed: takes the single-instance lock, writes its pid file, looks at
-/// the node every `poll`, and at once when woken by SIGUSR1 (the Epilog sends it when a job
-/// ends on a node the agent waits for).
+/// Runs the agent until killed: takes the single-instance lock, writes its pid file, serves
+/// its metrics on `metrics_listen` when given, looks at the node every `poll`, and at once
+/// when woken by SIGUSR1 (the Epilog sends it when a job ends on a node the agent waits for).
 ///
 /// # Errors
-/// Another agent runs, or the pid file or signal handler cannot be set up.
-pub fn run_forever(agent: &mut Agent) -> Result<()> {
+/// Another agent runs, the metrics address cannot be bound, or the pid file or signal
+/// handler cannot be set up.
+pub fn run_forever(agent: &mut Agent, metrics_listen: Option<std::net::SocketAddr>) -> Result<()> {
     let paths = agent.settings.paths.clone();
     std::fs::create_dir_all(&paths.state_dir)?;
     let _lock = InstanceLock::take(&paths.agent_lock())?;
+    let _metrics = match metrics_listen {
+        Some(addr) => Some(dynmig_host::metrics::serve(addr, agent.metrics.registry(), "agent")?),
+        None => None,
+    };
     let woken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, woken.clone())?;
     crate::pidfile::write_own(&paths.agent_pid())?;
@@ -401,14 +414,20 @@ pub fn run_forever(agent: &mut Agent) -> Result<()> {
         woken.store(false, std::sync::atomic::Ordering::SeqCst);
         // Energy per job: charge this poll's power to the jobs on each GPU.
         let max_dt = 2.0 * agent.settings.poll.as_secs_f64() + 1.0;
-        if let Err(e) = dynmig_gpu::energy::sample_node(agent.backend.as_ref(), &paths.state_dir, max_dt) {
-            eprintln!("dynmig agent {node}: power sample: {e}");
+        match dynmig_gpu::energy::sample_node(agent.backend.as_ref(), &paths.state_dir, max_dt) {
+            Ok(sample) => {
+                let jobs = dynmig_gpu::energy::Ledger::in_dir(&paths.state_dir)
+                    .jobs()
+                    .unwrap_or_default();
+                agent.metrics.sampled(&sample, &jobs);
+            }
+            Err(e) => log::warn!("{node}: power sample: {e}"),
         }
         match step {
-            Ok(Step::Applied(t)) => eprintln!("dynmig agent {node}: applied {t}"),
-            Ok(Step::Failed(why)) => eprintln!("dynmig agent {node}: repartition failed: {why}"),
+            Ok(Step::Applied(t)) => log::info!("{node}: applied {t}"),
+            Ok(Step::Failed(why)) => log::error!("{node}: repartition failed: {why}"),
             Ok(_) => {}
-            Err(e) => eprintln!("dynmig agent {node}: {e:#}"),
+            Err(e) => log::error!("{node}: {e:#}"),
         }
         let until = Instant::now() + agent.settings.poll;
         while Instant::now() < until && !woken.load(std::sync::atomic::Ordering::SeqCst) {

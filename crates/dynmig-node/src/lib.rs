@@ -4,6 +4,7 @@
 //!   resumable; [`reregister`]: how the node re-registers with Slurm;
 //! - [`hooks`]: the Prolog and Epilog; [`oom`]: out-of-memory detection and restart;
 //! - [`as_user`]: reading and appending to user-chosen files with the user's rights;
+//! - [`metrics`]: the agent's Prometheus metrics;
 //! - [`pidfile`]: pid files checked against the process's name and start time;
 //! - [`paths`]: where a node's files are; [`setup`]: a node's initial layout and its agent
 //!   from the config.
@@ -16,6 +17,7 @@
 pub mod agent;
 pub mod as_user;
 pub mod hooks;
+pub mod metrics;
 pub mod oom;
 pub mod paths;
 pub mod pidfile;

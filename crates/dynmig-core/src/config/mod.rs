@@ -30,6 +30,7 @@ pub use hostlist::{expand_hostlist, MAX_HOSTS, MAX_NAME};
 use crate::estimate::EstimatorConfig;
 use crate::geometry::{GpuModel, NodeLayout, ProfileCounts};
 use crate::types::{MultiGpu, WholeGpu};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -57,6 +58,10 @@ pub struct Config {
     pub controller: ControllerConfig,
     /// `[policy]`.
     pub policy: PolicyConfig,
+    /// `[agent]`.
+    pub agent: AgentConfig,
+    /// `[log]`.
+    pub log: LogConfig,
     /// `[[node_group]]`, at least one, in file order; no node is in two groups.
     pub node_groups: Vec<NodeGroup>,
 }
@@ -102,6 +107,60 @@ pub struct HistoryConfig {
     /// `snapshot_refresh`: how often job_submit/dynmig looks whether the snapshot changed
     /// (more than 0). Default 5 s.
     pub snapshot_refresh: Duration,
+    /// `metrics_listen`: `ip:port` where `dynmig history serve` serves Prometheus metrics.
+    /// Default `None`: no metrics endpoint.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// `[agent]`: the node agent daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AgentConfig {
+    /// `metrics_listen`: `ip:port` where each node's agent serves Prometheus metrics.
+    /// Default `None`: no metrics endpoint.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// `[log]`: what the daemons log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `level`: the most verbose level logged when `RUST_LOG` is not set. Default
+    /// [`LogLevel::Info`].
+    pub level: LogLevel,
+}
+
+/// A log level of the `log` facade, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum LogLevel {
+    /// Nothing.
+    Off,
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// What the daemons do (drains, applies, records): the default.
+    #[default]
+    Info,
+    /// Each step and each Slurm call's outcome.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+impl LogLevel {
+    /// The level's name as written in the config and in `RUST_LOG`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Error => "error",
+            Self::Warn => "warn",
+            Self::Info => "info",
+            Self::Debug => "debug",
+            Self::Trace => "trace",
+        }
+    }
+
+    /// Every level, least verbose first.
+    pub const ALL: [LogLevel; 6] = [Self::Off, Self::Error, Self::Warn, Self::Info, Self::Debug, Self::Trace];
 }
 
 /// `[jobs]`: what happens at submit to requests without a hint.
@@ -135,6 +194,9 @@ pub struct ControllerConfig {
     /// it; if the controller is down, the node returns to service when it ends). More than 0.
     /// Default 10 min.
     pub reservation_duration: Duration,
+    /// `metrics_listen`: `ip:port` where the controller serves Prometheus metrics. Default
+    /// `None`: no metrics endpoint.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// `[policy]`: which policy chooses layouts.

@@ -24,6 +24,10 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub policy: RawPolicy,
     #[serde(default)]
+    pub agent: RawAgent,
+    #[serde(default)]
+    pub log: RawLog,
+    #[serde(default)]
     pub node_group: Vec<RawNodeGroup>,
 }
 
@@ -63,6 +67,7 @@ pub(super) struct RawHistory {
     pub server: S<String>,
     pub listen: S<String>,
     pub snapshot_refresh: S<String>,
+    pub metrics_listen: S<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -81,6 +86,19 @@ pub(super) struct RawController {
     pub drain_timeout: S<String>,
     pub drain: Option<crate::types::DrainMode>,
     pub reservation_duration: S<String>,
+    pub metrics_listen: S<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgent {
+    pub metrics_listen: S<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLog {
+    pub level: S<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -1,9 +1,11 @@
 //! Raw dynmig.toml values to a checked [`Config`], one key at a time.
 
-use super::raw::{PolicyKind, RawConfig, RawController, RawEstimator, RawHistory, RawNodeGroup, RawPaths, RawPolicy};
+use super::raw::{
+    PolicyKind, RawConfig, RawController, RawEstimator, RawHistory, RawLog, RawNodeGroup, RawPaths, RawPolicy,
+};
 use super::{
-    expand_hostlist, AllowedLayouts, Backend, Config, ConfigError, ControllerConfig, HistoryConfig, JobsConfig,
-    NodeGroup, Paths, PolicyConfig, CONFIG_VERSION,
+    expand_hostlist, AgentConfig, AllowedLayouts, Backend, Config, ConfigError, ControllerConfig, HistoryConfig,
+    JobsConfig, LogConfig, LogLevel, NodeGroup, Paths, PolicyConfig, CONFIG_VERSION,
 };
 use crate::estimate::EstimatorConfig;
 use crate::geometry::{layout_examples, model_by_name, model_names, GpuModel, LayoutParseError, ProfileCounts};
@@ -11,6 +13,7 @@ use crate::hints::smallest_fitting;
 use crate::size::{format_size, parse_size, MIB};
 use crate::types::cut;
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,7 +51,7 @@ pub(super) fn key_help(key: &str) -> Option<String> {
     let addr = "a quoted \"host:port\" with port 1 to 65535, e.g. \"ctl1:6830\"";
     Some(match key {
         "version" => "version = 1".into(),
-        "paths" | "estimator" | "history" | "jobs" | "controller" | "policy" => {
+        "paths" | "estimator" | "history" | "jobs" | "controller" | "policy" | "agent" | "log" => {
             format!("a table header written [{key}]")
         }
         "node_group" => "a table header written [[node_group]]".into(),
@@ -68,6 +71,10 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         "estimator.history_window" => int(1, 100_000),
         "estimator.max_oom_restarts" => int(0, 10),
         "history.server" | "history.listen" => addr.into(),
+        "controller.metrics_listen" | "agent.metrics_listen" | "history.metrics_listen" => {
+            "a quoted \"ip:port\" with port 0 to 65535, e.g. \"127.0.0.1:9750\" or \"[::]:9750\"".into()
+        }
+        "log.level" => "\"off\", \"error\", \"warn\", \"info\", \"debug\" or \"trace\"".into(),
         "history.snapshot_refresh"
         | "controller.interval"
         | "controller.drain_timeout"
@@ -106,6 +113,33 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn err<T>(&self, v: &Spanned<T>, key: &str, msg: impl Into<String>) -> ConfigError {
         ConfigError::at(self.text, v.span(), key, msg)
+    }
+
+    /// A metrics endpoint's address: an IP address (not a name: the daemon binds it) and a
+    /// port.
+    fn socket_addr(&self, v: &Option<Spanned<String>>, key: &str) -> Result<Option<SocketAddr>, ConfigError> {
+        let Some(v) = v else { return Ok(None) };
+        let s = v.get_ref().trim();
+        s.parse::<SocketAddr>().map(Some).map_err(|_| {
+            let why = match s.rsplit_once(':') {
+                None => "no ':port'".to_string(),
+                Some((_, port)) if port.parse::<u16>().is_err() => {
+                    format!("port '{}' is not a number from 0 to 65535", cut(port, ECHO))
+                }
+                Some((host, _)) => format!(
+                    "'{}' is not an IP address (the daemon binds it; write IPv6 in brackets)",
+                    cut(host, ECHO)
+                ),
+            };
+            self.err(
+                v,
+                key,
+                format!(
+                    "'{}' is not ip:port: {why}; e.g. \"127.0.0.1:9750\", \"0.0.0.0:9750\" or \"[::]:9750\"",
+                    cut(s, ECHO)
+                ),
+            )
+        })
     }
 
     fn duration(
@@ -281,6 +315,10 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     };
     let estimator = estimator(&cx, &raw.estimator, default_mem_bytes)?;
     let history = history(&cx, &raw.history)?;
+    let agent = AgentConfig {
+        metrics_listen: cx.socket_addr(&raw.agent.metrics_listen, "agent.metrics_listen")?,
+    };
+    let log = log(&cx, &raw.log)?;
     Ok(Config {
         version: CONFIG_VERSION,
         paths,
@@ -292,8 +330,29 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
         },
         controller,
         policy,
+        agent,
+        log,
         node_groups,
     })
+}
+
+fn log(cx: &Ctx, l: &RawLog) -> Result<LogConfig, ConfigError> {
+    let Some(v) = &l.level else {
+        return Ok(LogConfig { level: LogLevel::Info });
+    };
+    let s = v.get_ref().trim();
+    let level = LogLevel::ALL
+        .into_iter()
+        .find(|l| l.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| {
+            let names: Vec<&str> = LogLevel::ALL.iter().map(|l| l.name()).collect();
+            cx.err(
+                v,
+                "log.level",
+                format!("'{}' is not a log level; allowed: {}", cut(s, ECHO), names.join(", ")),
+            )
+        })?;
+    Ok(LogConfig { level })
 }
 
 fn paths(cx: &Ctx, p: &RawPaths) -> Result<Paths, ConfigError> {
@@ -440,6 +499,7 @@ fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
             Duration::from_secs(5),
             true,
         )?,
+        metrics_listen: cx.socket_addr(&h.metrics_listen, "history.metrics_listen")?,
     })
 }
 
@@ -472,6 +532,7 @@ fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigErr
             Duration::from_secs(10 * 60),
             true,
         )?,
+        metrics_listen: cx.socket_addr(&c.metrics_listen, "controller.metrics_listen")?,
     })
 }
 

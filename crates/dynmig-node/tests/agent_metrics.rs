@@ -1,0 +1,159 @@
+//! The agent's metrics: an apply that finishes and one that fails, the GPUs' instances and
+//! the energy charged to a job, scraped over loopback and checked with `promtool check
+//! metrics` where promtool is installed.
+
+use dynmig_core::config::Backend;
+use dynmig_core::geometry::{NodeLayout, A100_80GB};
+use dynmig_core::protocol::intent::NodeIntent;
+use dynmig_gpu::energy::{sample_node, Ledger};
+use dynmig_gpu::{open_backend, BackendSettings};
+use dynmig_host::fs::LineLog;
+use dynmig_host::metrics::{promtool_check, scrape, serve, PromtoolCheck};
+use dynmig_node::agent::{Agent, AgentSettings, Step};
+use dynmig_node::paths::NodePaths;
+use dynmig_node::reregister::Reregister;
+use dynmig_slurm::fake::{idle_node, FakeSlurm};
+use dynmig_slurm::SlurmApi;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Stands in for `slurmd -Z`: the node comes back, in service, with the new GRES.
+struct FakeRegister {
+    slurm: Arc<FakeSlurm>,
+    fail: bool,
+}
+
+impl Reregister for FakeRegister {
+    fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str) -> anyhow::Result<()> {
+        if self.fail {
+            anyhow::bail!("slurmd would not start");
+        }
+        slurm.delete_node(node)?;
+        self.slurm.state.lock().unwrap().nodes.push(idle_node(node, gres));
+        Ok(())
+    }
+}
+
+fn layout(text: &str) -> NodeLayout {
+    NodeLayout::parse(&A100_80GB, 2, text).unwrap()
+}
+
+fn agent(dir: &Path, slurm: &Arc<FakeSlurm>, fail_register: bool) -> Agent {
+    let paths = NodePaths {
+        state_dir: dir.join("state"),
+        device_dir: dir.join("dev"),
+        gres_conf: dir.join("gres.conf"),
+        slurm_conf_dir: dir.to_path_buf(),
+        history_spool: dir.join("spool"),
+    };
+    std::fs::create_dir_all(&paths.state_dir).unwrap();
+    let mut backend = open_backend(
+        Backend::Simulated,
+        &BackendSettings {
+            model: &A100_80GB,
+            gpus: 2,
+            allow_mig_mode_change: false,
+            sim_state_file: paths.sim_state(),
+            sim_device_dir: paths.device_dir.clone(),
+        },
+    )
+    .unwrap();
+    dynmig_gpu::apply_transition(backend.as_mut(), &A100_80GB, &layout("1x7g.80gb,1x7g.80gb")).unwrap();
+    Agent::new(
+        AgentSettings {
+            node: "n1".into(),
+            model: &A100_80GB,
+            gpus: 2,
+            paths,
+            poll: Duration::from_secs(1),
+            register_timeout: Duration::from_secs(2),
+        },
+        backend,
+        Box::new(slurm.clone()),
+        Box::new(FakeRegister {
+            slurm: slurm.clone(),
+            fail: fail_register,
+        }),
+        LineLog::to(dir.join("events.jsonl")),
+    )
+}
+
+fn drained_node(target: &str) -> dynmig_slurm::NodeInfo {
+    let mut n = idle_node("n1", "gpu:7g.80gb:2");
+    n.flags.push("DRAIN".into());
+    n.reason = NodeIntent::Repartition(layout(target)).encode();
+    n
+}
+
+#[test]
+fn a_scrape_shows_applies_instances_power_and_job_energy() {
+    let d = tempfile::tempdir().unwrap();
+    let slurm = Arc::new(FakeSlurm::new(vec![drained_node("7x1g.10gb,1x7g.80gb")], vec![]));
+    let mut a = agent(d.path(), &slurm, false);
+    assert_eq!(a.step().unwrap(), Step::Applied(layout("7x1g.10gb,1x7g.80gb")));
+    // Job 42 on GPU 1's 7g.80gb instance; two samples charge it.
+    let state = a.settings.paths.state_dir.clone();
+    let gpu1 = a.backend.gpus().unwrap()[1].clone();
+    Ledger::in_dir(&state)
+        .job_started(42, &[(1, gpu1.instances[0].gi_id)])
+        .unwrap();
+    let first = sample_node(a.backend.as_ref(), &state, 10.0).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let second = sample_node(a.backend.as_ref(), &state, 10.0).unwrap();
+    assert!(first.charged.is_empty() && second.charged[&42] > 0.0, "{second:?}");
+    let jobs = Ledger::in_dir(&state).jobs().unwrap();
+    a.metrics.sampled(&second, &jobs);
+
+    let server = serve("127.0.0.1:0".parse().unwrap(), a.metrics.registry(), "agent").unwrap();
+    let (status, body) = scrape(server.local_addr()).unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for line in [
+        "dynmig_agent_repartitions_started_total{node=\"n1\"} 1",
+        "dynmig_agent_repartitions_finished_total{node=\"n1\"} 1",
+        "dynmig_agent_repartitions_failed_total{node=\"n1\"} 0",
+        "dynmig_agent_apply_duration_seconds_count{node=\"n1\"} 1",
+        "dynmig_agent_instances{node=\"n1\",profile=\"1g.10gb\"} 7",
+        "dynmig_agent_instances{node=\"n1\",profile=\"7g.80gb\"} 1",
+    ] {
+        assert!(body.lines().any(|l| l == line), "no line {line:?} in\n{body}");
+    }
+    let value = |prefix: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{body}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let job = value("dynmig_agent_job_energy_joules{node=\"n1\",job=\"42\"}");
+    assert!((job - jobs[&42]).abs() < 1e-9 && job > 0.0, "{job}");
+    assert!(value("dynmig_agent_energy_charged_joules_total{node=\"n1\"}") > 0.0);
+    assert!(value("dynmig_agent_gpu_power_watts{node=\"n1\",gpu=\"1\"}") > 0.0);
+    // The job ends: its series goes with it.
+    Ledger::in_dir(&state).finish_job(42).unwrap();
+    a.metrics.sampled(&second, &Ledger::in_dir(&state).jobs().unwrap());
+    let body = scrape(server.local_addr()).unwrap().1;
+    assert!(!body.contains("job=\"42\""), "{body}");
+    match promtool_check(&body) {
+        PromtoolCheck::Absent => eprintln!("skipped promtool: not found (install Debian's prometheus package)"),
+        r => assert_eq!(r, PromtoolCheck::Passed, "{body}"),
+    }
+}
+
+#[test]
+fn a_failed_apply_is_counted_as_started_and_failed_not_finished() {
+    let d = tempfile::tempdir().unwrap();
+    let slurm = Arc::new(FakeSlurm::new(vec![drained_node("7x1g.10gb,1x7g.80gb")], vec![]));
+    let mut a = agent(d.path(), &slurm, true);
+    assert!(matches!(a.step().unwrap(), Step::Failed(_)));
+    let body = a.metrics.render();
+    for line in [
+        "dynmig_agent_repartitions_started_total{node=\"n1\"} 1",
+        "dynmig_agent_repartitions_finished_total{node=\"n1\"} 0",
+        "dynmig_agent_repartitions_failed_total{node=\"n1\"} 1",
+        "dynmig_agent_apply_duration_seconds_count{node=\"n1\"} 0",
+    ] {
+        assert!(body.lines().any(|l| l == line), "no line {line:?} in\n{body}");
+    }
+}
