@@ -140,3 +140,142 @@ fn config_check_names_a_bad_metrics_address() {
         "{err}"
     );
 }
+
+/// Every metric family the three daemons serve, each labelled one given a value, as a scrape
+/// in the Prometheus text format names them (`dynmig_x_total` for counters), with its type.
+fn served() -> std::collections::BTreeMap<String, String> {
+    use dynmig_core::geometry::{NodeLayout, A100_80GB};
+    // Controller: a report with every labelled family set.
+    let mut c = dynmig_controller::metrics::ControllerMetrics::new();
+    let mut report = dynmig_controller::PassReport::default();
+    report.demand.add_pending("1g.10gb", 1);
+    report.supply.push(dynmig_controller::NodeSupply {
+        node: "n1".into(),
+        instances: [("1g.10gb", 7)].into_iter().collect(),
+        free: [("1g.10gb", 7)].into_iter().collect(),
+    });
+    report.roles.insert("in_service", 1);
+    report.decided_jobs.insert(("pending", "mig-mem".into()), 1);
+    report.timed_out.push("n2".into());
+    c.pass_ok(&report, Duration::from_millis(1));
+    // Agent: a simulated GPU with instances, its power, a running job.
+    let d = tempfile::tempdir().unwrap();
+    let mut backend = dynmig_gpu::open_backend(
+        dynmig_core::config::Backend::Simulated,
+        &dynmig_gpu::BackendSettings {
+            model: &A100_80GB,
+            gpus: 1,
+            allow_mig_mode_change: false,
+            sim_state_file: d.path().join("sim.json"),
+            sim_device_dir: d.path().join("dev"),
+        },
+    )
+    .unwrap();
+    let layout = NodeLayout::parse(&A100_80GB, 1, "7x1g.10gb").unwrap();
+    dynmig_gpu::apply_transition(backend.as_mut(), &A100_80GB, &layout).unwrap();
+    let sample = dynmig_gpu::energy::sample_node(backend.as_ref(), d.path(), 10.0).unwrap();
+    let agent = dynmig_node::metrics::AgentMetrics::new("n1");
+    agent.sampled(&sample, &[(7, 1.0)].into_iter().collect());
+    // History: an out-of-memory run and one with a ratio.
+    let h = dynmig_history::metrics::HistoryMetrics::new();
+    let mut r = dynmig_history::JobRecord {
+        job_id: 1,
+        restart: 0,
+        node: "n1".into(),
+        uid: 1000,
+        user: "alice".into(),
+        job_name: "train".into(),
+        profile: "1g.10gb".into(),
+        estimate_bytes: 8 << 30,
+        source: "mig-mem".into(),
+        peak_bytes: 7 << 30,
+        limit_bytes: 10 << 30,
+        exit_status: 0,
+        oom: false,
+        end_time: 0,
+    };
+    h.stored(&r);
+    r.oom = true;
+    h.stored(&r);
+    [c.render(), agent.render(), h.render()]
+        .iter()
+        .flat_map(|t| {
+            dynmig_host::metrics::to_prometheus_text(t)
+                .lines()
+                .filter_map(|l| l.strip_prefix("# TYPE "))
+                .map(|l| {
+                    let (n, t) = l.split_once(' ').unwrap();
+                    (n.to_string(), t.to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The `dynmig_controller_`, `dynmig_agent_` and `dynmig_history_` names in `text`.
+fn names_in(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("dynmig_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        if ["dynmig_controller_", "dynmig_agent_", "dynmig_history_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
+            out.insert(name.to_string());
+        }
+        rest = &tail[end..];
+    }
+    out
+}
+
+#[test]
+fn the_docs_list_exactly_the_served_metrics_and_the_dashboard_uses_only_those() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let served = served();
+    assert_eq!(served.len(), 26, "{served:?}");
+    let docs = std::fs::read_to_string(root.join("docs/config.md")).unwrap();
+    for (name, kind) in &served {
+        assert!(
+            docs.contains(&format!("| `{name}` | {kind} |")),
+            "{name} ({kind}) is served but not in the tables of docs/config.md"
+        );
+    }
+    // A histogram's series are its name with _bucket, _sum and _count.
+    let family = |n: &str| -> Option<String> {
+        if served.contains_key(n) {
+            return Some(n.to_string());
+        }
+        ["_bucket", "_sum", "_count"].iter().find_map(|s| {
+            let b = n.strip_suffix(s)?;
+            (served.get(b).map(String::as_str) == Some("histogram")).then(|| b.to_string())
+        })
+    };
+    for n in names_in(&docs) {
+        assert!(family(&n).is_some(), "docs/config.md names {n}, which no daemon serves");
+    }
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("docs/grafana/dynmig.json")).unwrap()).unwrap();
+    let mut exprs = String::new();
+    for p in dashboard["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            exprs += t["expr"].as_str().unwrap();
+            exprs.push('\n');
+        }
+    }
+    let used: std::collections::BTreeSet<String> = names_in(&exprs).iter().filter_map(|n| family(n)).collect();
+    for n in names_in(&exprs) {
+        assert!(
+            family(&n).is_some(),
+            "the dashboard queries {n}, which no daemon serves"
+        );
+    }
+    // Every family is on the dashboard.
+    for n in served.keys() {
+        assert!(used.contains(n), "{n} is not on the dashboard");
+    }
+}
