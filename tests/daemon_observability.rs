@@ -395,3 +395,123 @@ fn a_real_prometheus_scrapes_every_daemon_and_runs_every_dashboard_query() {
     }
     assert!(checked >= 25, "{checked}");
 }
+
+/// Set inside the private mount namespace of [`a_daemon_under_systemd_logs_to_the_journal`].
+const IN_JOURNAL_NS: &str = "DYNMIG_TEST_IN_JOURNAL_NS";
+const JOURNAL_PASSED: &str = "journal check passed";
+
+/// Under systemd (stderr connected to the journal, `JOURNAL_STREAM` naming it) a daemon logs
+/// to journald, with its identifier and the level as priority, and nothing to stderr. The
+/// journal socket is a datagram socket this test binds at /run/systemd/journal/socket in a
+/// private mount namespace (a tmpfs on /run), so the host's /run is untouched; it needs root
+/// and `unshare`, and is skipped with the reason printed otherwise.
+#[test]
+fn a_daemon_under_systemd_logs_to_the_journal() {
+    if std::env::var_os(IN_JOURNAL_NS).is_some() {
+        journal_check_in_namespace();
+        println!("{JOURNAL_PASSED}");
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root for a private mount namespace");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = match Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount -t tmpfs tmpfs /run || exit 77; mkdir -p /run/systemd/journal; \
+             exec \"$0\" --exact a_daemon_under_systemd_logs_to_the_journal --nocapture --test-threads=1",
+        )
+        .arg(&exe)
+        .env(IN_JOURNAL_NS, "1")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipped: cannot run unshare: {e}");
+            return;
+        }
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.code() == Some(77) || text.contains("unshare failed") || text.contains("unshare: ") {
+        eprintln!("skipped: no private mount namespace here: {text}");
+        return;
+    }
+    assert!(
+        out.status.success() && text.contains(JOURNAL_PASSED),
+        "{}\n{text}",
+        out.status
+    );
+}
+
+/// The body of [`a_daemon_under_systemd_logs_to_the_journal`], inside the namespace.
+fn journal_check_in_namespace() {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::net::UnixDatagram;
+    let journal = UnixDatagram::bind("/run/systemd/journal/socket").unwrap();
+    journal.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let run = |metrics: &str| -> (Vec<String>, String, std::process::ExitStatus) {
+        let err_path = d.path().join("stderr");
+        let err = std::fs::File::create(&err_path).unwrap();
+        let meta = err.metadata().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dynmig"))
+            .args([
+                "--config",
+                config(d.path(), "info", metrics).to_str().unwrap(),
+                "history",
+                "serve",
+            ])
+            .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .unwrap();
+        let mut entries = Vec::new();
+        let mut buf = vec![0u8; 64 << 10];
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            let Ok(n) = journal.recv(&mut buf) else { break };
+            let e = String::from_utf8_lossy(&buf[..n]).to_string();
+            let done = e.contains("listening on") || e.contains("PRIORITY=3");
+            entries.push(e);
+            if done {
+                break;
+            }
+        }
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        (entries, std::fs::read_to_string(&err_path).unwrap(), status)
+    };
+    let addr = format!("127.0.0.1:{}", free_port());
+    let (entries, stderr, status) = run(&addr);
+    assert!(status.success(), "{status}: {stderr}");
+    let start = entries
+        .iter()
+        .find(|e| e.contains("listening on 127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no journal entry for the start: {entries:?}"));
+    assert!(
+        // info is the journal's notice (5): systemd-journal-logger's mapping.
+        start.contains("PRIORITY=5\n") && start.contains("SYSLOG_IDENTIFIER=dynmig-history\n"),
+        "{start}"
+    );
+    assert!(!stderr.contains("listening on"), "logged to stderr too: {stderr}");
+    // A fatal error is one entry at priority err, not a line on stderr as well.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (entries, stderr, status) = run(&taken.local_addr().unwrap().to_string());
+    assert!(!status.success());
+    let fatal = entries
+        .iter()
+        .find(|e| e.contains("PRIORITY=3\n"))
+        .unwrap_or_else(|| panic!("no error entry: {entries:?}"));
+    assert!(fatal.contains("metrics_listen"), "{fatal}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
