@@ -116,8 +116,15 @@ enum Cmd {
         #[arg(long)]
         message: String,
     },
-    /// Nodes, their layouts and states, pending demand and recent events.
-    Status,
+    /// Nodes (state, layout per GPU, jobs, pending plan), pending demand and recent events.
+    Status {
+        /// Print the status as JSON (`ClusterStatus`, docs/architecture.md "Operations").
+        #[arg(long)]
+        json: bool,
+        /// Also draw the cluster's current layouts into this SVG file.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+    },
     /// Real GPUs: the NVML probe, and the reconfiguration cost table.
     Gpu {
         #[command(subcommand)]
@@ -484,17 +491,19 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Gpu { cmd } => dynmig::cli::gpu::gpu(cmd),
         Cmd::MigParted { cmd } => dynmig::cli::gpu::mig_parted(cmd),
-        Cmd::Status => {
+        Cmd::Status { json, svg } => {
             let (config, _) = load_config(explicit)?;
-            print!(
-                "{}",
-                dynmig_controller::status::status(
-                    &SlurmCommands::from_config(&config),
-                    &managed_nodes(&config),
-                    &config.paths.state_dir,
-                    dynmig_host::clock::now_secs(),
-                )?
-            );
+            let st = dynmig_controller::status::read_status(
+                &SlurmCommands::from_config(&config),
+                &managed_nodes(&config),
+                &config.paths.state_dir,
+                dynmig_host::clock::now_secs(),
+            )?;
+            if let Some(path) = svg {
+                std::fs::write(&path, dynmig::cli::pictures::status_svg(&st)?)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            print!("{}", if json { st.render_json() } else { st.render_text() });
             Ok(())
         }
         Cmd::Trace {

@@ -1,8 +1,10 @@
-//! Glue of the administrator's commands: config loading, the GPU tools, the logger.
+//! Glue of the administrator's commands: config loading, the GPU tools, the logger, the
+//! pictures.
 
 pub mod doctor;
 pub mod gpu;
 pub mod logging;
+pub mod pictures;
 
 use anyhow::{anyhow, Context, Result};
 use dynmig_core::config::{parse_config, Config};

@@ -5,7 +5,9 @@
 //! (compressed) arrival time ([`crate::dev::trace::DemoMapping`]). The report lists each job's
 //! profile (as job_submit/dynmig typed it), node and queue wait, each node's layouts over time
 //! (from the event log), the repartitions, and the time from the last job's end on a node to
-//! the node's return to service with its new layout.
+//! the node's return to service with its new layout. With `--report FILE.md` an SVG timeline
+//! of each node's layouts and the jobs on each instance is written beside it (`FILE.svg`) and
+//! linked from the report.
 
 use crate::dev::sim_compare;
 use crate::dev::trace::{demo_jobs, parse_pods, DemoJob, DemoMapping};
@@ -76,7 +78,8 @@ pub struct DemoArgs {
     /// Folder for job output files.
     #[arg(long, default_value = "/tmp/dynmig-demo")]
     pub workdir: PathBuf,
-    /// Also write the report here (Markdown).
+    /// Also write the report here (Markdown), and its timeline beside it (the same name with
+    /// `.svg`).
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// Also predict the run with the simulator (same jobs, cluster and policy as the config)
@@ -173,11 +176,32 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
         .filter(|e| e.time >= start_epoch - 1.0 || e.kind == EventKind::Init)
         .collect();
     let ours: Vec<JobInfo> = finished.into_iter().filter(|j| ids.contains_key(&j.id)).collect();
-    let report = report(&ours, &ids, &ev, start_epoch);
-    print!("{report}");
+    let mut report = report(&ours, &ids, &ev, start_epoch);
     if let Some(p) = &args.report {
+        // The timeline beside the report: report-plan.md -> report-plan.svg.
+        let svg_path = p.with_extension("svg");
+        let end = ours
+            .iter()
+            .map(|j| j.end_time as f64)
+            .chain(ev.iter().map(|e| e.time))
+            .fold(start_epoch + 1.0, f64::max);
+        let managed = dynmig_controller::managed_nodes(config);
+        let svg = crate::cli::pictures::timeline_svg(
+            &crate::cli::pictures::timelines(&ev, &managed, start_epoch, end),
+            start_epoch,
+            end,
+        )?;
+        std::fs::write(&svg_path, svg).with_context(|| format!("cannot write {}", svg_path.display()))?;
+        let name = svg_path
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        let _ = writeln!(
+            report,
+            "\n## Timeline\n\n![each node's layouts per GPU and the jobs on each instance over time]({name})"
+        );
         std::fs::write(p, &report)?;
     }
+    print!("{report}");
     if let Some(p) = &args.compare {
         let c = compare(config, args, &jobs, &ours, &ev, start_epoch)?;
         let table = sim_compare::table(std::slice::from_ref(&c));

@@ -332,7 +332,13 @@ fn the_policy_sees_a_plan_as_planned_and_under_way() {
         &with_plans(1100, &dir),
     )
     .unwrap();
-    let status = dynmig_controller::status::status(&slurm, &[managed("n1")], &dir, 1100).unwrap();
+    let st = dynmig_controller::status::read_status(&slurm, &[managed("n1")], &dir, 1100).unwrap();
+    let plan = st.nodes[0].plan.as_ref().unwrap();
+    assert_eq!(
+        (plan.target.as_str(), plan.reservation.as_deref(), plan.start),
+        ("7x1g.10gb,1x7g.80gb", Some("dynmig_n1"), Some(1300))
+    );
+    let status = st.render_text();
     assert!(
         status.contains("planned") && status.contains("reservation dynmig_n1 starts in 200 s"),
         "{status}"
