@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PKGS=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server libslurm-dev slurm-wlm-basic-plugins-dev libclang-dev iproute2 procps util-linux)
+# prometheus: promtool and the server for the metrics tests (tests/daemon_observability.rs).
+PKGS=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server prometheus libslurm-dev slurm-wlm-basic-plugins-dev libclang-dev iproute2 procps util-linux)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,7 +24,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Debian's slurm packages enable their services; this project starts its own daemons.
-for s in slurmctld slurmd slurmdbd munge mariadb; do
+for s in slurmctld slurmd slurmdbd munge mariadb prometheus; do
     systemctl disable --now "$s" >/dev/null 2>&1 || true
 done
 
