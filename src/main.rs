@@ -4,6 +4,7 @@
 use anyhow::{anyhow, Context, Result};
 use clap::{Parser, Subcommand};
 use dynmig::cli::load_config;
+use dynmig::cli::signals::Signals;
 use dynmig::dev::{demo, trace};
 use dynmig_controller::{managed_nodes, pass, policy_from_config, JobFeed, PassSettings};
 use dynmig_core::geometry::{all_layouts, maximal_layouts, model_by_name, model_names, ProfileCounts};
@@ -341,12 +342,12 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Controller { once } => {
-            let (config, _) = load_config(explicit)?;
+            let (mut config, source) = load_config(explicit)?;
             dynmig::cli::logging::apply_config_level(config.log.level);
             let mut policy = policy_from_config(&config).map_err(|e| anyhow!("[policy]: {e}"))?;
-            let slurm = SlurmCommands::from_config(&config);
-            let managed = managed_nodes(&config);
-            let events = event_log(&config);
+            let mut slurm = SlurmCommands::from_config(&config);
+            let mut managed = managed_nodes(&config);
+            let mut events = event_log(&config);
             let mut feed = JobFeed::new();
             let mut first = true;
             let mut metrics = dynmig_controller::metrics::ControllerMetrics::new();
@@ -357,6 +358,7 @@ fn run(cli: Cli) -> Result<()> {
                 ),
                 None => None,
             };
+            let signals = Signals::install()?;
             log::info!(
                 "controller started: {} managed nodes, policy {}, every {:?}",
                 managed.len(),
@@ -364,6 +366,28 @@ fn run(cli: Cli) -> Result<()> {
                 config.controller.interval
             );
             loop {
+                if signals.take_reload() {
+                    // The policy starts afresh with the new config (its limits are in it).
+                    let new = dynmig::cli::signals::reload(source.as_deref(), |c| {
+                        policy_from_config(c).map_err(|e| anyhow!("[policy]: {e}"))
+                    });
+                    if let Some((c, p)) = new {
+                        if c.controller.metrics_listen != config.controller.metrics_listen {
+                            log::warn!("[controller] metrics_listen changed: it takes effect at the next start");
+                        }
+                        policy = p;
+                        slurm = SlurmCommands::from_config(&c);
+                        managed = managed_nodes(&c);
+                        events = event_log(&c);
+                        config = c;
+                        log::info!(
+                            "controller: {} managed nodes, policy {}, every {:?}",
+                            managed.len(),
+                            policy.name(),
+                            config.controller.interval
+                        );
+                    }
+                }
                 let settings = PassSettings {
                     sweep: first,
                     ..PassSettings::from_config(&config, dynmig_host::clock::now_secs())
@@ -407,19 +431,54 @@ fn run(cli: Cli) -> Result<()> {
                 if once {
                     return Ok(());
                 }
-                std::thread::sleep(config.controller.interval);
+                // A pass is never cut: the stop is seen between two (the controller keeps
+                // no state of its own beyond what each pass wrote).
+                signals.sleep(config.controller.interval);
+                if signals.stopping() {
+                    log::info!("controller stopped");
+                    return Ok(());
+                }
             }
         }
         Cmd::Agent { node, once } => {
-            let (config, _) = load_config(explicit)?;
+            let (config, source) = load_config(explicit)?;
             dynmig::cli::logging::apply_config_level(config.log.level);
             let mut a = dynmig_node::setup::make_agent(&config, &node)?;
             if once {
                 println!("{:?}", a.step()?);
                 return Ok(());
             }
+            let signals = Signals::install()?;
+            let metrics_listen = config.agent.metrics_listen;
+            let paths = a.settings.paths.clone();
+            let mut on_reload = |a: &mut dynmig_node::agent::Agent| {
+                let new = dynmig::cli::signals::reload(source.as_deref(), |c| {
+                    if NodePaths::of(c, &node) != paths {
+                        anyhow::bail!(
+                            "the node's paths (state_dir, gres_conf, ...) changed: restart the agent for that"
+                        );
+                    }
+                    if c.agent.metrics_listen != metrics_listen {
+                        log::warn!("[agent] metrics_listen changed: it takes effect at the next start");
+                    }
+                    dynmig_node::setup::make_agent(c, &node)
+                });
+                if let Some((_, mut new)) = new {
+                    // The metrics endpoint serves the running agent's registry: keep it.
+                    std::mem::swap(&mut new.metrics, &mut a.metrics);
+                    *a = new;
+                }
+            };
             log::info!("agent of {node} started");
-            dynmig_node::agent::run_forever(&mut a, config.agent.metrics_listen)
+            dynmig_node::agent::run_forever(
+                &mut a,
+                metrics_listen,
+                dynmig_node::agent::Control {
+                    stop: &signals.stop,
+                    reload: &signals.reload,
+                    on_reload: &mut on_reload,
+                },
+            )
         }
         Cmd::Prolog => {
             let (config, _) = load_config(explicit)?;
@@ -435,7 +494,10 @@ fn run(cli: Cli) -> Result<()> {
                 &exe,
             )
         }
-        Cmd::History { cmd } => history(cmd, &load_config(explicit)?.0),
+        Cmd::History { cmd } => {
+            let (config, source) = load_config(explicit)?;
+            history(cmd, &config, source.as_deref())
+        }
         Cmd::FakeJob { mem, seconds } => {
             let bytes = dynmig_core::size::parse_size(&mem).map_err(|e| anyhow!("--mem={mem}: {e}"))?;
             let (config, _) = load_config(explicit)?;
@@ -520,8 +582,8 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// `dynmig history ...`.
-fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config) -> Result<()> {
+/// `dynmig history ...`; `source` is the config's file (a SIGHUP to `serve` reads it again).
+fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option<&std::path::Path>) -> Result<()> {
     let p = &config.paths;
     match cmd {
         HistoryCmd::Serve { listen, socket } => {
@@ -538,6 +600,7 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config) -> Result<()> 
                 &p.history_snapshot,
                 &config.estimator,
                 dynmig_history::store::Retention::default(),
+                &|| dynmig::cli::signals::reload(source, |c| Ok(c.estimator)).map(|(_, e)| e),
             )?)
         }
         HistoryCmd::Show {

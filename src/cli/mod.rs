@@ -5,6 +5,7 @@ pub mod doctor;
 pub mod gpu;
 pub mod logging;
 pub mod pictures;
+pub mod signals;
 
 use anyhow::{anyhow, Context, Result};
 use dynmig_core::config::{parse_config, Config};

@@ -10,7 +10,7 @@ use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::size::format_size;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,8 +22,10 @@ pub const EPILOG_FLUSH_BUDGET: Duration = Duration::from_secs(20);
 /// `dynmig history serve`: listens on `listen_addr` (`host:port`), checks credentials with
 /// munge on `munge_socket` (`None`: munge's default), stores records in the database
 /// `db_path` (created 0600) and keeps the snapshot `snapshot_path` (0600), keeping what
-/// `retention` allows; serves its metrics on `metrics_listen` when given. Runs until SIGTERM
-/// or SIGINT, then writes a pending snapshot and returns.
+/// `retention` allows; serves its metrics on `metrics_listen` when given. On SIGHUP it calls
+/// `reload` (which reads the config again, or keeps the old one and says why) and uses the
+/// estimator settings it returns, rewriting the snapshot with them. Runs until SIGTERM or
+/// SIGINT, then finishes the connections in progress, writes a pending snapshot and returns.
 ///
 /// # Errors
 /// The database, the snapshot, the address or the metrics address cannot be opened, or the
@@ -37,6 +39,7 @@ pub fn serve(
     snapshot_path: &Path,
     estimator: &EstimatorConfig,
     retention: Retention,
+    reload: &(dyn Fn() -> Option<EstimatorConfig> + Sync),
 ) -> Result<(), Error> {
     let mut settings = ServerSettings::new(snapshot_path.to_path_buf(), *estimator);
     settings.retention = retention;
@@ -46,8 +49,13 @@ pub fn serve(
         source,
     })?;
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|source| Error::Listen {
+    let hup = Arc::new(AtomicBool::new(false));
+    for (sig, flag) in [
+        (signal_hook::consts::SIGTERM, &stop),
+        (signal_hook::consts::SIGINT, &stop),
+        (signal_hook::consts::SIGHUP, &hup),
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(flag)).map_err(|source| Error::Listen {
             addr: format!("{listen_addr} (signal handler)"),
             source,
         })?;
@@ -59,7 +67,26 @@ pub fn serve(
         None => None,
     };
     log::info!("listening on {listen_addr}, database {}", db_path.display());
-    server.serve(&listener, &stop)
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+                if hup.swap(false, Ordering::SeqCst) {
+                    if let Some(e) = reload() {
+                        if let Err(err) = server.set_estimator(e) {
+                            log::error!("snapshot after a reload: {err}");
+                        }
+                    }
+                }
+            }
+        });
+        let r = server.serve(&listener, &stop);
+        // The reload thread ends with the stop flag; a failed serve must end it too.
+        stop.store(true, Ordering::SeqCst);
+        r
+    })?;
+    log::info!("stopped");
+    Ok(())
 }
 
 /// `dynmig history show`: the last `limit` records of `db_path` (of `user`, a name or uid,

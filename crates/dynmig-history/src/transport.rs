@@ -110,6 +110,8 @@ struct Inner {
     store: Store,
     pending: u64,
     last_rebuild: Instant,
+    /// The estimator settings in use (a reload changes them).
+    estimator: EstimatorConfig,
 }
 
 /// The history server: checks, stores, and summarises records.
@@ -134,6 +136,7 @@ impl Server {
                 store,
                 pending: 0,
                 last_rebuild: Instant::now(),
+                estimator: settings.estimator,
             }),
             verifier,
             settings,
@@ -152,7 +155,7 @@ impl Server {
         inner.last_rebuild = Instant::now();
         inner.store.prune(&self.settings.retention, now())?;
         let n = inner.store.write_snapshot(
-            &self.settings.estimator,
+            &inner.estimator,
             &self.settings.snapshot_path,
             self.settings.snapshot_group,
         )?;
@@ -166,9 +169,24 @@ impl Server {
         &self.metrics
     }
 
-    /// The settings.
+    /// The settings it started with ([`Server::estimator`] has the estimator's in use).
     pub fn settings(&self) -> &ServerSettings {
         &self.settings
+    }
+
+    /// The estimator settings in use.
+    pub fn estimator(&self) -> EstimatorConfig {
+        self.lock().estimator
+    }
+
+    /// Uses `estimator` from now on (a config reload) and rewrites the snapshot with it.
+    ///
+    /// # Errors
+    /// The database or the snapshot cannot be written (the new settings stay in use).
+    pub fn set_estimator(&self, estimator: EstimatorConfig) -> Result<(), Error> {
+        let mut inner = self.lock();
+        inner.estimator = estimator;
+        self.rebuild(&mut inner).map(drop)
     }
 
     /// New records not yet in the snapshot.

@@ -32,6 +32,7 @@ use dynmig_host::fs::{read_text_bounded, remove_if_present, write_atomically, Li
 use dynmig_slurm::json::parse_node_gres;
 use dynmig_slurm::{NodeInfo, SlurmApi};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The largest journal the agent reads, bytes.
@@ -381,14 +382,33 @@ impl InstanceLock {
     }
 }
 
-/// Runs the agent until killed: takes the single-instance lock, writes its pid file, serves
-/// its metrics on `metrics_listen` when given, looks at the node every `poll`, and at once
-/// when woken by SIGUSR1 (the Epilog sends it when a job ends on a node the agent waits for).
+/// What the daemon asks of [`run_forever`] between two looks at the node: flags its signal
+/// handlers set, and what to do on a reload.
+pub struct Control<'a> {
+    /// Set (SIGTERM, SIGINT): finish the current step, remove the pid file and the waiting
+    /// marker, and return.
+    pub stop: &'a AtomicBool,
+    /// Set (SIGHUP): call `reload` before the next look.
+    pub reload: &'a AtomicBool,
+    /// Reloads the config into the agent (or keeps it, saying why).
+    pub on_reload: &'a mut dyn FnMut(&mut Agent),
+}
+
+/// Runs the agent until `control.stop` is set: takes the single-instance lock, writes its pid
+/// file, serves its metrics on `metrics_listen` when given, looks at the node every `poll`,
+/// and at once when woken by SIGUSR1 (the Epilog sends it when a job ends on a node the
+/// agent waits for). A step under way (an apply: journalled, bounded by `register_timeout`)
+/// is finished before it stops; a stopped agent leaves the journal for the next one to
+/// resume.
 ///
 /// # Errors
 /// Another agent runs, the metrics address cannot be bound, or the pid file or signal
 /// handler cannot be set up.
-pub fn run_forever(agent: &mut Agent, metrics_listen: Option<std::net::SocketAddr>) -> Result<()> {
+pub fn run_forever(
+    agent: &mut Agent,
+    metrics_listen: Option<std::net::SocketAddr>,
+    control: Control<'_>,
+) -> Result<()> {
     let paths = agent.settings.paths.clone();
     std::fs::create_dir_all(&paths.state_dir)?;
     let _lock = InstanceLock::take(&paths.agent_lock())?;
@@ -396,22 +416,34 @@ pub fn run_forever(agent: &mut Agent, metrics_listen: Option<std::net::SocketAdd
         Some(addr) => Some(dynmig_host::metrics::serve(addr, agent.metrics.registry(), "agent")?),
         None => None,
     };
-    let woken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let woken = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, woken.clone())?;
     crate::pidfile::write_own(&paths.agent_pid())?;
-    let node = agent.settings.node.clone();
+    let signalled =
+        || woken.load(Ordering::SeqCst) || control.stop.load(Ordering::SeqCst) || control.reload.load(Ordering::SeqCst);
     loop {
+        if control.stop.load(Ordering::SeqCst) {
+            remove_if_present(&paths.agent_pid())?;
+            remove_if_present(&paths.waiting_marker())?;
+            log::info!("{}: stopped", agent.settings.node);
+            return Ok(());
+        }
+        if control.reload.swap(false, Ordering::SeqCst) {
+            (control.on_reload)(agent);
+        }
+        let node = agent.settings.node.clone();
         let mut step = agent.step();
         // After a wake-up the last job may still be completing: look again quickly for a while.
         let fast_until = Instant::now() + Duration::from_secs(15);
         while matches!(step, Ok(Step::WaitingForJobs))
             && Instant::now() < fast_until
-            && woken.load(std::sync::atomic::Ordering::SeqCst)
+            && woken.load(Ordering::SeqCst)
+            && !control.stop.load(Ordering::SeqCst)
         {
             std::thread::sleep(Duration::from_millis(50));
             step = agent.step();
         }
-        woken.store(false, std::sync::atomic::Ordering::SeqCst);
+        woken.store(false, Ordering::SeqCst);
         // Energy per job: charge this poll's power to the jobs on each GPU.
         let max_dt = 2.0 * agent.settings.poll.as_secs_f64() + 1.0;
         match dynmig_gpu::energy::sample_node(agent.backend.as_ref(), &paths.state_dir, max_dt) {
@@ -430,7 +462,7 @@ pub fn run_forever(agent: &mut Agent, metrics_listen: Option<std::net::SocketAdd
             Err(e) => log::error!("{node}: {e:#}"),
         }
         let until = Instant::now() + agent.settings.poll;
-        while Instant::now() < until && !woken.load(std::sync::atomic::Ordering::SeqCst) {
+        while Instant::now() < until && !signalled() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
