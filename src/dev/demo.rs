@@ -178,27 +178,12 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<()> {
     let ours: Vec<JobInfo> = finished.into_iter().filter(|j| ids.contains_key(&j.id)).collect();
     let mut report = report(&ours, &ids, &ev, start_epoch);
     if let Some(p) = &args.report {
-        // The timeline beside the report: report-plan.md -> report-plan.svg.
-        let svg_path = p.with_extension("svg");
         let end = ours
             .iter()
             .map(|j| j.end_time as f64)
             .chain(ev.iter().map(|e| e.time))
             .fold(start_epoch + 1.0, f64::max);
-        let managed = dynmig_controller::managed_nodes(config);
-        let svg = crate::cli::pictures::timeline_svg(
-            &crate::cli::pictures::timelines(&ev, &managed, start_epoch, end),
-            start_epoch,
-            end,
-        )?;
-        std::fs::write(&svg_path, svg).with_context(|| format!("cannot write {}", svg_path.display()))?;
-        let name = svg_path
-            .file_name()
-            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
-        let _ = writeln!(
-            report,
-            "\n## Timeline\n\n![each node's layouts per GPU and the jobs on each instance over time]({name})"
-        );
+        report += &write_timeline(p, &ev, &dynmig_controller::managed_nodes(config), start_epoch, end)?;
         std::fs::write(p, &report)?;
     }
     print!("{report}");
@@ -257,6 +242,30 @@ fn compare(
         predicted,
         reconfig_cost_s: args.reconfig_cost,
     })
+}
+
+/// Draws the timeline of `events` between `t0` and `end` (seconds since the epoch) for the
+/// `managed` nodes beside the report `report_path` (`report-plan.md` -> `report-plan.svg`),
+/// and returns the report's section that shows it.
+///
+/// # Errors
+/// The SVG cannot be written.
+pub fn write_timeline(
+    report_path: &std::path::Path,
+    events: &[Event],
+    managed: &[dynmig_controller::ManagedNode],
+    t0: f64,
+    end: f64,
+) -> Result<String> {
+    let svg_path = report_path.with_extension("svg");
+    let svg = crate::cli::pictures::timeline_svg(&crate::cli::pictures::timelines(events, managed, t0, end), t0, end)?;
+    std::fs::write(&svg_path, svg).with_context(|| format!("cannot write {}", svg_path.display()))?;
+    let name = svg_path
+        .file_name()
+        .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    Ok(format!(
+        "\n## Timeline\n\n![each node's layouts per GPU and the jobs on each instance over time]({name})\n"
+    ))
 }
 
 /// The `p`-quantile (0..=1) of `v` by the nearest-rank method; 0 for an empty list.
@@ -395,6 +404,29 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u32, String>, events: &[Event], 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_timeline_is_written_beside_the_report_and_linked_from_it() {
+        let d = tempfile::tempdir().unwrap();
+        let events = Event::parse_lines(include_str!("../../tests/fixtures/demo-events.jsonl"));
+        let config = Config::default_embedded();
+        let managed = dynmig_controller::managed_nodes(&config);
+        let t0 = events[0].time;
+        let section = write_timeline(&d.path().join("report-plan.md"), &events, &managed, t0, t0 + 140.0).unwrap();
+        assert!(
+            section.contains("## Timeline") && section.contains("](report-plan.svg)"),
+            "{section}"
+        );
+        let svg = std::fs::read_to_string(d.path().join("report-plan.svg")).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let rows = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text") && managed.iter().any(|m| n.text().map(str::trim) == Some(&m.name)))
+            .count();
+        assert_eq!(rows, managed.len(), "one row per node of the config");
+        let e = write_timeline(&d.path().join("none/report.md"), &events, &managed, t0, t0 + 1.0).unwrap_err();
+        assert!(format!("{e:#}").contains("cannot write"), "{e:#}");
+    }
 
     #[test]
     fn nearest_rank_quantiles() {

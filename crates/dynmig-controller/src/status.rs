@@ -75,7 +75,8 @@ pub struct NodeStatus {
     pub state: NodeState,
     /// Why, where Slurm or dynmig says: the drain reason, a failure, an admin's reason.
     pub reason: String,
-    /// The layout of each GPU, in index order (empty while the layout is unknown).
+    /// The layout of each GPU, in index order (none while the layout is unknown: no
+    /// published layout matching the GRES, or the node is not registered).
     pub gpus: Vec<GpuStatus>,
     /// Jobs running or completing on the node.
     pub jobs: Vec<NodeJob>,
@@ -220,8 +221,11 @@ pub fn read_status(
             NodeRole::Unavailable(w) => (NodeState::DrainedByAdmin, w.clone()),
             NodeRole::LayoutUnknown => (NodeState::LayoutUnknown, slurm_reason),
         };
+        // A layout is shown where it is known: a published one matching the GRES (the
+        // snapshot's layout is all empty otherwise, and for a node Slurm does not list).
+        let known = !matches!(role, NodeRole::Unregistered | NodeRole::LayoutUnknown);
         let gpus = match node_snap {
-            Some(n) if n.layout.gpus.iter().any(|g| !g.is_empty()) || state != NodeState::LayoutUnknown => n
+            Some(n) if known && n.layout.gpus.iter().any(|g| !g.is_empty()) => n
                 .layout
                 .gpus
                 .iter()
@@ -447,6 +451,7 @@ mod tests {
         assert_eq!(st.nodes[2].plan.as_ref().unwrap().target, "7x1g.10gb,1x7g.80gb");
         assert_eq!(st.nodes[3].reason, "bad fan");
         assert_eq!(st.nodes[4].reason, "GPU 0: boom");
+        assert!(st.nodes[5].gpus.is_empty(), "an unregistered node's layout is unknown");
         assert_eq!(st.pending, [("1g.10gb".to_string(), 2)].into());
         // The draining node's second GPU (its 7g.80gb) is busy, the first idle: 1 held idle.
         assert_eq!(st.held_idle_instances, 1);
