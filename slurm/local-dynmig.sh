@@ -10,6 +10,8 @@
 #                                 #      DYNMIG_PLUGIN_DIR: the plugins of one Slurm release
 #                                 #        (slurm/releases.sh; default DYNMIG_BIN_DIR's)
 #                                 #      DYNMIG_NO_HISTORY=1 to start no history server
+#                                 #      DYNMIG_HISTORY_STORE=slurmdbd: the history in
+#                                 #        Slurm's accounting (docs/history.md)
 #                                 #      DYNMIG_NO_CATALOG=1 to add no catalog node (tests)
 #                                 #      DYNMIG_POLICY: [policy] kind (default demand)
 #                                 #      DYNMIG_LEARNED_MODEL: the model of kind
@@ -85,11 +87,15 @@ slurmd = "$(command -v slurmd)"
 scontrol = "$(command -v scontrol)"
 squeue = "$(command -v squeue)"
 sinfo = "$(command -v sinfo)"
+sacct = "$(command -v sacct)"
+sacctmgr = "$(command -v sacctmgr)"
 
 [history]
 # dynmig history serve listens on the controller's address (slurm/lib/common.sh CTL_ADDR),
 # which the nodes' namespaces reach.
 server = "${DYNMIG_HISTORY_ADDR:-10.199.0.1:6830}"
+store = "${DYNMIG_HISTORY_STORE:-server}"
+sacct_interval = "1s"
 
 [estimator]
 max_oom_restarts = 2

@@ -588,6 +588,17 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
     match cmd {
         HistoryCmd::Serve { listen, socket } => {
             dynmig::cli::logging::apply_config_level(config.log.level);
+            if config.history.store == dynmig_core::config::HistoryStore::Slurmdbd {
+                let h = &config.history;
+                return Ok(dynmig_history::accounting::serve(
+                    &p.sacct,
+                    h.sacct_window,
+                    h.sacct_interval,
+                    &p.history_snapshot,
+                    &config.estimator,
+                    &|| dynmig::cli::signals::reload(source, |c| Ok(c.estimator)).map(|(_, e)| e),
+                )?);
+            }
             let listen = listen
                 .or_else(|| config.history.listen.clone())
                 .ok_or_else(|| anyhow!("no address: give --listen or set [history] listen"))?;

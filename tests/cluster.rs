@@ -906,6 +906,68 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
     let _ = server.wait();
 }
 
+/// `sacct --json -j <id>`'s first job.
+fn sacct_job(c: &Cluster, id: u64) -> Value {
+    let out = c.cmd("sacct", &["--json", "-X", "-j", &id.to_string()]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    v["jobs"].get(0).cloned().unwrap_or(Value::Null)
+}
+
+#[test]
+#[ignore = "needs root, Slurm, slurmdbd and the built plugins (slurm/test.sh)"]
+fn with_slurmdbd_the_epilog_writes_the_record_into_accounting_and_the_snapshot_comes_from_sacct() {
+    let c = Cluster::up_with(false, &[("DYNMIG_HISTORY_STORE", "slurmdbd")]);
+    let dynmig = bin_dir().join("dynmig");
+    let snap_path = c.dir.join("dynmig/history-snapshot.tsv");
+    let _ = std::fs::remove_file(&snap_path);
+    let id = c.sbatch(&[
+        "-w",
+        "n1",
+        "--gres=gpu:7g.80gb:1",
+        "--job-name=acct-hist",
+        &format!("--wrap={} fake-job --mem 5G --seconds 0", dynmig.display()),
+    ]);
+    let admin_comment = field(&c.job(id), "AdminComment");
+    c.wait_for("the job to complete", Duration::from_secs(60), || {
+        c.job_state(id) == "COMPLETED"
+    });
+    // The Epilog wrote the record into the job's SystemComment in slurmdbd.
+    c.wait_for("the record in Slurm's accounting", Duration::from_secs(40), || {
+        sacct_job(&c, id)["comment"]["system"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(dynmig_history::accounting::COMMENT_PREFIX))
+    });
+    let job = sacct_job(&c, id);
+    // job_submit/dynmig's AdminComment is untouched.
+    assert_eq!(
+        job["comment"]["administrator"].as_str().unwrap_or(""),
+        admin_comment,
+        "{job}"
+    );
+    let out = c.ok("sacct", &["--json", "-X", "-j", &id.to_string()]);
+    let read = dynmig_history::accounting::records_from_sacct(out.as_bytes()).expect("sacct's JSON");
+    assert!(read.skipped.is_empty(), "{:?}", read.skipped);
+    let [r] = read.records.as_slice() else {
+        panic!("one record expected: {:?}", read.records)
+    };
+    assert_eq!(
+        (r.job_id, r.job_name.as_str(), r.profile.as_str(), r.node.as_str()),
+        (id, "acct-hist", "7g.80gb", "n1")
+    );
+    assert_eq!((r.peak_bytes, r.oom, r.uid), (5 << 30, false, 0));
+    // Delivered: nothing stays in the node's spool.
+    let spool = c.dir.join("dynmig/spool");
+    assert_eq!(std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0), 0);
+    // dynmig history serve (store = "slurmdbd") rebuilds the snapshot from sacct --json.
+    c.wait_for("the snapshot built from sacct", Duration::from_secs(30), || {
+        std::fs::read_to_string(&snap_path).is_ok_and(|t| t.lines().any(|l| l.ends_with("\tacct-hist")))
+    });
+    let snap = std::fs::read_to_string(&snap_path).unwrap();
+    let parsed = dynmig_core::estimate::history::HistorySnapshot::parse(&snap).expect("snapshot");
+    let e = parsed.lookup(0, "acct-hist").expect("the job's entry");
+    assert_eq!((e.samples, e.max_peak_bytes, e.ooms), (1, 5 << 30, 0), "{snap}");
+}
+
 #[test]
 #[ignore = "needs root, Slurm and the built plugins (slurm/test.sh)"]
 fn a_record_that_is_not_from_a_node_is_refused() {

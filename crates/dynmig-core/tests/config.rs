@@ -471,3 +471,20 @@ fn the_adaptive_policy_takes_no_planner_keys_and_needs_alike_node_groups() {
         "{e}"
     );
 }
+
+#[test]
+fn history_store_is_server_by_default_slurmdbd_when_asked_and_anything_else_is_refused() {
+    use dynmig_core::config::HistoryStore;
+    let c = parse_config(MINIMAL).unwrap();
+    assert_eq!(c.history.store, HistoryStore::Server);
+    assert_eq!(c.history.sacct_interval, Duration::from_secs(60));
+    assert_eq!(c.paths.sacctmgr, Path::new("/usr/bin/sacctmgr"));
+    let t = format!("{MINIMAL}\n[history]\nstore = \"slurmdbd\"\nsacct_interval = \"2s\"\n");
+    let c = parse_config(&t).unwrap();
+    assert_eq!(c.history.store, HistoryStore::Slurmdbd);
+    assert_eq!(c.history.sacct_interval, Duration::from_secs(2));
+    let t = format!("{MINIMAL}\n[history]\nstore = \"mysql\"\n");
+    let e = bad(&t, "history.store", t.lines().count());
+    assert!(e.contains("'mysql' is not a history store"), "{e}");
+    assert!(e.contains("\"server\"") && e.contains("\"slurmdbd\""), "{e}");
+}

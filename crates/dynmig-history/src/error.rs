@@ -55,6 +55,9 @@ pub enum Error {
     /// A record is malformed or out of bounds.
     #[error(transparent)]
     Record(#[from] crate::record::RecordError),
+    /// Slurm's accounting (`sacctmgr`, `sacct`) failed or answered what dynmig cannot read.
+    #[error("Slurm accounting: {0}")]
+    Accounting(String),
     /// Sealing or checking a credential failed.
     #[error(transparent)]
     Auth(#[from] crate::auth::AuthError),

@@ -28,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod accounting;
 pub mod auth;
 mod error;
 pub mod metrics;

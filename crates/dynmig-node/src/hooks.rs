@@ -16,7 +16,7 @@ use crate::as_user::UserIds;
 use crate::oom::{self, Peak};
 use crate::paths::{event_log, NodePaths};
 use anyhow::{anyhow, bail, Context, Result};
-use dynmig_core::config::Config;
+use dynmig_core::config::{Config, HistoryStore};
 use dynmig_core::estimate::{next_larger_profile, profile_bytes};
 use dynmig_core::geometry::GpuModel;
 use dynmig_core::gres::TresList;
@@ -280,11 +280,29 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         oom: why.is_some(),
         end_time: dynmig_history::now(),
     };
-    dynmig_history::spool::put(&paths.history_spool, &record)?;
+    let spooled = dynmig_history::spool::put(&paths.history_spool, &record)?;
     if let Some(why) = &why {
         start_restart(config, exe, env, &profile, why, job.restarts, &models);
     }
-    if let Some(server) = &config.history.server {
+    if config.history.store == HistoryStore::Slurmdbd {
+        // Slurm's accounting (docs/history.md): the spooled copy goes once slurmdbd has it.
+        match dynmig_history::accounting::write_record(
+            &config.paths.sacctmgr,
+            &record,
+            dynmig_history::accounting::WRITE_BUDGET,
+        ) {
+            Ok(()) => {
+                if let Err(e) = std::fs::remove_file(&spooled) {
+                    eprintln!("dynmig epilog: remove {}: {e}", spooled.display());
+                }
+            }
+            Err(e) => eprintln!(
+                "dynmig epilog: job {}: history record stays spooled in {}: {e}",
+                env.job,
+                paths.history_spool.display()
+            ),
+        }
+    } else if let Some(server) = &config.history.server {
         let f = dynmig_history::service::flush_spool(
             &paths.history_spool,
             server,

@@ -94,11 +94,24 @@ pub struct Paths {
     pub squeue: PathBuf,
     /// sinfo. Default `/usr/bin/sinfo`.
     pub sinfo: PathBuf,
+    /// sacct (`[history] store = "slurmdbd"`). Default `/usr/bin/sacct`.
+    pub sacct: PathBuf,
+    /// sacctmgr (`[history] store = "slurmdbd"`). Default `/usr/bin/sacctmgr`.
+    pub sacctmgr: PathBuf,
 }
 
 /// `[history]`: how records travel from the nodes to the controller host (docs/history.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryConfig {
+    /// `store`: where the records are kept (docs/history.md, "Which store").
+    /// Default [`HistoryStore::Server`].
+    pub store: HistoryStore,
+    /// `sacct_interval`: with `store = "slurmdbd"`, how often `dynmig history serve` rebuilds
+    /// the snapshot from `sacct --json` (more than 0). Default 60 s.
+    pub sacct_interval: Duration,
+    /// `sacct_window`: with `store = "slurmdbd"`, how far back `sacct` looks (more than 0).
+    /// Default 30 days.
+    pub sacct_window: Duration,
     /// `server`: `host:port` the nodes send records to. Default `None`: records stay in the
     /// node's spool until a server is configured.
     pub server: Option<String>,
@@ -110,6 +123,18 @@ pub struct HistoryConfig {
     /// `metrics_listen`: `ip:port` where `dynmig history serve` serves Prometheus metrics.
     /// Default `None`: no metrics endpoint.
     pub metrics_listen: Option<SocketAddr>,
+}
+
+/// `[history] store`: where the Epilog's job records go and where the snapshot comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryStore {
+    /// `"server"`: dynmig's own service (`dynmig history serve`: TCP, munge, SQLite), for
+    /// sites without slurmdbd.
+    Server,
+    /// `"slurmdbd"`: Slurm's accounting. The Epilog writes the record into the job's
+    /// `SystemComment` with `sacctmgr`; `dynmig history serve` builds the snapshot from
+    /// `sacct --json`.
+    Slurmdbd,
 }
 
 /// `[agent]`: the node agent daemon.

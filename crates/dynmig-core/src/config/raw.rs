@@ -45,6 +45,8 @@ pub(super) struct RawPaths {
     pub scontrol: S<String>,
     pub squeue: S<String>,
     pub sinfo: S<String>,
+    pub sacct: S<String>,
+    pub sacctmgr: S<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -64,6 +66,9 @@ pub(super) struct RawEstimator {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHistory {
+    pub store: S<String>,
+    pub sacct_interval: S<String>,
+    pub sacct_window: S<String>,
     pub server: S<String>,
     pub listen: S<String>,
     pub snapshot_refresh: S<String>,

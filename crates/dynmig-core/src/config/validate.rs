@@ -5,7 +5,7 @@ use super::raw::{
 };
 use super::{
     expand_hostlist, AgentConfig, AllowedLayouts, Backend, Config, ConfigError, ControllerConfig, HistoryConfig,
-    JobsConfig, LogConfig, LogLevel, NodeGroup, Paths, PolicyConfig, CONFIG_VERSION,
+    HistoryStore, JobsConfig, LogConfig, LogLevel, NodeGroup, Paths, PolicyConfig, CONFIG_VERSION,
 };
 use crate::estimate::EstimatorConfig;
 use crate::geometry::{layout_examples, model_by_name, model_names, GpuModel, LayoutParseError, ProfileCounts};
@@ -62,7 +62,10 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         | "paths.history_db"
         | "paths.history_snapshot"
         | "paths.history_spool" => path.into(),
-        "paths.slurmd" | "paths.scontrol" | "paths.squeue" | "paths.sinfo" => command.into(),
+        "paths.slurmd" | "paths.scontrol" | "paths.squeue" | "paths.sinfo" | "paths.sacct" | "paths.sacctmgr" => {
+            command.into()
+        }
+        "history.store" => "\"server\" (dynmig's own service) or \"slurmdbd\" (Slurm's accounting)".into(),
         "estimator.default_mem" => size("8G"),
         "estimator.cuda_context" => size("500M"),
         "estimator.model_margin" | "estimator.history_margin" => float("1", "4"),
@@ -76,6 +79,8 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         }
         "log.level" => "\"off\", \"error\", \"warn\", \"info\", \"debug\" or \"trace\"".into(),
         "history.snapshot_refresh"
+        | "history.sacct_interval"
+        | "history.sacct_window"
         | "controller.interval"
         | "controller.drain_timeout"
         | "controller.reservation_duration"
@@ -373,6 +378,8 @@ fn paths(cx: &Ctx, p: &RawPaths) -> Result<Paths, ConfigError> {
         scontrol: cx.path(&p.scontrol, "paths.scontrol", "/usr/bin/scontrol".into(), true)?,
         squeue: cx.path(&p.squeue, "paths.squeue", "/usr/bin/squeue".into(), true)?,
         sinfo: cx.path(&p.sinfo, "paths.sinfo", "/usr/bin/sinfo".into(), true)?,
+        sacct: cx.path(&p.sacct, "paths.sacct", "/usr/bin/sacct".into(), true)?,
+        sacctmgr: cx.path(&p.sacctmgr, "paths.sacctmgr", "/usr/bin/sacctmgr".into(), true)?,
         state_dir,
         slurm_conf_dir,
     })
@@ -490,7 +497,37 @@ fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
     };
     let server = addr(&h.server, "history.server")?;
     let listen = addr(&h.listen, "history.listen")?.or_else(|| server.clone());
+    let store = match &h.store {
+        None => HistoryStore::Server,
+        Some(v) => match v.get_ref().trim() {
+            "server" => HistoryStore::Server,
+            "slurmdbd" => HistoryStore::Slurmdbd,
+            other => {
+                return Err(cx.err(
+                    v,
+                    "history.store",
+                    format!(
+                        "'{}' is not a history store; use \"server\" (dynmig's own service, for sites without slurmdbd) or \"slurmdbd\" (Slurm's accounting: sacctmgr and sacct)",
+                        cut(other, ECHO)
+                    ),
+                ))
+            }
+        },
+    };
     Ok(HistoryConfig {
+        store,
+        sacct_interval: cx.duration(
+            &h.sacct_interval,
+            "history.sacct_interval",
+            Duration::from_secs(60),
+            true,
+        )?,
+        sacct_window: cx.duration(
+            &h.sacct_window,
+            "history.sacct_window",
+            Duration::from_secs(30 * 24 * 3600),
+            true,
+        )?,
         server,
         listen,
         snapshot_refresh: cx.duration(

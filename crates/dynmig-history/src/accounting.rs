@@ -1,0 +1,566 @@
+//! The history in Slurm's own accounting (`[history] store = "slurmdbd"`, docs/history.md).
+//!
+//! The Epilog writes each [`JobRecord`] into the job's **SystemComment** in slurmdbd with
+//! `sacctmgr -i modify job where jobid=N set SystemComment=...` ([`write_record`]), and
+//! `dynmig history serve` rebuilds the snapshot job_submit/dynmig reads from
+//! `sacct --json` ([`read_sacct`], [`serve`]), off the submit path.
+//!
+//! Why SystemComment: sacctmgr's documentation lists `SystemComment` among the job fields an
+//! administrator may modify ("SPECIFICATIONS FOR JOBS", <https://slurm.schedmd.com/sacctmgr.html>),
+//! slurmdbd stores it with the job (sacct's `SystemComment` field,
+//! <https://slurm.schedmd.com/sacct.html>), and `sacct --json` shows it as `comment.system`.
+//! Only an administrator (root, SlurmUser, or AdminLevel=Administrator/Operator) may set it,
+//! unlike `Comment`, which the job's user may set. `AdminComment` holds job_submit/dynmig's
+//! decision record and is left alone; `Extra` exists only from 23.02. Tried on the local
+//! cluster for a finished job on 22.05.8, 24.11.5 and 26.05.5 (`tests/cluster.rs`).
+//!
+//! The comment is `dynmig-history/v1 ` and the record's fields as `key=value` separated by
+//! spaces ([`encode_comment`]): numbers and booleans as themselves, strings as `s:` and the
+//! string percent-encoded (every byte outside `A-Z a-z 0-9 . _ -`). No quote, comma or space
+//! can occur in a value: sacctmgr cuts a value at its first quote. The reader builds the same
+//! JSON object the wire form has and decodes it with the record's own serde type, so the same
+//! field checks apply ([`JobRecord::validate`]).
+
+use crate::record::{cut, JobRecord, RecordError, WIRE_VERSION};
+use crate::Error;
+use dynmig_core::estimate::history::{HistorySnapshot, PastJob};
+use dynmig_core::estimate::EstimatorConfig;
+use dynmig_host::process::{run, Limits, RunError};
+use serde::Deserialize;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What every dynmig SystemComment starts with (the `v1` is [`WIRE_VERSION`]).
+pub const COMMENT_PREFIX: &str = "dynmig-history/v1 ";
+
+/// What every dynmig SystemComment ends with: a comment cut anywhere is refused, never read
+/// as a shorter record.
+pub const COMMENT_END: &str = " end";
+
+/// Longest comment written or read, bytes: the longest job name allowed, every byte
+/// percent-encoded, fits in it (MariaDB's `text` column holds 65,535).
+pub const MAX_COMMENT_BYTES: usize = 16 * 1024;
+
+/// Most bytes of `sacct --json` read (then the command is killed and the snapshot kept).
+pub const MAX_SACCT_BYTES: usize = 512 << 20;
+
+/// How long one `sacct` may run.
+pub const SACCT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long the Epilog tries to write a record (slurmctld sends the finished job to slurmdbd
+/// asynchronously, so the first try may find no job).
+pub const WRITE_BUDGET: Duration = Duration::from_secs(15);
+
+fn pct(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn unpct(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = s.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') => {
+                out.push(b);
+                i += 1;
+            }
+            _ => return None,
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The SystemComment for `r`: [`COMMENT_PREFIX`] and its fields (module docs).
+///
+/// # Errors
+/// The record breaks a limit of [`JobRecord::validate`], or the comment would be longer than
+/// [`MAX_COMMENT_BYTES`].
+pub fn encode_comment(r: &JobRecord) -> Result<String, RecordError> {
+    r.validate()?;
+    let value = serde_json::to_value(r).map_err(|e| RecordError::Malformed(e.to_string()))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(RecordError::Malformed("a record is not a JSON object".into()));
+    };
+    let mut out = COMMENT_PREFIX.trim_end().to_string();
+    for (k, v) in map {
+        let v = match v {
+            serde_json::Value::String(s) => format!("s:{}", pct(&s)),
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            other => return Err(RecordError::Malformed(format!("field {k}: unexpected {other}"))),
+        };
+        out.push(' ');
+        out.push_str(&k);
+        out.push('=');
+        out.push_str(&v);
+    }
+    out.push_str(COMMENT_END);
+    if out.len() > MAX_COMMENT_BYTES {
+        return Err(RecordError::TooLarge { len: out.len() });
+    }
+    Ok(out)
+}
+
+/// Reads a SystemComment written by [`encode_comment`]; `Ok(None)` when it is not dynmig's
+/// (empty, or another prefix: Slurm itself writes SystemComment on some failures).
+///
+/// # Errors
+/// A dynmig comment that is too long, malformed, of a repeated or unknown field, a missing
+/// field, or a value out of bounds.
+pub fn decode_comment(s: &str) -> Result<Option<JobRecord>, RecordError> {
+    let Some(body) = s.strip_prefix(COMMENT_PREFIX) else {
+        return Ok(None);
+    };
+    if s.len() > MAX_COMMENT_BYTES {
+        return Err(RecordError::TooLarge { len: s.len() });
+    }
+    let body = body
+        .strip_suffix(COMMENT_END)
+        .ok_or_else(|| RecordError::Malformed(format!("no '{}' at the end: cut short?", COMMENT_END.trim())))?;
+    let mut map = serde_json::Map::new();
+    for pair in body.split(' ') {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| RecordError::Malformed(format!("'{}' is not key=value", cut(pair))))?;
+        let value = if let Some(text) = v.strip_prefix("s:") {
+            serde_json::Value::String(
+                unpct(text).ok_or_else(|| RecordError::Malformed(format!("field {}: bad encoding", cut(k))))?,
+            )
+        } else if v == "true" || v == "false" {
+            serde_json::Value::Bool(v == "true")
+        } else if let Ok(n) = v.parse::<u64>() {
+            n.into()
+        } else if let Ok(n) = v.parse::<i64>() {
+            n.into()
+        } else {
+            return Err(RecordError::Malformed(format!(
+                "field {}: '{}' is no value",
+                cut(k),
+                cut(v)
+            )));
+        };
+        if map.insert(k.to_string(), value).is_some() {
+            return Err(RecordError::Malformed(format!("field {} given twice", cut(k))));
+        }
+    }
+    map.insert("v".into(), WIRE_VERSION.into());
+    let bytes = serde_json::to_vec(&map).map_err(|e| RecordError::Malformed(e.to_string()))?;
+    JobRecord::from_wire(&bytes).map(Some)
+}
+
+/// Writes `r` into its job's SystemComment in slurmdbd with
+/// `sacctmgr -i modify job where jobid=<id> set SystemComment=<comment>`, retrying for
+/// `budget` while sacctmgr modifies nothing (slurmdbd may not have the finished job yet).
+/// Each sacctmgr gets at most 10 s, less near the end of the budget.
+///
+/// # Errors
+/// The record cannot be encoded, sacctmgr fails, or the budget passes before a job was
+/// modified.
+pub fn write_record(sacctmgr: &Path, r: &JobRecord, budget: Duration) -> Result<(), Error> {
+    let comment = encode_comment(r).map_err(Error::Record)?;
+    let args = [
+        "-i".to_string(),
+        "modify".into(),
+        "job".into(),
+        "where".into(),
+        format!("jobid={}", r.job_id),
+        "set".into(),
+        format!("SystemComment={comment}"),
+    ];
+    let until = Instant::now() + budget;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let limits = Limits {
+            timeout: left.min(Duration::from_secs(10)).max(Duration::from_secs(1)),
+            max_output: 64 << 10,
+        };
+        let why = match run(sacctmgr.as_os_str(), &args, limits) {
+            Ok(out) if out.contains("Modified") => return Ok(()),
+            Ok(out) => format!("sacctmgr modified no job: {}", cut(out.trim())),
+            Err(e @ (RunError::Spawn { .. } | RunError::TimedOut { .. })) => {
+                return Err(Error::Accounting(e.to_string()))
+            }
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() + Duration::from_millis(500) >= until {
+            return Err(Error::Accounting(format!("job {}: {why}", r.job_id)));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// `sacct --json`: only what dynmig reads. Unknown fields are ignored (sacct has hundreds,
+/// and they change between releases: OpenAPI v0.0.38 on 22.05 to v0.0.44 on 26.05); the
+/// fields read have the same names and types on every release of the matrix.
+#[derive(Debug, Deserialize)]
+pub struct SacctOutput {
+    /// The jobs.
+    pub jobs: Vec<SacctJob>,
+}
+
+/// One job of `sacct --json`.
+#[derive(Debug, Deserialize)]
+pub struct SacctJob {
+    /// Slurm job id.
+    pub job_id: u64,
+    /// Job name, as slurmctld stored it.
+    #[serde(default)]
+    pub name: String,
+    /// User name, as slurmdbd resolved it from the job's uid.
+    #[serde(default)]
+    pub user: String,
+    /// The comments.
+    #[serde(default)]
+    pub comment: SacctComment,
+}
+
+/// `comment` of a job: `administrator` (AdminComment), `job` (Comment: the user's own, never
+/// read) and `system` (SystemComment).
+#[derive(Debug, Default, Deserialize)]
+pub struct SacctComment {
+    /// SystemComment (null when unset).
+    #[serde(default)]
+    pub system: Option<String>,
+}
+
+/// The records of a `sacct --json` output, and why others were skipped.
+#[derive(Debug, Default)]
+pub struct SacctRecords {
+    /// Records whose job id, user and job name agree with the job sacct shows them on.
+    pub records: Vec<JobRecord>,
+    /// One line per dynmig comment skipped: the job and why.
+    pub skipped: Vec<String>,
+}
+
+/// Reads the dynmig records out of `sacct --json` output. Only `comment.system` is read (an
+/// administrator wrote it); a record whose job id, user or job name differs from the job's
+/// own (stored by slurmctld) is skipped, as is a malformed one.
+///
+/// # Errors
+/// More than [`MAX_SACCT_BYTES`], or not the JSON sacct prints (truncated, wrong types).
+pub fn records_from_sacct(json: &[u8]) -> Result<SacctRecords, Error> {
+    if json.len() > MAX_SACCT_BYTES {
+        return Err(Error::Accounting(format!(
+            "sacct --json printed {} bytes; at most {MAX_SACCT_BYTES} are read",
+            json.len()
+        )));
+    }
+    let out: SacctOutput = serde_json::from_slice(json).map_err(|e| {
+        Error::Accounting(format!(
+            "sacct --json is not what sacct prints: {}",
+            cut(&e.to_string())
+        ))
+    })?;
+    let mut res = SacctRecords::default();
+    for job in out.jobs {
+        let Some(text) = job.comment.system.as_deref() else {
+            continue;
+        };
+        match decode_comment(text) {
+            Ok(None) => {}
+            Ok(Some(r)) if r.job_id != job.job_id || r.user != job.user || r.job_name != job.name => {
+                res.skipped.push(format!(
+                    "job {}: its record names job {} of {}",
+                    job.job_id,
+                    r.job_id,
+                    cut(&r.user)
+                ));
+            }
+            Ok(Some(r)) => res.records.push(r),
+            Err(e) => res.skipped.push(format!("job {}: {e}", job.job_id)),
+        }
+    }
+    Ok(res)
+}
+
+/// Runs `sacct --json --allusers --allocations --duplicates --starttime now-<window>` (every
+/// user's jobs and every run of a requeued job, no steps) with [`SACCT_TIMEOUT`] and
+/// [`MAX_SACCT_BYTES`], and reads its records ([`records_from_sacct`]).
+///
+/// # Errors
+/// sacct fails, times out or prints too much; its output is not sacct's JSON.
+pub fn read_sacct(sacct: &Path, window: Duration) -> Result<SacctRecords, Error> {
+    let args = [
+        "--json".to_string(),
+        "--allusers".into(),
+        "--allocations".into(),
+        "--duplicates".into(),
+        format!("--starttime=now-{}", window.as_secs()),
+    ];
+    let limits = Limits {
+        timeout: SACCT_TIMEOUT,
+        max_output: MAX_SACCT_BYTES,
+    };
+    let out = run(sacct.as_os_str(), &args, limits).map_err(|e| Error::Accounting(e.to_string()))?;
+    records_from_sacct(out.as_bytes())
+}
+
+/// The snapshot of `records` under the estimator settings, as [`crate::store::Store::snapshot`]
+/// builds it (an out-of-memory run counts its instance's memory), oldest first.
+pub fn snapshot(records: &[JobRecord], cfg: &EstimatorConfig) -> HistorySnapshot {
+    let mut sorted: Vec<&JobRecord> = records.iter().collect();
+    sorted.sort_by_key(|r| (r.end_time, r.job_id, r.restart));
+    let jobs: Vec<PastJob> = sorted
+        .iter()
+        .map(|r| PastJob {
+            uid: r.uid,
+            job_name: r.job_name.clone(),
+            peak_bytes: if r.oom {
+                r.peak_bytes.max(r.limit_bytes)
+            } else {
+                r.peak_bytes
+            },
+            oom: r.oom,
+        })
+        .collect();
+    HistorySnapshot::from_jobs(&jobs, cfg.history_quantile, cfg.history_window as usize)
+}
+
+/// One rebuild: [`read_sacct`], [`snapshot`], written atomically to `snapshot_path` (mode
+/// 0600). Returns the number of records and snapshot entries.
+///
+/// # Errors
+/// sacct or the file cannot be written; the old snapshot then stays.
+pub fn rebuild(
+    sacct: &Path,
+    window: Duration,
+    snapshot_path: &Path,
+    cfg: &EstimatorConfig,
+) -> Result<(usize, usize), Error> {
+    let read = read_sacct(sacct, window)?;
+    for s in read.skipped.iter().take(20) {
+        log::warn!("sacct: skipped {s}");
+    }
+    let snap = snapshot(&read.records, cfg);
+    if let Some(dir) = snapshot_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
+    }
+    dynmig_host::fs::write_atomically(snapshot_path, snap.render().as_bytes(), 0o600)
+        .map_err(Error::io("write snapshot", snapshot_path))?;
+    Ok((read.records.len(), snap.len()))
+}
+
+/// `dynmig history serve` with `store = "slurmdbd"`: [`rebuild`] at once and then every
+/// `interval` (a failed rebuild is logged, the old snapshot kept). On SIGHUP it calls
+/// `reload` (which reads the config again, or keeps the old one and says why) and rebuilds
+/// with the estimator settings it returns. Runs until SIGTERM or SIGINT.
+///
+/// # Errors
+/// The signal handlers cannot be installed.
+pub fn serve(
+    sacct: &Path,
+    window: Duration,
+    interval: Duration,
+    snapshot_path: &Path,
+    estimator: &EstimatorConfig,
+    reload: &dyn Fn() -> Option<EstimatorConfig>,
+) -> Result<(), Error> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
+    for (sig, flag) in [
+        (signal_hook::consts::SIGTERM, &stop),
+        (signal_hook::consts::SIGINT, &stop),
+        (signal_hook::consts::SIGHUP, &hup),
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(flag))
+            .map_err(|e| Error::Accounting(format!("cannot install a signal handler: {e}")))?;
+    }
+    log::info!(
+        "history from Slurm accounting: {} every {interval:?}, snapshot {}",
+        sacct.display(),
+        snapshot_path.display()
+    );
+    let mut cfg = *estimator;
+    while !stop.load(Ordering::SeqCst) {
+        match rebuild(sacct, window, snapshot_path, &cfg) {
+            Ok((records, entries)) => log::debug!("snapshot: {records} records, {entries} entries"),
+            Err(e) => log::error!("snapshot from sacct: {e}"),
+        }
+        let until = Instant::now() + interval;
+        while !stop.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+            if hup.swap(false, Ordering::SeqCst) {
+                if let Some(e) = reload() {
+                    cfg = e;
+                }
+                break;
+            }
+        }
+    }
+    log::info!("stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec() -> JobRecord {
+        JobRecord {
+            job_id: 42,
+            restart: 1,
+            node: "gpu1".into(),
+            uid: 1000,
+            user: "alice".into(),
+            job_name: "train \"x\", y=1 %z é".into(),
+            profile: "2g.20gb".into(),
+            estimate_bytes: 18 << 30,
+            source: "mig-mem".into(),
+            peak_bytes: 17 << 30,
+            limit_bytes: 20 << 30,
+            exit_status: -1,
+            oom: true,
+            end_time: 1_700_000_000,
+        }
+    }
+
+    #[test]
+    fn a_comment_round_trips_and_has_no_quote_comma_or_stray_space() {
+        let c = encode_comment(&rec()).unwrap();
+        assert!(c.starts_with(COMMENT_PREFIX), "{c}");
+        assert!(!c.contains('"') && !c.contains('\'') && !c.contains(','), "{c}");
+        assert_eq!(c.split(' ').count(), 16, "{c}");
+        assert!(c.ends_with(" end"), "{c}");
+        assert!(c.contains(" profile=s:2g.20gb") && c.contains(" oom=true") && c.contains(" exit_status=-1"));
+        assert_eq!(decode_comment(&c).unwrap(), Some(rec()));
+    }
+
+    #[test]
+    fn other_comments_are_not_ours_and_bad_ones_are_refused_with_the_field() {
+        assert_eq!(decode_comment("").unwrap(), None);
+        assert_eq!(decode_comment("burst_buffer/lua: setup failed").unwrap(), None);
+        let c = encode_comment(&rec()).unwrap();
+        // Truncated anywhere: refused, never a partial record.
+        for n in COMMENT_PREFIX.len()..c.len() {
+            let t = &c[..n];
+            assert!(decode_comment(t).is_err(), "accepted a cut comment: {t}");
+        }
+        let e = decode_comment(&c.replace(" oom=true", "")).unwrap_err().to_string();
+        assert!(e.contains("oom"), "{e}");
+        let e = decode_comment(&c.replace(" end", " oom=false end"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("given twice"), "{e}");
+        let e = decode_comment(&c.replace(" end", " admin=true end"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("admin"), "{e}");
+        let e = decode_comment(&c.replace("node=s:gpu1", "node=s:..%2Fetc"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("node"), "{e}");
+        assert!(decode_comment(&c.replace("s:gpu1", "s:gpu%Z1")).is_err());
+        assert!(decode_comment(&c.replace("s:gpu1", "s:gpu 1")).is_err());
+        assert!(decode_comment(&c.replace("peak_bytes=", "peak_bytes=x")).is_err());
+        assert!(decode_comment(&c.replace("peak_bytes=", "peak_bytes=s:")).is_err());
+        let long = format!("{COMMENT_PREFIX}{}", "a".repeat(MAX_COMMENT_BYTES));
+        assert!(matches!(decode_comment(&long), Err(RecordError::TooLarge { .. })));
+        let mut big = rec();
+        big.job_name = "\"".repeat(4096);
+        assert!(encode_comment(&big).unwrap().len() <= MAX_COMMENT_BYTES);
+        big.job_name.push('x');
+        assert!(encode_comment(&big).is_err());
+    }
+
+    fn sacct_json(jobs: &[serde_json::Value]) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "meta": {"plugin": {"type": "openapi/dbv0.0.38"}},
+            "errors": [],
+            "jobs": jobs,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn sacct_json_gives_the_system_comments_records_and_only_those() {
+        let r = rec();
+        let c = encode_comment(&r).unwrap();
+        let mut forged = r.clone();
+        forged.job_id = 7;
+        forged.peak_bytes = 1;
+        let json = sacct_json(&[
+            serde_json::json!({"job_id": 42, "name": r.job_name, "user": "alice", "state": {"current": "COMPLETED"},
+                "comment": {"administrator": "dynmig/v1 profile=2g.20gb", "job": null, "system": c}}),
+            // A user's own Comment is never read, even when it looks like a record.
+            serde_json::json!({"job_id": 7, "name": r.job_name, "user": "alice",
+                "comment": {"job": encode_comment(&forged).unwrap(), "system": null}}),
+            // A record copied onto another job, or naming another user: skipped.
+            serde_json::json!({"job_id": 8, "name": r.job_name, "user": "alice", "comment": {"system": c}}),
+            serde_json::json!({"job_id": 42, "name": r.job_name, "user": "mallory", "comment": {"system": c}}),
+            serde_json::json!({"job_id": 9, "name": "x", "user": "bob", "comment": {"system": "dynmig-history/v1 job_id=9 end"}}),
+            serde_json::json!({"job_id": 10, "name": "x", "user": "bob"}),
+        ]);
+        let got = records_from_sacct(&json).unwrap();
+        assert_eq!(got.records, vec![r.clone()]);
+        assert_eq!(got.skipped.len(), 3, "{:?}", got.skipped);
+        assert!(got.skipped[0].starts_with("job 8:"), "{:?}", got.skipped);
+        let snap = snapshot(&got.records, &EstimatorConfig::default());
+        let e = snap.lookup(1000, &r.job_name).expect("the job's entry");
+        assert_eq!((e.samples, e.ooms, e.max_peak_bytes), (1, 1, 20 << 30));
+    }
+
+    #[test]
+    fn hostile_or_truncated_sacct_output_is_an_error_not_a_record() {
+        let json = sacct_json(&[serde_json::json!({"job_id": 42, "name": "a", "user": "b"})]);
+        for n in [0, 1, json.len() / 2, json.len() - 1] {
+            let e = records_from_sacct(&json[..n]).unwrap_err().to_string();
+            assert!(e.contains("not what sacct prints"), "{e}");
+        }
+        for bad in [
+            &br#"{"jobs": [{"job_id": "42"}]}"#[..],
+            br#"{"jobs": [{"job_id": -1}]}"#,
+            br#"{"jobs": {"job_id": 1}}"#,
+            br#"{"jobs": [{"job_id": 1, "comment": {"system": 5}}]}"#,
+            br#"[]"#,
+            b"\xff\xfe",
+        ] {
+            assert!(records_from_sacct(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+        assert!(records_from_sacct(br#"{"jobs": []}"#).unwrap().records.is_empty());
+    }
+
+    #[test]
+    fn a_sacctmgr_that_never_finds_the_job_fails_within_the_budget_with_its_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("sacctmgr");
+        std::fs::write(&fake, "#!/bin/sh\necho \" Nothing modified\"\n").unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let t = Instant::now();
+        let e = write_record(&fake, &rec(), Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert!(e.contains("job 42") && e.contains("Nothing modified"), "{e}");
+        let log = dir.path().join("args");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\necho ' Modified jobs...'\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        write_record(&fake, &rec(), Duration::from_secs(5)).unwrap();
+        let args = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = args.lines().collect();
+        assert_eq!(&lines[..6], &["-i", "modify", "job", "where", "jobid=42", "set"]);
+        let comment = lines[6].strip_prefix("SystemComment=").unwrap();
+        assert_eq!(decode_comment(comment).unwrap(), Some(rec()));
+    }
+}
