@@ -358,6 +358,7 @@ pub fn timeline_svg(nodes: &[NodeTimeline], t0: f64, end: f64) -> Result<String>
                 ))
                 .map_err(err)?;
             }
+            let mut labels: Vec<(String, i32, i32)> = Vec::new();
             for g in 0..n.gpus {
                 let gy = y + g as i32 * (gpu_h(n) + 6);
                 root.draw(&text(&format!("GPU {g}"), left - 46, gy + 2, 11, black))
@@ -383,8 +384,7 @@ pub fn timeline_svg(nodes: &[NodeTimeline], t0: f64, end: f64) -> Result<String>
                         .map_err(err)?;
                     }
                     if x(to) - x(*from) > 90 {
-                        root.draw(&text(&counts.to_string(), x(*from) + 3, gy + 1, 10, black))
-                            .map_err(err)?;
+                        labels.push((counts.to_string(), x(*from) + 3, gy + 1));
                     }
                 }
                 for j in n.jobs.iter().filter(|j| j.gpu == g) {
@@ -400,6 +400,16 @@ pub fn timeline_svg(nodes: &[NodeTimeline], t0: f64, end: f64) -> Result<String>
                         root.draw(&text(&j.job.to_string(), x0 + 2, y0 + 1, 9, WHITE))
                             .map_err(err)?;
                     }
+                }
+                // Layout names last, on a light backing, so that jobs do not hide them.
+                for (label, lx, ly) in labels.drain(..) {
+                    let w = (label.len() as f64 * 5.6).ceil() as i32 + 4;
+                    root.draw(&Rectangle::new(
+                        [(lx - 2, ly), (lx + w, ly + 11)],
+                        WHITE.mix(0.8).filled(),
+                    ))
+                    .map_err(err)?;
+                    root.draw(&text(&label, lx, ly, 10, black)).map_err(err)?;
                 }
             }
             y += h;
