@@ -908,7 +908,7 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
 
 /// `sacct --json -j <id>`'s first job.
 fn sacct_job(c: &Cluster, id: u64) -> Value {
-    let out = c.cmd("sacct", &["--json", "-X", "-j", &id.to_string()]);
+    let out = c.cmd("sacct", &["--json", "-j", &id.to_string()]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     v["jobs"].get(0).cloned().unwrap_or(Value::Null)
 }
@@ -944,7 +944,7 @@ fn with_slurmdbd_the_epilog_writes_the_record_into_accounting_and_the_snapshot_c
         admin_comment,
         "{job}"
     );
-    let out = c.ok("sacct", &["--json", "-X", "-j", &id.to_string()]);
+    let out = c.ok("sacct", &["--json", "-j", &id.to_string()]);
     let read = dynmig_history::accounting::records_from_sacct(out.as_bytes()).expect("sacct's JSON");
     assert!(read.skipped.is_empty(), "{:?}", read.skipped);
     let [r] = read.records.as_slice() else {
