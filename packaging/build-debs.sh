@@ -12,8 +12,9 @@
 #
 # Output: target/debian/ (the paths are printed, one per line, on stdout). The dynmig package
 # is the same for every suite (a bookworm build runs on trixie and sid); the plugins are built
-# per release: the host's by `cargo build --release --workspace` (as slurm/setup.sh), the
-# chroots' by `slurm/releases.sh plugins SUITE` (debug builds, as the release matrix tests).
+# per release, with the release profile: the host's by `cargo build --release --workspace` (as
+# slurm/setup.sh), the chroots' against the headers and libslurm of slurm/releases.sh's chroot
+# (as `releases.sh plugins SUITE` builds its debug ones).
 # Needs cargo-deb (cargo install cargo-deb) and help2man (apt-get install help2man).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -94,8 +95,8 @@ build_plugins_deb() {
     mkdir -p "$dir"
     echo "$sv" >"$dir/SLURM_VERSION"
     : >"$dir/lib.rs"
-    # Stripped copies (cargo-deb strips only what it builds; the chroots' plugins are debug
-    # builds). Slurm and `dynmig doctor` need only the dynamic symbol table, which stays.
+    # Stripped copies (cargo-deb strips only what it builds itself). Slurm and `dynmig doctor`
+    # need only the dynamic symbol table, which stays.
     cp "$js" "$dir/job_submit_dynmig.so"
     cp "$sp" "$dir/spank_dynmig.so"
     strip --strip-unneeded "$dir/job_submit_dynmig.so" "$dir/spank_dynmig.so" || die "strip failed on $js, $sp"
@@ -112,6 +113,23 @@ build_plugins_deb() {
         die "cargo deb for the Slurm $sv plugins failed: see $dir/cargo-deb.log"
     [ -f "$deb" ] || die "cargo deb for the Slurm $sv plugins wrote no package (see $dir/cargo-deb.log)"
     echo "$deb"
+}
+
+# build_chroot_plugins SUITE: release builds of the two plugins against SUITE's Slurm headers
+# and libslurm (the chroot of slurm/releases.sh), in that release's own target directory
+# (target/slurm-build/<version>, where `releases.sh plugins` keeps its debug builds, with the
+# same environment, so the two share the dependencies' builds). Sets PLUGIN_SV, PLUGIN_OUT.
+build_chroot_plugins() {
+    local suite=$1 sys
+    sys=$(bash slurm/releases.sh chroot "$suite" | tail -1) || die "slurm/releases.sh chroot $suite failed"
+    [ -f "$sys/usr/include/slurm/slurm_version.h" ] || die "no Slurm headers in the $suite chroot ($sys)"
+    PLUGIN_SV=$(bash slurm/releases.sh version "$suite") || die "cannot read Slurm's version in the $suite chroot"
+    log "building the plugins for Slurm $PLUGIN_SV ($suite, release profile)"
+    SLURM_INCLUDE_DIR=$sys/usr/include SLURM_LIB_DIR=$sys/usr/lib/x86_64-linux-gnu \
+        CARGO_TARGET_DIR=$TARGET/slurm-build/$PLUGIN_SV \
+        cargo build --release --quiet -p job-submit-dynmig -p spank-dynmig ||
+        die "building the plugins against Slurm $PLUGIN_SV ($suite) failed"
+    PLUGIN_OUT=$TARGET/slurm-build/$PLUGIN_SV/release
 }
 
 # A plugin file must exist and be a shared object (its plugin_version is the release's: it
@@ -139,11 +157,9 @@ main() {
             check_so "$TARGET/release/libjob_submit_dynmig.so"
             build_plugins_deb "$version" "$sv" "$TARGET/release/libjob_submit_dynmig.so" "$TARGET/release/libspank_dynmig.so"
         else
-            log "building the plugins for $s (slurm/releases.sh plugins $s)"
-            dir=$(bash slurm/releases.sh plugins "$s" | tail -1) || die "slurm/releases.sh plugins $s failed"
-            sv=$(cat "$dir/SLURM_VERSION")
-            check_so "$dir/job_submit_dynmig.so"
-            build_plugins_deb "$version" "$sv" "$dir/job_submit_dynmig.so" "$dir/spank_dynmig.so"
+            build_chroot_plugins "$s"
+            check_so "$PLUGIN_OUT/libjob_submit_dynmig.so"
+            build_plugins_deb "$version" "$PLUGIN_SV" "$PLUGIN_OUT/libjob_submit_dynmig.so" "$PLUGIN_OUT/libspank_dynmig.so"
         fi
     done
 }
