@@ -165,26 +165,20 @@ block() {
     printf '%s\n' "$text"
 }
 
-# in_node NODE CMD...: CMD in NODE's network namespace with its host name, as slurm/cluster.sh
-# starts the node's slurmd (slurm/README.md, "Network and processes").
-in_node() {
-    local node=$1
-    shift
-    nsenter --net="/run/netns/dynmig-$node" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$node" "$@"
-}
-
-# exec_start UNIT: the ExecStart= command line of an installed unit.
-exec_start() {
+# unit_line UNIT KEY: the KEY= line (ExecStart, ExecReload) of an installed unit.
+unit_line() {
     local f line
     for f in /lib/systemd/system/$1.service /usr/lib/systemd/system/$1.service; do
         [ -f "$f" ] || continue
-        line=$(sed -n 's/^ExecStart=//p' "$f")
-        [ -n "$line" ] || die "$f has no ExecStart="
+        line=$(sed -n "s/^$2=//p" "$f")
+        [ -n "$line" ] || die "$f has no $2="
         echo "$line"
         return 0
     done
     die "unit $1.service is not installed"
 }
+
+exec_start() { unit_line "$1" ExecStart; }
 
 # start_unit UNIT [NODE]: runs the unit's ExecStart line as systemd would (its
 # EnvironmentFile first), in NODE's namespace if given, where %l (the short host name) is the
@@ -197,7 +191,12 @@ start_unit() {
     local wrapped="set -a; [ -r /etc/default/dynmig ] && . /etc/default/dynmig; set +a; exec $cmd"
     mkdir -p /run/dynmig-test
     if [ -n "$node" ]; then
-        in_node "$node" sh -c "$wrapped" >"/var/log/dynmig-test/$name.log" 2>&1 &
+        # In the node's network namespace with its host name, as slurm/cluster.sh starts the
+        # node's slurmd (slurm/README.md, "Network and processes"). A command, not a shell
+        # function: $! must be the daemon's pid (nsenter, unshare and both sh exec one
+        # another down to dynmig), not a background subshell's.
+        nsenter --net="/run/netns/dynmig-$node" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$node" \
+            sh -c "$wrapped" >"/var/log/dynmig-test/$name.log" 2>&1 &
     else
         sh -c "$wrapped" >"/var/log/dynmig-test/$name.log" 2>&1 &
     fi
@@ -341,6 +340,21 @@ chrooted_main() {
     out=$(sinfo -h -N -o '%N %G')
     grep -v catalog <<<"$out" | grep -q 2g.20gb || die "no node has 2g.20gb after the repartition"
     dynmig status >/var/log/dynmig-test/status.txt 2>&1 || true
+
+    step "the units' ExecReload lines (SIGHUP: the daemons reload their config and keep running)"
+    local unit pid reload
+    for unit in dynmig-controller dynmig-history dynmig-agent-n1; do
+        pid=$(cat "/run/dynmig-test/$unit.pid")
+        reload=$(unit_line "${unit%-n[0-9]}" ExecReload)
+        sh -c "${reload//\$MAINPID/$pid}" || die "$unit: ExecReload failed: $reload"
+    done
+    sleep 1
+    for unit in dynmig-controller dynmig-history dynmig-agent-n1; do
+        kill -0 "$(cat "/run/dynmig-test/$unit.pid")" 2>/dev/null ||
+            die "$unit exited after SIGHUP: $(tail -5 "/var/log/dynmig-test/$unit.log")"
+        grep -q 'config reloaded' "/var/log/dynmig-test/$unit.log" ||
+            die "$unit logged no 'config reloaded' after SIGHUP"
+    done
     step "stop"
     stop_units
     bash "$SRC/slurm/cluster.sh" down >/dev/null 2>&1 || true
