@@ -230,7 +230,7 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
 mod tests {
     use super::*;
     use dynmig_core::geometry::A100_80GB;
-    use dynmig_slurm::fake::{idle_node, pending_job, running_job};
+    use dynmig_slurm::fake::{idle_node, pending_job, published_node, running_job};
 
     fn managed(name: &str) -> ManagedNode {
         ManagedNode {
@@ -242,10 +242,7 @@ mod tests {
     }
 
     fn published(name: &str, layout: &str) -> NodeInfo {
-        let l = NodeLayout::parse(&A100_80GB, 2, layout).unwrap();
-        let mut n = idle_node(name, &l.gres());
-        n.extra = PublishedLayout(l).encode();
-        n
+        published_node(name, &NodeLayout::parse(&A100_80GB, 2, layout).unwrap())
     }
 
     #[test]

@@ -383,8 +383,8 @@ impl ClusterStatus {
 mod tests {
     use super::*;
     use dynmig_core::geometry::{all_layouts, NodeLayout, A100_80GB};
-    use dynmig_core::protocol::layout::PublishedLayout;
-    use dynmig_slurm::fake::{idle_node, pending_job, running_job, FakeSlurm};
+
+    use dynmig_slurm::fake::{pending_job, published_node, running_job, FakeSlurm};
 
     fn managed(name: &str) -> ManagedNode {
         ManagedNode {
@@ -396,10 +396,7 @@ mod tests {
     }
 
     fn published(name: &str, layout: &str) -> dynmig_slurm::NodeInfo {
-        let l = NodeLayout::parse(&A100_80GB, 2, layout).unwrap();
-        let mut n = idle_node(name, &l.gres());
-        n.extra = PublishedLayout(l).encode();
-        n
+        published_node(name, &NodeLayout::parse(&A100_80GB, 2, layout).unwrap())
     }
 
     #[test]

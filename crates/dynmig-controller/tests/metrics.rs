@@ -7,11 +7,10 @@ use dynmig_core::geometry::{all_layouts, NodeLayout, A100_80GB};
 use dynmig_core::policy::{DemandDriven, PolicyLimits};
 use dynmig_core::protocol::decision::DecisionRecord;
 use dynmig_core::protocol::intent::NodeIntent;
-use dynmig_core::protocol::layout::PublishedLayout;
 use dynmig_core::types::{DrainMode, EstimateSource};
 use dynmig_host::fs::LineLog;
 use dynmig_host::metrics::{promtool_check, scrape, serve, PromtoolCheck};
-use dynmig_slurm::fake::{idle_node, pending_job, FakeSlurm};
+use dynmig_slurm::fake::{pending_job, published_node, FakeSlurm};
 use dynmig_slurm::{NodeInfo, NodeState};
 use std::time::Duration;
 
@@ -25,10 +24,7 @@ fn managed(name: &str) -> ManagedNode {
 }
 
 fn node(name: &str, layout: &str) -> NodeInfo {
-    let l = NodeLayout::parse(&A100_80GB, 2, layout).unwrap();
-    let mut n = idle_node(name, &l.gres());
-    n.extra = PublishedLayout(l).encode();
-    n
+    published_node(name, &NodeLayout::parse(&A100_80GB, 2, layout).unwrap())
 }
 
 /// n1 idle with two full GPUs, n2 failed; two pending 1g.10gb jobs, one decided from

@@ -6,10 +6,9 @@ use dynmig_core::geometry::{all_layouts, NodeLayout, A100_80GB};
 use dynmig_core::policy::{DemandDriven, PolicyLimits};
 use dynmig_core::policy::{NodeSnapshot, Policy, Repartition};
 use dynmig_core::protocol::intent::NodeIntent;
-use dynmig_core::protocol::layout::PublishedLayout;
 use dynmig_core::types::DrainMode;
 use dynmig_host::fs::LineLog;
-use dynmig_slurm::fake::{idle_node, pending_job, running_job, FakeSlurm};
+use dynmig_slurm::fake::{pending_job, published_node, running_job, FakeSlurm};
 use dynmig_slurm::{NodeInfo, NodeState, SlurmApi};
 use std::time::Duration;
 
@@ -23,10 +22,7 @@ fn managed(name: &str) -> ManagedNode {
 }
 
 fn node(name: &str, layout: &str) -> NodeInfo {
-    let l = NodeLayout::parse(&A100_80GB, 2, layout).unwrap();
-    let mut n = idle_node(name, &l.gres());
-    n.extra = PublishedLayout(l).encode();
-    n
+    published_node(name, &NodeLayout::parse(&A100_80GB, 2, layout).unwrap())
 }
 
 fn policy() -> DemandDriven {

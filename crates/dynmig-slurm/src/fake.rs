@@ -2,7 +2,9 @@
 //! applied the way slurmctld applies it, every call recorded. Production code never uses it.
 
 use crate::{JobInfo, JobState, MaintReservation, NodeInfo, NodeState, SlurmApi, SlurmError};
+use dynmig_core::geometry::NodeLayout;
 use dynmig_core::protocol::intent::NodeIntent;
+use dynmig_core::protocol::layout::PublishedLayout;
 use std::sync::Mutex;
 
 /// The fake's state.
@@ -43,6 +45,14 @@ pub fn idle_node(name: &str, gres: &str) -> NodeInfo {
         alloc_cpus: 0,
         reason_changed_at: 0,
     }
+}
+
+/// An idle node as its agent leaves it: the GRES of `layout` and the layout published in its
+/// Extra field ([`PublishedLayout`]).
+pub fn published_node(name: &str, layout: &NodeLayout) -> NodeInfo {
+    let mut n = idle_node(name, &layout.gres());
+    n.extra = PublishedLayout(layout.clone()).encode();
+    n
 }
 
 /// A pending job asking `tres_per_node`.
