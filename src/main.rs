@@ -358,7 +358,7 @@ fn run(cli: Cli) -> Result<()> {
                 ),
                 None => None,
             };
-            let signals = Signals::install()?;
+            let signals = Signals::install().context("installing a signal handler")?;
             log::info!(
                 "controller started: {} managed nodes, policy {}, every {:?}",
                 managed.len(),
@@ -448,7 +448,7 @@ fn run(cli: Cli) -> Result<()> {
                 println!("{:?}", a.step()?);
                 return Ok(());
             }
-            let signals = Signals::install()?;
+            let signals = Signals::install().context("installing a signal handler")?;
             let metrics_listen = config.agent.metrics_listen;
             let paths = a.settings.paths.clone();
             let mut on_reload = |a: &mut dynmig_node::agent::Agent| {

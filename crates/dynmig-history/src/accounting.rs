@@ -26,10 +26,9 @@ use crate::Error;
 use dynmig_core::estimate::history::{HistorySnapshot, PastJob};
 use dynmig_core::estimate::EstimatorConfig;
 use dynmig_host::process::{run, Limits, RunError};
+use dynmig_host::signals::Signals;
 use serde::Deserialize;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What every dynmig SystemComment starts with (the `v1` is [`WIRE_VERSION`]).
@@ -386,31 +385,22 @@ pub fn serve(
     estimator: &EstimatorConfig,
     reload: &dyn Fn() -> Option<EstimatorConfig>,
 ) -> Result<(), Error> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let hup = Arc::new(AtomicBool::new(false));
-    for (sig, flag) in [
-        (signal_hook::consts::SIGTERM, &stop),
-        (signal_hook::consts::SIGINT, &stop),
-        (signal_hook::consts::SIGHUP, &hup),
-    ] {
-        signal_hook::flag::register(sig, Arc::clone(flag))
-            .map_err(|e| Error::Accounting(format!("cannot install a signal handler: {e}")))?;
-    }
+    let signals = Signals::install().map_err(|e| Error::Accounting(format!("cannot install a signal handler: {e}")))?;
     log::info!(
         "history from Slurm accounting: {} every {interval:?}, snapshot {}",
         sacct.display(),
         snapshot_path.display()
     );
     let mut cfg = *estimator;
-    while !stop.load(Ordering::SeqCst) {
+    while !signals.stopping() {
         match rebuild(sacct, window, snapshot_path, &cfg) {
             Ok((records, entries)) => log::debug!("snapshot: {records} records, {entries} entries"),
             Err(e) => log::error!("snapshot from sacct: {e}"),
         }
         let until = Instant::now() + interval;
-        while !stop.load(Ordering::SeqCst) && Instant::now() < until {
+        while !signals.stopping() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(50));
-            if hup.swap(false, Ordering::SeqCst) {
+            if signals.take_reload() {
                 if let Some(e) = reload() {
                     cfg = e;
                 }

@@ -8,10 +8,10 @@ use crate::transport::{self, Flushed, Server, ServerSettings};
 use crate::Error;
 use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::size::format_size;
+use dynmig_host::signals::Signals;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Time the Epilog gives [`flush_spool`]: Slurm kills an Epilog that runs past
@@ -48,18 +48,10 @@ pub fn serve(
         addr: cut(listen_addr),
         source,
     })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let hup = Arc::new(AtomicBool::new(false));
-    for (sig, flag) in [
-        (signal_hook::consts::SIGTERM, &stop),
-        (signal_hook::consts::SIGINT, &stop),
-        (signal_hook::consts::SIGHUP, &hup),
-    ] {
-        signal_hook::flag::register(sig, Arc::clone(flag)).map_err(|source| Error::Listen {
-            addr: format!("{listen_addr} (signal handler)"),
-            source,
-        })?;
-    }
+    let signals = Signals::install().map_err(|source| Error::Listen {
+        addr: format!("{listen_addr} (signal handler)"),
+        source,
+    })?;
     let _metrics = match metrics_listen {
         Some(addr) => {
             Some(dynmig_host::metrics::serve(addr, server.metrics().registry(), "history").map_err(Error::Metrics)?)
@@ -69,9 +61,9 @@ pub fn serve(
     log::info!("listening on {listen_addr}, database {}", db_path.display());
     std::thread::scope(|s| {
         s.spawn(|| {
-            while !stop.load(Ordering::SeqCst) {
+            while !signals.stopping() {
                 std::thread::sleep(Duration::from_millis(50));
-                if hup.swap(false, Ordering::SeqCst) {
+                if signals.take_reload() {
                     if let Some(e) = reload() {
                         if let Err(err) = server.set_estimator(e) {
                             log::error!("snapshot after a reload: {err}");
@@ -80,9 +72,9 @@ pub fn serve(
                 }
             }
         });
-        let r = server.serve(&listener, &stop);
+        let r = server.serve(&listener, &signals.stop);
         // The reload thread ends with the stop flag; a failed serve must end it too.
-        stop.store(true, Ordering::SeqCst);
+        signals.stop.store(true, Ordering::SeqCst);
         r
     })?;
     log::info!("stopped");
