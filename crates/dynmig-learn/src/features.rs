@@ -76,11 +76,12 @@ pub fn cluster_features(
 ) -> Vec<f32> {
     let gpus = nodes.iter().map(|n| n.layout.gpus.len()).sum::<usize>().max(1) as f64;
     let mut x = Vec::with_capacity(input_len(cat));
-    for p in cat.model.schedulable_profiles() {
+    let profiles = cat.model.schedulable_profiles();
+    for p in &profiles {
         let c = demand.pending.get(p.name).copied().unwrap_or(0);
         x.push((f64::from(c) / gpus).min(4.0) as f32);
     }
-    for p in cat.model.schedulable_profiles() {
+    for p in &profiles {
         let c = outlook.forecast.get(p.name).copied().unwrap_or(0.0);
         x.push((c / gpus).min(4.0) as f32);
     }
