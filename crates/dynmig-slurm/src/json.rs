@@ -33,7 +33,8 @@ fn time_limit_s(v: Option<&Value>) -> Option<i64> {
         }
     }
     let minutes = num(v);
-    (1..0xffff_fffe).contains(&minutes).then_some(minutes * 60)
+    // Lazily: `minutes` may be any i64 (fuzzing found `then_some(minutes * 60)` overflowing).
+    (1..0xffff_fffe).contains(&minutes).then(|| minutes * 60)
 }
 
 fn text(v: Option<&Value>) -> String {
@@ -215,6 +216,17 @@ mod tests {
             7
         );
         assert_eq!(num(Some(&serde_json::json!({"set": false, "number": 7}))), 0);
+    }
+
+    #[test]
+    fn a_huge_time_limit_is_unlimited_not_an_overflow() {
+        use serde_json::json;
+        // Found by crates/dynmig-fuzz (slurm_json_jobs): a panic in debug builds.
+        assert_eq!(time_limit_s(Some(&json!(8_871_901_345_382_703_215_i64))), None);
+        assert_eq!(time_limit_s(Some(&json!(i64::MIN))), None);
+        assert_eq!(time_limit_s(Some(&json!({"set": true, "number": i64::MAX}))), None);
+        let j = r#"{"jobs":[{"job_id":3,"time_limit":9223372036854775807}]}"#;
+        assert_eq!(parse_jobs(j).unwrap()[0].time_limit_s, None);
     }
 
     #[test]
