@@ -30,6 +30,7 @@ pub struct HistoryMetrics {
     registry: Arc<Registry>,
     records: Family<Labels, Counter>,
     refused: Counter,
+    busy: Family<Labels, Counter>,
     oom: Family<Labels, Counter>,
     requeued: Counter,
     ratio: Family<Labels, Histogram, fn() -> Histogram>,
@@ -56,6 +57,7 @@ impl HistoryMetrics {
             registry: Arc::new(Registry::default()),
             records: Family::default(),
             refused: Counter::default(),
+            busy: Family::default(),
             oom: Family::default(),
             requeued: Counter::default(),
             ratio: Family::new_with_constructor(ratio_histogram as fn() -> Histogram),
@@ -70,6 +72,11 @@ impl HistoryMetrics {
             "dynmig_history_refused_records",
             "Records refused (bad credential, malformed, out of bounds)",
             m.refused.clone(),
+        );
+        r.register(
+            "dynmig_history_busy_connections",
+            "Connections answered 'ERR busy': why=made_room (closed before its line was complete, to make room for a new one: idle or slow clients) or why=full (refused at once: every connection past its line)",
+            m.busy.clone(),
         );
         r.register(
             "dynmig_history_oom_runs",
@@ -126,6 +133,13 @@ impl HistoryMetrics {
     /// A record was refused.
     pub fn refused(&self) {
         self.refused.inc();
+    }
+
+    /// A connection was answered `ERR busy`: closed to make room (`made_room: true`) or
+    /// refused at once.
+    pub fn busy(&self, made_room: bool) {
+        let why = if made_room { "made_room" } else { "full" };
+        self.busy.get_or_create(&vec![("why", why.to_string())]).inc();
     }
 
     /// Records not yet in the snapshot.

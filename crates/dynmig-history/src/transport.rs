@@ -7,11 +7,15 @@
 //! slow, server busy). The node removes a record from its spool on `OK` only.
 //!
 //! The server serves each connection on its own thread, at most
-//! [`ConnectionLimits::max_connections`] at once (beyond that a client gets `ERR busy` at
-//! once), each with a deadline for the whole connection and a cap on the line's length, so a
-//! slow or silent client holds one thread for at most the deadline and never blocks the
-//! others. The snapshot is rebuilt on a [`SnapshotCadence`], not after every record, and the
-//! [`Retention`] is applied at each rebuild.
+//! [`ConnectionLimits::max_connections`] at once, each with a deadline for the whole
+//! connection and a cap on the line's length. When all are taken, a new connection takes the
+//! place of one still sending its line: the oldest of the address that holds the most
+//! connections, which is answered `ERR busy` and closed. A node sends its line as soon as it
+//! is connected, so idle or dribbling connections (slowloris), however many, are the ones
+//! closed, and clients from other addresses are never closed for them. Only when every
+//! connection is past its line (its credential being checked and stored) does a new one get
+//! `ERR busy` at once. The snapshot is rebuilt on a [`SnapshotCadence`], not after every
+//! record, and the [`Retention`] is applied at each rebuild.
 
 use crate::auth::{Sealer, Verifier};
 use crate::metrics::HistoryMetrics;
@@ -20,9 +24,10 @@ use crate::store::{Retention, Store};
 use crate::{now, spool, Error};
 use dynmig_core::estimate::EstimatorConfig;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -33,7 +38,8 @@ pub const MAX_LINE_BYTES: usize = 96 * 1024;
 /// Bounds on the connections the server serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
-    /// Connections served at once; one more gets `ERR busy` and is closed. At least 1.
+    /// Connections served at once; one more takes the place of one still sending its line
+    /// (see the module's doc), or gets `ERR busy` when none is. At least 1.
     pub max_connections: usize,
     /// Longest a client may take to send its whole line, from its connection's acceptance.
     pub deadline: Duration,
@@ -120,7 +126,68 @@ pub struct Server {
     metrics: HistoryMetrics,
     verifier: Box<dyn Verifier>,
     settings: ServerSettings,
-    active: AtomicUsize,
+    conns: Mutex<Conns>,
+}
+
+/// The connections in progress.
+#[derive(Default)]
+struct Conns {
+    next_id: u64,
+    open: Vec<Conn>,
+}
+
+struct Conn {
+    id: u64,
+    peer: IpAddr,
+    since: Instant,
+    /// Still sending its line: it may be closed to make room.
+    reading: bool,
+    /// The same socket, to close its reading side from the acceptor.
+    stream: TcpStream,
+}
+
+impl Conns {
+    /// Registers a connection from `peer` if there is room, or makes room by closing the
+    /// oldest reading connection of the address that holds the most; `None`: no room.
+    fn admit(&mut self, peer: IpAddr, stream: &TcpStream, max: usize) -> Option<u64> {
+        let stream = stream.try_clone().ok()?;
+        if self.open.len() >= max {
+            let held = |ip: IpAddr| self.open.iter().filter(|c| c.peer == ip).count();
+            let victim = self
+                .open
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.reading)
+                .max_by_key(|(_, c)| (held(c.peer), std::cmp::Reverse(c.since)))
+                .map(|(i, _)| i)?;
+            let c = self.open.swap_remove(victim);
+            // Its thread's read returns at once; it finds itself gone and answers `ERR busy`.
+            let _ = c.stream.shutdown(Shutdown::Read);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.open.push(Conn {
+            id,
+            peer,
+            since: Instant::now(),
+            reading: true,
+            stream,
+        });
+        Some(id)
+    }
+
+    /// Marks `id` as past its line; false if it was closed to make room.
+    fn done_reading(&mut self, id: u64) -> bool {
+        self.open
+            .iter_mut()
+            .find(|c| c.id == id)
+            .map(|c| c.reading = false)
+            .is_some()
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.open.retain(|c| c.id != id);
+    }
 }
 
 impl Server {
@@ -140,7 +207,7 @@ impl Server {
             }),
             verifier,
             settings,
-            active: AtomicUsize::new(0),
+            conns: Mutex::new(Conns::default()),
         };
         server.rebuild(&mut server.lock())?;
         Ok(server)
@@ -288,42 +355,57 @@ impl Server {
                     Err(e) => {
                         if e.kind() != io::ErrorKind::WouldBlock {
                             log::warn!("accept: {e}");
+                            std::thread::sleep(Duration::from_millis(20));
                         }
-                        std::thread::sleep(Duration::from_millis(20));
+                        wait_readable(listener, Duration::from_millis(20));
                         continue;
                     }
                 };
-                if self.active.fetch_add(1, Ordering::SeqCst) >= max {
-                    self.active.fetch_sub(1, Ordering::SeqCst);
+                let Some(id) = self.lock_conns().admit(peer.ip(), &stream, max) else {
+                    self.metrics.busy(false);
                     refuse_busy(stream, max);
                     continue;
-                }
-                let guard = ActiveGuard(&self.active);
+                };
                 let spawned = std::thread::Builder::new()
                     .name("history-conn".into())
                     .spawn_scoped(s, move || {
-                        let _guard = guard;
-                        if let Err(e) = self.serve_connection(&stream) {
+                        if let Err(e) = self.serve_connection(&stream, id) {
                             log::warn!("{peer}: {e}");
                         }
+                        self.lock_conns().remove(id);
                     });
                 if let Err(e) = spawned {
-                    // The closure, and with it the guard, is dropped: the slot is free again.
                     log::error!("cannot start a thread for {peer}: {e}");
+                    self.lock_conns().remove(id);
                 }
             }
         });
         self.write_pending().map(|_| ())
     }
 
-    fn serve_connection(&self, stream: &TcpStream) -> io::Result<()> {
+    fn lock_conns(&self) -> MutexGuard<'_, Conns> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn serve_connection(&self, stream: &TcpStream, id: u64) -> io::Result<()> {
         stream.set_nonblocking(false)?;
         let limits = &self.settings.limits;
-        let answer = match read_line(stream, Instant::now() + limits.deadline, limits.max_line_bytes) {
-            Ok(line) => self.handle_line(&line),
-            Err(why) => format!("ERR {why}"),
+        let line = read_line(stream, Instant::now() + limits.deadline, limits.max_line_bytes);
+        let answer = if !self.lock_conns().done_reading(id) {
+            self.metrics.busy(true);
+            format!(
+                "ERR busy: closed to make room ({} connections in progress); retry later",
+                limits.max_connections.max(1)
+            )
+        } else {
+            match line {
+                Ok(line) => self.handle_line(&line),
+                Err(why) => format!("ERR {why}"),
+            }
         };
-        if answer.starts_with("ERR") {
+        if answer.starts_with("ERR busy") {
+            log::debug!("{:?}: {answer}", stream.peer_addr().ok());
+        } else if answer.starts_with("ERR") {
             log::warn!("refused a record from {:?}: {}", stream.peer_addr().ok(), cut(&answer));
         }
         stream.set_write_timeout(Some(Duration::from_secs(2)))?;
@@ -332,12 +414,16 @@ impl Server {
     }
 }
 
-struct ActiveGuard<'a>(&'a AtomicUsize);
-
-impl Drop for ActiveGuard<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
+/// Waits until `listener` has a connection to accept, at most `timeout`.
+fn wait_readable(listener: &TcpListener, timeout: Duration) {
+    let mut fds = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one pollfd, valid for the call; the listener outlives it.
+    unsafe { libc::poll(&mut fds, 1, ms) };
 }
 
 fn refuse_busy(stream: TcpStream, max: usize) {

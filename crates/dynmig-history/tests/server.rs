@@ -1,5 +1,8 @@
 //! The history server and the spool flush on loopback, with a fake credential check (no
-//! munged needed): `FAKE:<hex>` is root's credential, `USER:<hex>` another uid's.
+//! munged needed): `FAKE:<hex>` is root's credential, `USER:<hex>` another uid's, `SLOW:`
+//! one that takes 1.5 s to refuse.
+
+mod common;
 
 use dynmig_core::estimate::history::HistorySnapshot;
 use dynmig_core::estimate::EstimatorConfig;
@@ -41,6 +44,9 @@ impl Verifier for Fake {
         }
         if credential.starts_with("USER:") {
             return Err(AuthError::NotRoot(1000));
+        }
+        if credential.starts_with("SLOW:") {
+            std::thread::sleep(Duration::from_millis(1500));
         }
         Err(AuthError::Refused("Invalid credential format".into()))
     }
@@ -190,22 +196,62 @@ fn a_client_that_never_ends_its_line_is_cut_at_the_connection_deadline() {
 }
 
 #[test]
-fn connections_beyond_the_limit_are_refused_at_once() {
+fn when_full_a_new_connection_closes_the_oldest_reading_one_of_the_busiest_address() {
+    use std::net::Ipv4Addr;
+    let other = Ipv4Addr::new(127, 0, 0, 2);
     let mut r = Running::start(|s| {
-        s.limits.max_connections = 1;
-        s.limits.deadline = Duration::from_secs(3);
+        s.limits.max_connections = 3;
+        s.limits.deadline = Duration::from_secs(5);
     });
-    let silent = TcpStream::connect(r.addr).unwrap();
+    let older = common::connect_from(other, r.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let own = TcpStream::connect(r.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let newer = common::connect_from(other, r.addr).unwrap();
     std::thread::sleep(Duration::from_millis(200));
+    // Full: the newcomer takes the place of the oldest connection of 127.0.0.2 (which holds
+    // two), not of 127.0.0.1's, although that one is older than the second of 127.0.0.2.
+    let t = Instant::now();
+    assert_eq!(r.send(&cred(1)), "OK stored");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    let a = answer_of(&older);
+    assert!(a.starts_with("ERR busy: closed to make room"), "{a}");
+    assert!(r
+        .server
+        .metrics()
+        .render()
+        .contains("\ndynmig_history_busy_connections_total{why=\"made_room\"} 1\n"));
+    for silent in [&own, &newer] {
+        silent.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let mut b = [0u8; 1];
+        let e = std::io::Read::read(&mut &*silent, &mut b).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "closed: {e}");
+    }
+    r.stop();
+    assert_eq!(r.count(), 1);
+}
+
+#[test]
+fn when_every_connection_is_past_its_line_a_new_one_is_refused_at_once() {
+    let mut r = Running::start(|s| s.limits.max_connections = 1);
+    let slow = TcpStream::connect(r.addr).unwrap();
+    (&slow).write_all(b"SLOW:\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     let a = r.send(&cred(1));
-    assert!(a.starts_with("ERR busy"), "{a}");
+    assert!(a.starts_with("ERR busy: 1 connections in progress"), "{a}");
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
-    drop(silent);
-    // The slot is free again once the silent client is gone.
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(answer_of(&slow).starts_with("ERR credential refused"));
+    assert!(r
+        .server
+        .metrics()
+        .render()
+        .contains("\ndynmig_history_busy_connections_total{why=\"full\"} 1\n"));
+    // The slot is free again once the slow credential is answered.
+    std::thread::sleep(Duration::from_millis(100));
     assert_eq!(r.send(&cred(2)), "OK stored");
     r.stop();
+    assert_eq!(r.count(), 1);
 }
 
 #[test]
