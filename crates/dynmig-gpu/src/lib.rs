@@ -43,7 +43,7 @@ pub use backend::{GpuBackend, GpuState, InstanceState, WHOLE_GPU};
 pub use error::BackendError;
 pub use nvml::NvmlBackend;
 pub use open::{open_backend, BackendSettings};
-pub use simulated::{Fault, FaultKind, FaultOp, FaultPlan, SimulatedBackend, FAULTS_ENV};
+pub use simulated::{Fault, FaultKind, FaultOp, FaultPlan, PointAction, PointFault, SimulatedBackend, FAULTS_ENV};
 
 pub use dynmig_core::config::Backend;
 pub use dynmig_core::geometry::{NodeLayout, Placed};

@@ -278,7 +278,7 @@ fn faults(creates: &[u32]) -> FaultPlan {
                 error: FaultKind::Unknown,
             })
             .collect(),
-        crash_after: None,
+        ..FaultPlan::default()
     }
 }
 

@@ -263,7 +263,7 @@ fn faults_fire_once_across_processes_sharing_the_file() {
             after: 1,
             error: FaultKind::NoPermission,
         }],
-        crash_after: None,
+        ..FaultPlan::default()
     })
     .unwrap();
     assert!(matches!(b.set_mig_mode(0, true), Err(BackendError::NoPermission)));
@@ -490,8 +490,8 @@ fn crash_after_from_the_faults_file_fires_once() {
     let node = Node::new();
     let mut b = node.open(&A100_80GB, 1);
     b.set_faults(&FaultPlan {
-        faults: vec![],
         crash_after: Some(1),
+        ..FaultPlan::default()
     })
     .unwrap();
     let (status, out) = run_crash_helper(&node, &[]);
@@ -504,4 +504,100 @@ fn crash_after_from_the_faults_file_fires_once() {
     let (status, out) = run_crash_helper(&node, &[]);
     assert!(status.success(), "{out}");
     assert_eq!(b.gpu(0).unwrap().layout().to_string(), "3x1g.10gb");
+}
+
+/// Not a test by itself: `checkpoint("p1")`, a 1g instance at slice 0, `checkpoint("p2")`, one
+/// at slice 1, on the node named by the environment. Run by the point-fault tests.
+#[test]
+#[ignore = "helper run in a child process by the point-fault tests"]
+fn point_helper() {
+    let Ok(state) = std::env::var("DYNMIG_TEST_CRASH_STATE") else {
+        return;
+    };
+    let devices = std::env::var("DYNMIG_TEST_CRASH_DEVICES").unwrap();
+    let mut b = SimulatedBackend::open(Path::new(&state), Path::new(&devices), &A100_80GB, 1).unwrap();
+    b.checkpoint("p1");
+    make(&mut b, 0, "1g.10gb", 0).unwrap();
+    b.checkpoint("p2");
+    make(&mut b, 0, "1g.10gb", 1).unwrap();
+}
+
+fn point_helper_cmd(node: &Node) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "point_helper",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("DYNMIG_TEST_CRASH_STATE", node.state())
+    .env("DYNMIG_TEST_CRASH_DEVICES", node.devices())
+    .env_remove(FAULTS_ENV);
+    cmd
+}
+
+#[cfg(unix)]
+#[test]
+fn a_crash_point_fault_sigkills_the_process_there_once() {
+    use std::os::unix::process::ExitStatusExt;
+    let node = Node::new();
+    let b = node.open(&A100_80GB, 1);
+    std::fs::write(b.faults_path(), r#"{"at": [{"point": "p2", "action": "crash"}]}"#).unwrap();
+    let out = point_helper_cmd(&node).output().unwrap();
+    assert_eq!(out.status.signal(), Some(9), "{out:?}");
+    assert_eq!(
+        b.gpu(0).unwrap().layout().to_string(),
+        "1x1g.10gb",
+        "killed between the two creates"
+    );
+    let left = FaultPlan::parse(&std::fs::read_to_string(b.faults_path()).unwrap()).unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    // From the environment too, and only in that process.
+    let mut b = node.open(&A100_80GB, 1);
+    b.destroy_instance(0, 1).unwrap();
+    let out = point_helper_cmd(&node)
+        .env(FAULTS_ENV, r#"{"at": [{"point": "p1", "action": "crash"}]}"#)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "{out:?}");
+    assert!(b.gpu(0).unwrap().instances.is_empty());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_pause_point_fault_waits_for_its_pause_file_to_go() {
+    let node = Node::new();
+    let b = node.open(&A100_80GB, 1);
+    std::fs::write(b.faults_path(), r#"{"at": [{"point": "p1", "action": "pause"}]}"#).unwrap();
+    let mut child = point_helper_cmd(&node)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pause = b.pause_path();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pause.exists() {
+        assert!(std::time::Instant::now() < until, "no pause file");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(std::fs::read_to_string(&pause).unwrap().trim(), "p1");
+    assert!(b.gpu(0).unwrap().instances.is_empty(), "it went on while paused");
+    assert!(child.try_wait().unwrap().is_none());
+    std::fs::remove_file(&pause).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(b.gpu(0).unwrap().layout().to_string(), "2x1g.10gb");
+}
+
+#[test]
+fn a_list_fault_fails_one_read_of_the_gpus() {
+    let node = Node::new();
+    let b = node.open(&A100_80GB, 1);
+    b.set_faults(&FaultPlan::parse(r#"[{"op": "list", "after": 2, "error": "timeout"}]"#).unwrap())
+        .unwrap();
+    assert!(b.gpus().is_ok());
+    let e = b.gpus().unwrap_err();
+    assert!(e.to_string().contains("NVML_ERROR_TIMEOUT"), "{e}");
+    assert!(b.gpus().is_ok());
 }

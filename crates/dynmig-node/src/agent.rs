@@ -12,6 +12,15 @@
 //! 6. publishes the applied layout in the node's `Extra` field ([`PublishedLayout`]), and
 //!    clears the journal.
 //!
+//! Test hook: at each named point below the agent calls [`GpuBackend::checkpoint`]; the NVML
+//! backend does nothing there, the simulated backend carries out a point fault of its fault
+//! plan (`dynmig_gpu::FaultPlan`: SIGKILL, or a pause the test releases). The points, in
+//! order: `journal:instances`, `journal:gres_conf`, `journal:register`, then within the
+//! re-registration `register:stopped` (slurmd stopped), `register:deleted` (node deleted
+//! from Slurm), `register:started` (the new slurmd daemonised), then `journal:wait`, and
+//! `published` (the layout is in `Extra`, the journal not yet removed). Each `journal:*`
+//! point comes right after that step was journalled, before it acts.
+//!
 //! Every step is idempotent. After a crash the agent resumes a journal only when the node is
 //! still drained by dynmig for that same target and free of jobs, or already back with the
 //! target's GRES; otherwise it refuses and says why ([`Step::Refused`]). A journal that cannot
@@ -141,9 +150,18 @@ impl Agent {
         }
     }
 
-    fn save_journal(&self, j: &Journal) -> Result<()> {
+    /// Writes the journal, then passes the point `journal:<step>` (module docs).
+    fn save_journal(&mut self, j: &Journal) -> Result<()> {
         let path = self.settings.paths.journal();
-        write_atomically(&path, j.encode().as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))
+        write_atomically(&path, j.encode().as_bytes(), 0o600).with_context(|| format!("writing {}", path.display()))?;
+        let step = match j.step {
+            JournalStep::Instances => "journal:instances",
+            JournalStep::GresConf => "journal:gres_conf",
+            JournalStep::Register => "journal:register",
+            JournalStep::Wait => "journal:wait",
+        };
+        self.backend.checkpoint(step);
+        Ok(())
     }
 
     /// Looks at the node once and acts (module docs).
@@ -312,7 +330,9 @@ impl Agent {
             .as_ref()
             .is_some_and(|n| !n.is_drain() && same_gres(&parse_node_gres(&n.gres), target));
         if !already {
-            self.reregister.reregister(self.slurm.as_ref(), &s.node, &gres)?;
+            let backend = &mut self.backend;
+            self.reregister
+                .reregister(self.slurm.as_ref(), &s.node, &gres, &mut |p| backend.checkpoint(p))?;
         }
 
         journal.step = JournalStep::Wait;
@@ -336,6 +356,7 @@ impl Agent {
         self.slurm
             .set_node_extra(&s.node, &PublishedLayout(target.clone()).encode())
             .map_err(|e| anyhow!("publishing the layout: {e}"))?;
+        self.backend.checkpoint("published");
         remove_if_present(&s.paths.journal())?;
         self.metrics.apply_finished(started.elapsed());
         self.events.append(

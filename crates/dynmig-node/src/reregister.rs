@@ -11,10 +11,13 @@ use std::time::{Duration, Instant};
 /// mechanisms can replace the dynamic-node sequence.
 pub trait Reregister {
     /// Makes Slurm see `node` with `gres` (e.g. `gpu:3g.40gb:2`). Must be idempotent.
+    /// `checkpoint` is called with the name of each point passed (`register:stopped`,
+    /// `register:deleted`, `register:started` for [`DynamicNode`]): the agent hands it to
+    /// [`dynmig_gpu::GpuBackend::checkpoint`], a test hook only the simulated backend acts on.
     ///
     /// # Errors
     /// Any step failed.
-    fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str) -> Result<()>;
+    fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str, checkpoint: &mut dyn FnMut(&str)) -> Result<()>;
 }
 
 /// Re-registration of a dynamic node (Slurm 22.05 to 26.05: a `slurmd -Z` registration under
@@ -36,9 +39,11 @@ pub struct DynamicNode {
 }
 
 impl Reregister for DynamicNode {
-    fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str) -> Result<()> {
+    fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str, checkpoint: &mut dyn FnMut(&str)) -> Result<()> {
         pidfile::stop_foreign(&self.pid_file, "slurmd", self.timeout);
+        checkpoint("register:stopped");
         slurm.delete_node(node).context("scontrol delete nodename")?;
+        checkpoint("register:deleted");
         let conf = format!("{} Gres={}", self.node_conf, gres).trim().to_string();
         let mut child = Command::new(&self.slurmd)
             .args(&self.extra_args)
@@ -72,6 +77,7 @@ impl Reregister for DynamicNode {
                 self.extra_args.join(" ")
             );
         }
+        checkpoint("register:started");
         Ok(())
     }
 }

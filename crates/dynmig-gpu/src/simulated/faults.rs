@@ -16,6 +16,39 @@ pub enum FaultOp {
     Destroy,
     /// [`crate::GpuBackend::set_mig_mode`].
     SetMigMode,
+    /// [`crate::GpuBackend::gpus`] (listing the GPUs and their instances; every read of the
+    /// node, including the verify after an apply and the gres.conf writer, goes through it).
+    List,
+    /// The compute-instance half of [`crate::GpuBackend::create_instance`]: counted with
+    /// `create` calls; the call fails with nothing changed, as the NVML backend leaves it when
+    /// `nvmlGpuInstanceCreateComputeInstance` fails (it destroys the new GPU instance again).
+    CreateCi,
+    /// The compute-instance half of [`crate::GpuBackend::destroy_instance`]: counted with
+    /// `destroy` calls; the call fails with nothing changed, as with the NVML backend when
+    /// `nvmlComputeInstanceDestroy` fails (the GPU instance is destroyed only after its
+    /// compute instances).
+    DestroyCi,
+}
+
+impl FaultOp {
+    /// The backend call a fault of this operation counts: `create_ci` counts `create`
+    /// calls, `destroy_ci` `destroy` calls, the others themselves.
+    pub fn call(self) -> Self {
+        match self {
+            Self::CreateCi => Self::Create,
+            Self::DestroyCi => Self::Destroy,
+            other => other,
+        }
+    }
+
+    /// What the failing sub-call adds to the error text (the NVML backend's wording).
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::CreateCi => ": compute instance",
+            Self::DestroyCi => ": CI 0",
+            _ => "",
+        }
+    }
 }
 
 /// The error an injected fault returns, named as in the faults file.
@@ -36,6 +69,17 @@ pub enum FaultKind {
     InvalidArgument,
     /// [`BackendError::NotFound`].
     NotFound,
+    /// `NVML_ERROR_TIMEOUT`, which the NVML backend maps to [`BackendError::Unavailable`].
+    Timeout,
+    /// `NVML_ERROR_GPU_IS_LOST` ([`BackendError::Unavailable`], as the NVML backend says it).
+    GpuIsLost,
+}
+
+impl Fault {
+    /// The error this fault returns for the call described by `call`.
+    pub fn to_error(self, call: &str) -> BackendError {
+        self.error.to_error(&format!("{call}{}", self.op.suffix()))
+    }
 }
 
 impl FaultKind {
@@ -50,6 +94,14 @@ impl FaultKind {
             Self::NotSupported => BackendError::NotSupported,
             Self::InvalidArgument => BackendError::InvalidArgument { what },
             Self::NotFound => BackendError::NotFound { what },
+            Self::Timeout => BackendError::Unavailable {
+                what: format!("{what}: NVML_ERROR_TIMEOUT"),
+            },
+            Self::GpuIsLost => BackendError::Unavailable {
+                what: format!(
+                    "{what}: NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus; the node needs an administrator"
+                ),
+            },
         }
     }
 }
@@ -64,6 +116,32 @@ pub struct Fault {
     pub after: u32,
     /// The error returned.
     pub error: FaultKind,
+}
+
+/// What a point fault does when the agent reaches its point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointAction {
+    /// The process sends itself SIGKILL (a real `kill -9`: no destructor, no flush).
+    Crash,
+    /// The process writes the point's name into the pause file (`<state file>.paused`) and
+    /// waits until someone removes that file (at most [`MAX_PAUSE`]), then goes on: a test
+    /// does what it wants at that point (kill -9 the agent, kill slurmd, restart slurmctld).
+    Pause,
+}
+
+/// The longest a [`PointAction::Pause`] waits for its pause file to go.
+pub const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Stop at a named point of the node agent's work ([`crate::GpuBackend::checkpoint`]), once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PointFault {
+    /// The point, e.g. `journal:register` (the agent's points are listed in
+    /// `dynmig_node::agent`'s documentation).
+    pub point: String,
+    /// What happens there.
+    pub action: PointAction,
 }
 
 /// Faults to inject into the simulated backend.
@@ -86,6 +164,11 @@ pub struct Fault {
 /// arguments and whether it would have succeeded. If two faults of one operation come due on
 /// the same call, the first one listed fires and the other fires on the next call.
 ///
+/// `at: [{"point": "journal:register", "action": "crash"}]` stops the process at a named
+/// point of the agent's work ([`crate::GpuBackend::checkpoint`], which only the simulated
+/// backend acts on): `crash` sends it SIGKILL, `pause` waits for the test (see
+/// [`PointAction`]). Each fires once, in whichever process reaches the point first.
+///
 /// `crash_after: n` simulates an agent killed mid-apply: the n-th mutating call from now
 /// (create, destroy or set_mig_mode, counted together) is carried out and saved, then the
 /// process exits at once with status 137 (as after SIGKILL) without returning to the caller.
@@ -99,6 +182,9 @@ pub struct FaultPlan {
     /// Exit with status 137 after the n-th mutating call from now (1 = the next one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash_after: Option<u32>,
+    /// Point faults, each fired once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub at: Vec<PointFault>,
 }
 
 impl FaultPlan {
@@ -115,7 +201,7 @@ impl FaultPlan {
         let plan = if value.is_array() {
             Self {
                 faults: serde_json::from_value(value).map_err(|e| e.to_string())?,
-                crash_after: None,
+                ..Self::default()
             }
         } else {
             serde_json::from_value(value).map_err(|e| e.to_string())?
@@ -128,7 +214,7 @@ impl FaultPlan {
 
     /// The JSON text form: a plain list when there is no crash count.
     pub fn to_json(&self) -> String {
-        let text = if self.crash_after.is_none() {
+        let text = if self.crash_after.is_none() && self.at.is_empty() {
             serde_json::to_string_pretty(&self.faults)
         } else {
             serde_json::to_string_pretty(self)
@@ -138,13 +224,21 @@ impl FaultPlan {
 
     /// Whether nothing is pending.
     pub fn is_empty(&self) -> bool {
-        self.faults.is_empty() && self.crash_after.is_none()
+        self.faults.is_empty() && self.crash_after.is_none() && self.at.is_empty()
     }
 
-    /// Counts one call of `op`; returns the error kind of the fault that fires, removing it.
-    pub fn on_call(&mut self, op: FaultOp) -> Option<FaultKind> {
+    /// The action of the first point fault at `point`, removing it.
+    pub fn on_point(&mut self, point: &str) -> Option<PointAction> {
+        let i = self.at.iter().position(|p| p.point == point)?;
+        Some(self.at.remove(i).action)
+    }
+
+    /// Counts one call of `op` (`create`, `destroy`, `set_mig_mode` or `list`; faults of
+    /// `create_ci` and `destroy_ci` count the calls of [`FaultOp::call`]); returns the fault
+    /// that fires, removing it.
+    pub fn on_call(&mut self, op: FaultOp) -> Option<Fault> {
         let mut fired = None;
-        for (i, f) in self.faults.iter_mut().enumerate().filter(|(_, f)| f.op == op) {
+        for (i, f) in self.faults.iter_mut().enumerate().filter(|(_, f)| f.op.call() == op) {
             f.after -= 1;
             if f.after == 0 {
                 if fired.is_none() {
@@ -154,7 +248,7 @@ impl FaultPlan {
                 }
             }
         }
-        fired.map(|i| self.faults.remove(i).error)
+        fired.map(|i| self.faults.remove(i))
     }
 
     /// Counts one mutating call; true if the process must now exit (the count is cleared).
@@ -213,20 +307,54 @@ mod tests {
                 {"op": "create", "after": 1, "error": "not_found"}]"#,
         )
         .unwrap();
-        assert_eq!(p.on_call(FaultOp::Destroy), None);
-        assert_eq!(p.on_call(FaultOp::Destroy), Some(FaultKind::Unknown));
-        assert_eq!(p.on_call(FaultOp::Destroy), Some(FaultKind::InUse));
-        assert_eq!(p.on_call(FaultOp::Destroy), None);
-        assert_eq!(p.on_call(FaultOp::SetMigMode), None);
-        assert_eq!(p.on_call(FaultOp::Create), Some(FaultKind::NotFound));
+        let mut kind = |op| p.on_call(op).map(|f| f.error);
+        assert_eq!(kind(FaultOp::Destroy), None);
+        assert_eq!(kind(FaultOp::Destroy), Some(FaultKind::Unknown));
+        assert_eq!(kind(FaultOp::Destroy), Some(FaultKind::InUse));
+        assert_eq!(kind(FaultOp::Destroy), None);
+        assert_eq!(kind(FaultOp::SetMigMode), None);
+        assert_eq!(kind(FaultOp::Create), Some(FaultKind::NotFound));
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn compute_instance_faults_count_their_calls_and_say_which_half_failed() {
+        let mut p = FaultPlan::parse(
+            r#"[{"op": "create_ci", "after": 2, "error": "timeout"},
+                {"op": "destroy_ci", "after": 1, "error": "gpu_is_lost"},
+                {"op": "list", "after": 1, "error": "unknown"}]"#,
+        )
+        .unwrap();
+        assert_eq!(p.on_call(FaultOp::Create), None);
+        let f = p.on_call(FaultOp::Create).expect("the 2nd create fails");
+        let e = f.to_error("create 1g.10gb@0 on GPU 0");
+        assert_eq!(e.nvml_name(), "UNAVAILABLE");
+        assert!(e.to_string().contains("compute instance: NVML_ERROR_TIMEOUT"), "{e}");
+        let e = p.on_call(FaultOp::Destroy).unwrap().to_error("destroy GI 1 on GPU 0");
+        assert!(e.to_string().contains("CI 0: NVML_ERROR_GPU_IS_LOST"), "{e}");
+        assert_eq!(p.on_call(FaultOp::List).map(|f| f.error), Some(FaultKind::Unknown));
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn point_faults_fire_once_and_round_trip() {
+        let text = r#"{"at": [{"point": "journal:register", "action": "crash"},
+                             {"point": "register:deleted", "action": "pause"}]}"#;
+        let mut p = FaultPlan::parse(text).unwrap();
+        assert_eq!(FaultPlan::parse(&p.to_json()).unwrap(), p);
+        assert_eq!(p.on_point("journal:wait"), None);
+        assert_eq!(p.on_point("register:deleted"), Some(PointAction::Pause));
+        assert_eq!(p.on_point("register:deleted"), None);
+        assert_eq!(p.on_point("journal:register"), Some(PointAction::Crash));
+        assert!(p.is_empty());
+        assert!(FaultPlan::parse(r#"{"at": [{"point": "x", "action": "explode"}]}"#).is_err());
     }
 
     #[test]
     fn crash_count_fires_on_the_nth_mutation_then_clears() {
         let mut p = FaultPlan {
-            faults: vec![],
             crash_after: Some(2),
+            ..FaultPlan::default()
         };
         assert!(!p.on_mutation());
         assert!(p.on_mutation());

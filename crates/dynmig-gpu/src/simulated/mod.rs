@@ -31,19 +31,20 @@
 mod faults;
 mod state;
 
-pub use faults::{Fault, FaultKind, FaultOp, FaultPlan, FAULTS_ENV};
+pub use faults::{Fault, FaultKind, FaultOp, FaultPlan, PointAction, PointFault, FAULTS_ENV, MAX_PAUSE};
 
 use crate::backend::{instance_name, WHOLE_GPU};
 use crate::{BackendError, GpuBackend, GpuState, InstanceState};
 use dynmig_core::energy::PowerModel;
 use dynmig_core::geometry::{check_instances, model_by_name, GpuModel, LayoutError, Placed};
-use dynmig_host::fs::remove_if_present;
+use dynmig_host::fs::{remove_if_present, write_atomically};
 use state::{SimGpu, SimInstance, SimState, Store};
 use std::collections::hash_map::DefaultHasher;
 use std::fs::{self, OpenOptions};
 use std::hash::{Hash, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// A simulated node of `gpu_count` GPUs of one model; see the module documentation.
 #[derive(Debug)]
@@ -52,7 +53,7 @@ pub struct SimulatedBackend {
     device_dir: PathBuf,
     model: &'static GpuModel,
     gpu_count: u32,
-    env_faults: FaultPlan,
+    env_faults: Mutex<FaultPlan>,
     allow_mig_mode_change: bool,
 }
 
@@ -89,7 +90,7 @@ impl SimulatedBackend {
             device_dir: device_dir.to_path_buf(),
             model,
             gpu_count,
-            env_faults,
+            env_faults: Mutex::new(env_faults),
             allow_mig_mode_change: true,
         };
         let seed = node_seed(state_file);
@@ -149,6 +150,12 @@ impl SimulatedBackend {
         &self.store.faults
     }
 
+    /// The pause file of a [`PointAction::Pause`], `<state file>.paused`: it holds the point
+    /// reached while the process waits; removing it lets the process go on.
+    pub fn pause_path(&self) -> PathBuf {
+        pause_path(&self.store.state)
+    }
+
     /// The simulated GPU model.
     pub fn model(&self) -> &'static GpuModel {
         self.model
@@ -205,8 +212,12 @@ impl SimulatedBackend {
         call: &str,
         f: impl FnOnce(&Self, &mut SimState) -> Result<T, BackendError>,
     ) -> Result<T, BackendError> {
-        let env_fault = self.env_faults.on_call(op);
-        let env_crash = self.env_faults.on_mutation();
+        let env = self
+            .env_faults
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let env_fault = env.on_call(op);
+        let env_crash = env.on_mutation();
         let seed = node_seed(&self.store.state);
         let this = &*self;
         let (result, file_crash) = this.store.transact(
@@ -215,7 +226,7 @@ impl SimulatedBackend {
                 let file_fault = plan.on_call(op);
                 let crash = plan.on_mutation();
                 let result = match env_fault.or(file_fault) {
-                    Some(kind) => Err(kind.to_error(call)),
+                    Some(fault) => Err(fault.to_error(call)),
                     None => {
                         let mut copy = st.clone();
                         f(this, &mut copy).inspect(|_| *st = copy)
@@ -327,6 +338,51 @@ impl GpuBackend for SimulatedBackend {
         self.allow_mig_mode_change
     }
 
+    /// Carries out a point fault of the plans ([`FaultPlan`]'s `at`) at `point`: SIGKILL
+    /// for `crash`, waiting for the pause file to go for `pause`. Nothing else happens here,
+    /// and the NVML backend does nothing at all: the hook is reachable only through a
+    /// simulated node's fault plan.
+    fn checkpoint(&mut self, point: &str) {
+        let env = self
+            .env_faults
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .on_point(point);
+        let seed = node_seed(&self.store.state);
+        let file = self
+            .store
+            .transact(
+                || SimState::fresh(self.model.name, self.gpu_count, seed),
+                |_, plan| plan.on_point(point),
+            )
+            .ok()
+            .flatten();
+        match env.or(file) {
+            None => {}
+            Some(PointAction::Crash) => {
+                eprintln!("dynmig simulated backend: crash fault at {point}: SIGKILL");
+                // SAFETY: kill on our own pid has no preconditions; SIGKILL does not return.
+                unsafe {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                }
+            }
+            Some(PointAction::Pause) => {
+                let pause = self.pause_path();
+                eprintln!(
+                    "dynmig simulated backend: pause fault at {point}: waiting until {} is removed",
+                    pause.display()
+                );
+                if write_atomically(&pause, format!("{point}\n").as_bytes(), 0o644).is_ok() {
+                    let until = std::time::Instant::now() + MAX_PAUSE;
+                    while pause.exists() && std::time::Instant::now() < until {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    let _ = remove_if_present(&pause);
+                }
+            }
+        }
+    }
+
     /// As the trait says; a whole GPU with MIG off is busy while a job has claimed it.
     fn find_instance(&self, device_files: &[PathBuf]) -> Result<Option<(u32, InstanceState)>, BackendError> {
         let found = crate::backend::find_in(self.gpus()?, |g| self.gpu_device_file(g), device_files);
@@ -368,7 +424,25 @@ impl GpuBackend for SimulatedBackend {
     }
 
     fn gpus(&self) -> Result<Vec<GpuState>, BackendError> {
-        let st = self.transact(|st| Ok(st.clone()))?;
+        let env_fault = self
+            .env_faults
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .on_call(FaultOp::List);
+        let seed = node_seed(&self.store.state);
+        let st = self
+            .store
+            .transact(
+                || SimState::fresh(self.model.name, self.gpu_count, seed),
+                |st, plan| {
+                    let file_fault = plan.on_call(FaultOp::List);
+                    match env_fault.or(file_fault) {
+                        Some(fault) => Err(fault.to_error("list the GPUs")),
+                        None => Ok(st.clone()),
+                    }
+                },
+            )
+            .and_then(|r| r)?;
         let mut out = Vec::with_capacity(st.gpus.len());
         for (g, gpu) in st.gpus.iter().enumerate() {
             let g = g as u32;
@@ -497,6 +571,15 @@ impl GpuBackend for SimulatedBackend {
             Ok(())
         })
     }
+}
+
+/// `<state file>.paused` ([`SimulatedBackend::pause_path`]).
+pub fn pause_path(state_file: &Path) -> PathBuf {
+    let name = state_file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    state_file.with_file_name(format!("{name}.paused"))
 }
 
 fn no_gpu(gpu: u32, count: usize) -> BackendError {

@@ -23,7 +23,13 @@ struct FakeRegister {
 }
 
 impl Reregister for FakeRegister {
-    fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str) -> anyhow::Result<()> {
+    fn reregister(
+        &self,
+        slurm: &dyn SlurmApi,
+        node: &str,
+        gres: &str,
+        _checkpoint: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<()> {
         if self.fail {
             anyhow::bail!("slurmd would not start");
         }
