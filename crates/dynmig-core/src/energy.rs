@@ -12,7 +12,8 @@
 //! 64/96/123 W above idle for a busy 1g/2g/3g instance and 204 W for a busy 7g.
 //! Other models have no per-instance measurement: their model is the A100 fit scaled by the
 //! ratio of board power limits ([`GpuModel::power`], from NVIDIA's datasheets), an assumption
-//! that [`PowerModel::source`] says.
+//! that [`PowerModel::source`] says, over the model's idle power (measured on an H100 80GB and
+//! an H200 SXM with MIG off: docs/results/hardware-2026-11-26.md; else scaled the same way).
 //!
 //! ```
 //! use dynmig_core::energy::PowerModel;
@@ -130,29 +131,37 @@ impl PowerModel {
     }
 
     /// H100 SXM5: no per-instance measurement is known; the A100 fit scaled by the ratio of
-    /// TDPs (700 / 400), idle included. An assumption, marked as such in its `source`.
+    /// TDPs (700 / 400), over the H100's measured idle (71.5 W). An assumption, marked as such
+    /// in its `source`.
     pub fn h100() -> Self {
         Self::for_model(&crate::geometry::H100_80GB)
     }
 
-    /// The model for `model`: the A100 fit scaled by `model.power.tdp_w / 400 W` (idle,
-    /// instance power and cap alike), over the model's own compute slices. For the
-    /// A100-40GB and -80GB this is [`PowerModel::a100`] exactly.
+    /// The model for `model`: the A100 fit's instance power scaled by `model.power.tdp_w /
+    /// 400 W`, capped at the model's TDP, over the model's own compute slices and idle power
+    /// (`model.power.idle_w`: measured for the A100, H100-80GB and H200-141GB, else the A100's
+    /// scaled by the same ratio). For the A100-40GB and -80GB this is [`PowerModel::a100`]
+    /// exactly.
     pub fn for_model(model: &GpuModel) -> Self {
         let a = Self::a100();
         let k = model.power.tdp_w / A100_TDP_W;
-        if k == 1.0 && model.compute_slices == a.full_slices {
+        if k == 1.0 && model.compute_slices == a.full_slices && model.power.idle_w == a.idle_w {
             return a;
         }
         let short = model.name.split('-').next().unwrap_or(model.name);
+        let idle = if model.power.idle_measured {
+            format!(", idle {} W measured", model.power.idle_w)
+        } else {
+            String::new()
+        };
         Self {
-            idle_w: a.idle_w * k,
+            idle_w: model.power.idle_w,
             scale_w: a.scale_w * k,
             exponent: a.exponent,
             tdp_w: model.power.tdp_w,
             full_slices: model.compute_slices,
             source: format!(
-                "assumed: A100 fit scaled by TDP ratio {}/{} (no {short} MIG power measurement known)",
+                "assumed: A100 fit scaled by TDP ratio {}/{}{idle} (no {short} MIG power measurement known)",
                 model.power.tdp_w, A100_TDP_W
             ),
         }
@@ -187,7 +196,7 @@ impl PowerModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geometry::{A100_40GB, A100_80GB, A30_24GB, H100_80GB, MODELS};
+    use crate::geometry::{A100_40GB, A100_80GB, A30_24GB, GH200_96GB, H100_80GB, H200_141GB, MODELS};
 
     #[test]
     fn the_a100_fit_stays_near_the_measurements() {
@@ -204,22 +213,28 @@ mod tests {
         assert!(m.exponent < 1.0 && m.exponent > 0.5, "{}", m.exponent);
     }
 
-    /// The simulator's results depend on these numbers: the A100 and H100 models must stay
-    /// what `PowerModel::a100()` and the TDP-scaled H100 model were.
+    /// The simulator's results depend on these numbers: the A100 model must stay what
+    /// `PowerModel::a100()` was; the H100's keeps the TDP-scaled A100 fit (scale, exponent,
+    /// cap) over its measured idle (71.5 W, docs/results/hardware-2026-11-26.md).
     #[test]
     fn simulator_numbers_do_not_move_for_a100_and_h100() {
         let a = PowerModel::a100();
         assert_eq!(PowerModel::for_model(&A100_40GB), a);
         assert_eq!(PowerModel::for_model(&A100_80GB), a);
         let h = PowerModel::for_model(&H100_80GB);
-        assert_eq!(h.idle_w.to_bits(), (a.idle_w * 1.75).to_bits());
         assert_eq!(h.scale_w.to_bits(), (a.scale_w * 1.75).to_bits());
         assert_eq!((h.tdp_w, h.full_slices, h.exponent), (700.0, 7, a.exponent));
-        assert_eq!(h.idle_w, 80.5);
+        assert_eq!(h.idle_w, 71.5);
         assert_eq!(
             h.source,
-            "assumed: A100 fit scaled by TDP ratio 700/400 (no H100 MIG power measurement known)"
+            "assumed: A100 fit scaled by TDP ratio 700/400, idle 71.5 W measured (no H100 MIG power measurement known)"
         );
+        let h200 = PowerModel::for_model(&H200_141GB);
+        assert_eq!((h200.idle_w, h200.tdp_w), (80.2, 700.0));
+        assert_eq!(h200.scale_w.to_bits(), h.scale_w.to_bits());
+        // Unmeasured models keep the A100 idle scaled by TDP.
+        let g = PowerModel::for_model(&GH200_96GB);
+        assert_eq!(g.idle_w.to_bits(), (a.idle_w * 2.25).to_bits());
     }
 
     #[test]

@@ -443,8 +443,8 @@ pub fn smallest_fitting(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geometry::{A100_40GB, A100_80GB};
-    use crate::size::GIB;
+    use crate::geometry::{A100_40GB, A100_80GB, H200_141GB};
+    use crate::size::{GIB, MIB};
 
     #[test]
     fn parses_both_options() {
@@ -510,7 +510,8 @@ mod tests {
             "_SLURM_SPANK_OPTION_dynmig_mig_profile=2g.20gb",
         ];
         let e = hints_from_spank_env(&env).unwrap_err().to_string();
-        assert!(e.contains("--mig-profile=2g.20gb has 19.5GiB"), "{e}");
+        // The largest 2g.20gb of the known models: the H100's 20096 MiB (NVML).
+        assert!(e.contains("--mig-profile=2g.20gb has 19.6GiB"), "{e}");
         // The smallest profile holding 30G over every known model (H200's 2g.35gb).
         assert!(e.contains("(e.g. 2g.35gb)"), "{e}");
     }
@@ -525,6 +526,16 @@ mod tests {
         let both = [&A100_40GB, &A100_80GB];
         assert_eq!(smallest_fitting(&both, 4 * GIB).unwrap().1.name, "1g.5gb");
         assert_eq!(smallest_fitting(&both, 18 * GIB).unwrap().1.name, "2g.20gb");
+    }
+
+    /// The H200's 1g.18gb holds 16384 MiB as NVML reports it (docs/results/hardware-2026-11-26.md),
+    /// not the nominal 17472 the table held before: a job between the two needs a 2g.35gb.
+    #[test]
+    fn h200_one_slice_holds_what_nvml_reports() {
+        let m = [&H200_141GB];
+        assert_eq!(smallest_fitting(&m, 16384 * MIB).unwrap().1.name, "1g.18gb");
+        assert_eq!(smallest_fitting(&m, 17000 * MIB).unwrap().1.name, "2g.35gb");
+        assert_eq!(smallest_fitting(&m, 33281 * MIB).unwrap().1.name, "3g.71gb");
     }
 }
 

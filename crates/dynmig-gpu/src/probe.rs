@@ -4,7 +4,8 @@
 //! [`crate::NvmlBackend::probe`] reads a [`ProbeReport`] (read-only queries: no MIG mode change, no
 //! instance created or destroyed); [`compare`] checks it against the tables. The report is
 //! plain serde data, so that a report taken on real hardware can be committed as a test
-//! fixture and the tables tested against it without a GPU (see `tests/fixtures/`).
+//! fixture and the tables tested against it without a GPU (see `tests/fixtures/`: captures
+//! from an H100 80GB and an H200, docs/results/hardware-2026-11-26.md).
 
 use dynmig_core::geometry::{model_for_device, GpuModel, ProfileSpec};
 use serde::{Deserialize, Serialize};
@@ -289,8 +290,8 @@ pub fn render(report: &ProbeReport) -> String {
 mod tests {
     use super::*;
 
-    /// H100 80GB as NVIDIA's MIG User Guide shows it (`nvidia-smi mig -lgip` / `-lgipp`),
-    /// hand-written: see the file's `_source`.
+    /// `dynmig gpu probe --json` on an H100 80GB HBM3 with MIG off, driver 580.159.04,
+    /// 2026-11-26 (docs/results/hardware-2026-11-26/h100/probe.json, byte for byte).
     const H100: &str = include_str!("../tests/fixtures/probe-h100-80gb.json");
 
     fn fixture() -> ProbeReport {
@@ -298,20 +299,30 @@ mod tests {
     }
 
     #[test]
-    fn h100_fixture_matches_but_for_the_unverified_memory_sizes() {
+    fn h100_capture_matches_the_table() {
         let r = fixture();
         let c = compare(&r);
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].model.unwrap().name, "H100-80GB");
+        // With MIG off NVML still answers every profile, placements included.
+        assert_eq!(r.gpus[0].mig_current, Some(false));
         assert!(c[0].checked);
-        // Slices, counts, IDs, names and placements agree; only MiB (nominal in the table,
-        // marked unverified) differ: one line per memory size, and the total.
-        let non_memory: Vec<_> = c[0].differences.iter().filter(|d| !d.contains("memory")).collect();
-        assert!(non_memory.is_empty(), "{non_memory:#?}");
-        assert!(c[0]
-            .differences
-            .iter()
-            .any(|d| d == "1g.10gb (ID 19): memory: table 9728 MiB, NVML 9984 MiB"));
+        assert!(c[0].differences.is_empty(), "{:#?}", c[0].differences);
+    }
+
+    #[test]
+    fn a_changed_memory_size_is_reported() {
+        let mut r = fixture();
+        r.gpus[0].memory_total_mib = Some(81920);
+        r.gpus[0].profiles.iter_mut().find(|p| p.id == 19).unwrap().memory_mib = 9728;
+        let d = &compare(&r)[0].differences;
+        assert_eq!(
+            d,
+            &[
+                "total memory: table 81559 MiB, NVML 81920 MiB".to_string(),
+                "1g.10gb (ID 19): memory: table 9984 MiB, NVML 9728 MiB".to_string()
+            ]
+        );
     }
 
     #[test]
@@ -366,6 +377,9 @@ mod tests {
         let text = render(&r);
         assert!(text.contains("GPU 0: NVIDIA H100 80GB HBM3 (PCI 0x2330)"), "{text}");
         assert!(text.contains("placements {0,4}:4"), "{text}");
-        assert!(text.contains("differs: 1g.10gb (ID 19): memory"), "{text}");
+        assert!(text.contains("MIG off (pending off), table: H100-80GB"), "{text}");
+        assert!(text.contains("profile index 16: NVML_ERROR_NOT_SUPPORTED"), "{text}");
+        assert!(text.contains("  matches the built-in table"), "{text}");
+        assert!(!text.contains("differs"), "{text}");
     }
 }

@@ -22,7 +22,7 @@ pub use layout::{NodeLayout, Placed, ProfileCounts};
 pub use models::{
     model_by_name, model_by_pci_id, model_for_device, model_names, nominal_mib, BoardPower, GpuModel, ProfileSpec,
     A100_40GB, A100_80GB, A100_IDLE_W, A100_TDP_W, A30_24GB, B200_180GB, GH200_144GB, GH200_96GB, H100_80GB,
-    H100_NVL_94GB, H200_141GB, MODELS,
+    H100_NVL_94GB, H200_141GB, MODELS, NVML_PROBE_2026_11_26,
 };
 pub use place::{check_instances, place, place_around, LayoutError};
 pub use text::{layout_examples, LayoutParseError};

@@ -4,9 +4,10 @@
 //! - NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles" tables (profile names,
 //!   compute slices, memory slices, maximum instance counts) and "A100 MIG placements".
 //! - `nvml.h` profile IDs (`nvidia-smi mig -lgip` column `ID`).
-//! - Memory sizes in MiB for the A100-40GB are as one driver reports them (mig.md); the other
-//!   models' MiB values are the nominal GB of the profile name scaled the same way and are
-//!   marked `verified: false` until a read-only NVML probe confirms them.
+//! - Memory sizes in MiB for the A100-40GB are as one driver reports them (mig.md); the
+//!   H100-80GB and H200-141GB tables are as NVML reported them ([`NVML_PROBE_2026_11_26`]);
+//!   the other models' MiB values are the nominal GB of the profile name scaled the same way
+//!   and are marked `verified: false` until a read-only NVML probe confirms them.
 
 /// One GPU-instance profile of one GPU model.
 ///
@@ -61,10 +62,11 @@ pub struct GpuModel {
 
 /// Board power figures of a GPU model, in watts.
 ///
-/// Only the A100's idle power is measured (46 W, an A100-SXM4-40GB with MIG on and nothing
-/// running: rakin000/Power-Aware-MIG-Scheduler on GitHub). Every other model's idle power is
-/// that measurement scaled by the ratio of board power limits (`46 W x TDP / 400 W`), an
-/// assumption marked by `idle_measured: false`.
+/// Measured idle power: the A100's (46 W, an A100-SXM4-40GB with MIG on and nothing
+/// running: rakin000/Power-Aware-MIG-Scheduler on GitHub), the H100 80GB's (71.5 W) and the
+/// H200 SXM's (80.2 W), both with MIG off and nothing running ([`NVML_PROBE_2026_11_26`]).
+/// Every other model's idle power is the A100 measurement scaled by the ratio of board power
+/// limits (`46 W x TDP / 400 W`), an assumption marked by `idle_measured: false`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BoardPower {
     /// Board power limit (TDP) of the model's highest-power form factor, W.
@@ -79,6 +81,13 @@ pub struct BoardPower {
 
 // The watts are finite constants (never NaN), so equality is an equivalence.
 impl Eq for BoardPower {}
+
+/// Where the H100-80GB and H200-141GB tables were checked: `dynmig gpu probe` (read-only
+/// NVML queries, MIG off: NVML answers every GPU-instance profile and its placements anyway)
+/// on an H100 80GB HBM3 and an H200 SXM, driver 580.159.04, 2026-11-26. The captures are
+/// committed under docs/results/hardware-2026-11-26/ and as test fixtures of dynmig-gpu.
+pub const NVML_PROBE_2026_11_26: &str =
+    "read-only NVML probe, driver 580.159.04, 2026-11-26, docs/results/hardware-2026-11-26/";
 
 /// Idle power of an A100-SXM4-40GB with MIG on and no work, W (measured;
 /// rakin000/Power-Aware-MIG-Scheduler).
@@ -259,6 +268,10 @@ pub static A100_80GB: GpuModel = GpuModel {
 };
 
 /// NVIDIA H100 80GB (SXM5 and PCIe).
+///
+/// Profiles, placements and MiB as NVML reported them on an H100 80GB HBM3 (SXM5, PCI
+/// 0x2330, 700 W limit) with MIG off: [`NVML_PROBE_2026_11_26`]. Idle power measured on the
+/// same board (MIG off, nothing running): 71.5 W.
 pub static H100_80GB: GpuModel = GpuModel {
     name: "H100-80GB",
     aliases: &[
@@ -279,14 +292,16 @@ pub static H100_80GB: GpuModel = GpuModel {
         "3g.40gb",
         "4g.40gb",
         "7g.80gb",
-        [9728, 19968, 40192, 80896]
+        [9984, 20096, 40448, 81152]
     ),
-    source: "NVIDIA MIG User Guide, H100 profile table (same placements as A100); MiB nominal (unverified)",
-    verified: false,
-    power: scaled_board(
-        700.0,
-        "TDP: NVIDIA H100 datasheet (SXM5 700 W; PCIe 350 W); idle: A100 measurement scaled by TDP",
-    ),
+    source: "NVIDIA MIG User Guide, H100 profile table; IDs, slices, counts, placements and MiB verified by a read-only NVML probe, driver 580.159.04, 2026-11-26, docs/results/hardware-2026-11-26/ (H100 80GB HBM3, PCI 0x2330; the PCIe board 0x2331 is not probed)",
+    verified: true,
+    power: BoardPower {
+        tdp_w: 700.0,
+        idle_w: 71.5,
+        idle_measured: true,
+        source: "TDP: NVIDIA H100 datasheet (SXM5 700 W; PCIe 350 W), and the probed board's power limit (700 W); idle: 71.5 W measured, H100 80GB HBM3 SXM5, MIG off, nothing running, nvidia-smi every 250 ms, 2026-11-26, docs/results/hardware-2026-11-26/",
+    },
 };
 
 /// Placement starts of the A30's 1-slice profiles (NVIDIA MIG User Guide, A30 placements).
@@ -366,8 +381,12 @@ pub static A30_24GB: GpuModel = GpuModel {
 
 /// Usable MiB assumed for a profile named `<gb>gb` on a model whose sizes no NVML probe has
 /// confirmed yet: 95% of `gb` GiB, rounded down to 64 MiB. The A100-40GB, which was measured,
-/// gives 4864 MiB for `1g.5gb` (95% of 5 GiB) and 9856 for `2g.10gb` (96%); erring low keeps
-/// "the smallest profile that fits" from picking a profile that is too small.
+/// gives 4864 MiB for `1g.5gb` (95% of 5 GiB) and 9856 for `2g.10gb` (96%), the H100 80GB
+/// 9984 MiB for `1g.10gb` (97.5%): there it errs low. But the H200 probe
+/// ([`NVML_PROBE_2026_11_26`]) gave 16384 MiB for `1g.18gb` (89%) and 33280 for `2g.35gb`
+/// (93%): below this estimate, which would have let "the smallest profile that fits" pick a
+/// profile too small. The unverified tables built on it (GH200, B200, H100 NVL, A30) may
+/// overstate their MiB the same way until probed.
 pub const fn nominal_mib(gb: u64) -> u64 {
     gb * 1024 * 95 / 100 / 64 * 64
 }
@@ -399,13 +418,19 @@ pub static H100_NVL_94GB: GpuModel = GpuModel {
 };
 
 /// NVIDIA H200 141GB (SXM and NVL).
+///
+/// Profiles, placements and MiB as NVML reported them on an H200 SXM (PCI 0x2335, 700 W
+/// limit) with MIG off: [`NVML_PROBE_2026_11_26`]. Idle power measured on the same board (MIG
+/// off, nothing running): 80.2 W. The H200 NVL (PCI 0x233B, up to 600 W) shares the table: its
+/// profiles are the same per NVIDIA's user guide, but it was not probed; its power limit is
+/// lower, so the power model (700 W cap) overstates what a fully loaded NVL can draw.
 pub static H200_141GB: GpuModel = GpuModel {
     name: "H200-141GB",
     aliases: &["H200", "NVIDIA H200", "NVIDIA H200 NVL", "H200 NVL"],
     pci_device_ids: &[0x2335, 0x233B],
     compute_slices: 7,
     memory_slices: 8,
-    total_memory_mib: 144384,
+    total_memory_mib: 143771,
     profiles: seven_slice_profiles!(
         "1g.18gb",
         "1g.18gb+me",
@@ -414,11 +439,16 @@ pub static H200_141GB: GpuModel = GpuModel {
         "3g.71gb",
         "4g.71gb",
         "7g.141gb",
-        [nominal_mib(18), nominal_mib(35), nominal_mib(71), nominal_mib(141)]
+        [16384, 33280, 71424, 143360]
     ),
-    source: "NVIDIA MIG User Guide, H200 profile names (partly unverified); placements inferred from H100; MiB nominal (unverified)",
-    verified: false,
-    power: scaled_board(600.0, "TDP: NVIDIA H200 NVL datasheet (up to 600 W; the SXM board is configurable up to 700 W); idle: A100 measurement scaled by TDP"),
+    source: "NVIDIA MIG User Guide, H200 profile names; IDs, slices, counts, placements and MiB verified by a read-only NVML probe, driver 580.159.04, 2026-11-26, docs/results/hardware-2026-11-26/ (H200 SXM, PCI 0x2335; the NVL board 0x233B is not probed)",
+    verified: true,
+    power: BoardPower {
+        tdp_w: 700.0,
+        idle_w: 80.2,
+        idle_measured: true,
+        source: "TDP: the probed H200 SXM's power limit (700 W, its default and maximum; the H200 NVL, PCI 0x233B, is up to 600 W); idle: 80.2 W measured, H200 SXM, MIG off, nothing running, nvidia-smi every 250 ms, 2026-11-26, docs/results/hardware-2026-11-26/",
+    },
 };
 
 /// NVIDIA GH200 with 96GB HBM3 (Grace Hopper superchip).
@@ -612,6 +642,32 @@ mod tests {
             "A100-40GB"
         );
         assert!(model_for_device(0xFFFF, "Tesla T4").is_none());
+    }
+
+    /// The MiB NVML reported on 2026-11-26 (docs/results/hardware-2026-11-26/): the H200's
+    /// 1g.18gb and 2g/1g.35gb are smaller than the nominal 95% estimate, which therefore
+    /// does not always err low.
+    #[test]
+    fn probed_tables_hold_nvml_sizes() {
+        let mib = |m: &GpuModel| -> Vec<(&str, u64)> { m.profiles.iter().map(|p| (p.name, p.memory_mib)).collect() };
+        for (m, total, sizes) in [
+            (&H100_80GB, 81559, [81152, 40448, 40448, 20096, 20096, 9984, 9984]),
+            (&H200_141GB, 143771, [143360, 71424, 71424, 33280, 33280, 16384, 16384]),
+        ] {
+            assert!(m.verified && m.power.idle_measured, "{}", m.name);
+            assert!(m.source.contains(NVML_PROBE_2026_11_26), "{}", m.name);
+            assert!(
+                m.power.source.contains("docs/results/hardware-2026-11-26/"),
+                "{}",
+                m.name
+            );
+            assert_eq!(m.total_memory_mib, total, "{}", m.name);
+            let got: Vec<u64> = mib(m).iter().map(|x| x.1).collect();
+            assert_eq!(got, sizes, "{}", m.name);
+        }
+        assert!(H200_141GB.profile("1g.18gb").unwrap().memory_mib < nominal_mib(18));
+        assert!(H200_141GB.profile("2g.35gb").unwrap().memory_mib < nominal_mib(35));
+        assert_eq!((H100_80GB.power.idle_w, H200_141GB.power.idle_w), (71.5, 80.2));
     }
 
     #[test]
