@@ -35,6 +35,12 @@ use std::time::{Duration, Instant};
 /// ([`crate::record::MAX_RECORD_BYTES`]) in base64 plus munge's header.
 pub const MAX_LINE_BYTES: usize = 96 * 1024;
 
+/// Connections the kernel keeps waiting for [`Server::serve`] to accept (the `listen(2)`
+/// backlog; Linux caps it at `net.core.somaxconn`, 4096 by default). Rust's default, 128,
+/// overflows under a burst of connections: the kernel then drops new ones, and a node's
+/// connection waits for its SYN to be sent again, 1 s later and then 3 s later.
+pub const LISTEN_BACKLOG: i32 = 1024;
+
 /// Bounds on the connections the server serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -318,7 +324,8 @@ impl Server {
         self.rebuild(&mut inner).map(|_| true)
     }
 
-    /// Serves connections on `listener` until `stop` is set (checked every 20 ms), then waits
+    /// Serves connections on `listener` (its backlog raised to [`LISTEN_BACKLOG`]) until
+    /// `stop` is set (checked every 20 ms), then waits
     /// for the connections in progress (each ends within its deadline) and writes a pending
     /// snapshot.
     ///
@@ -330,6 +337,11 @@ impl Server {
             addr: addr.clone(),
             source,
         })?;
+        // SAFETY: listen(2) on the listener's own socket, already listening: only its backlog
+        // changes.
+        if unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
+            log::warn!("cannot set the backlog of {addr}: {}", io::Error::last_os_error());
+        }
         let max = self.settings.limits.max_connections.max(1);
         std::thread::scope(|s| {
             s.spawn(|| {

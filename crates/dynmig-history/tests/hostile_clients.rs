@@ -444,7 +444,9 @@ struct Outcome {
     records: Vec<Duration>,
     /// Its database reads, sorted.
     reads: Vec<Duration>,
-    /// Its records that were not answered `OK stored`, with the answer.
+    /// Its records answered `OK stored`.
+    ok: usize,
+    /// Its records that were not answered `OK stored`, and failed database reads.
     failures: Vec<String>,
     tally: [u64; 5],
     hwm_kib: u64,
@@ -468,6 +470,7 @@ fn under_attack(server: &mut ServerProcess, attack: Attack, length: Duration, ne
     let records = Mutex::new(Vec::new());
     let reads = Mutex::new(Vec::new());
     let failures = Mutex::new(Vec::new());
+    let ok = AtomicU64::new(0);
     let sealer = sealer();
     let first = *next_job;
     let sent = AtomicU64::new(0);
@@ -487,7 +490,9 @@ fn under_attack(server: &mut ServerProcess, attack: Attack, length: Duration, ne
                 let took = t.elapsed();
                 records.lock().unwrap().push(took);
                 match a {
-                    Ok(a) if a == "OK stored" => {}
+                    Ok(a) if a == "OK stored" => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
                     Ok(a) => failures.lock().unwrap().push(format!("job {job}: {a} after {took:?}")),
                     Err(e) => failures.lock().unwrap().push(format!("job {job}: {e} after {took:?}")),
                 }
@@ -517,6 +522,7 @@ fn under_attack(server: &mut ServerProcess, attack: Attack, length: Duration, ne
         attack,
         records,
         reads,
+        ok: ok.load(Ordering::Relaxed) as usize,
         failures: failures.into_inner().unwrap(),
         tally: tally.get(),
         hwm_kib: server.status("VmHWM:"),
@@ -600,15 +606,16 @@ fn print(outcomes: &[Outcome], rest_kib: u64, length: Duration) {
         rest_kib, RSS_BOUND_KIB
     );
     println!(
-        "| attack | good records | p50 ms | p99 ms | max ms | db read p50/max ms | attacker connections | ERR busy | other ERR | closed, no answer | accepted | server VmHWM KiB |"
+        "| attack | good records sent | answered OK | p50 ms | p99 ms | max ms | db read p50/max ms | attacker connections | ERR busy | other ERR | closed, no answer | accepted | server VmHWM KiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in outcomes {
         let [c, busy, refused, closed, accepted] = o.tally;
         println!(
-            "| {:?} | {} | {} | {} | {} | {}/{} | {c} | {busy} | {refused} | {closed} | {accepted} | {} |",
+            "| {:?} | {} | {} | {} | {} | {} | {}/{} | {c} | {busy} | {refused} | {closed} | {accepted} | {} |",
             o.attack,
             o.records.len(),
+            o.ok,
             ms(quantile(&o.records, 0.5)),
             ms(quantile(&o.records, 0.99)),
             ms(o.records.last().copied().unwrap_or_default()),
