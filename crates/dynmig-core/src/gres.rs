@@ -118,7 +118,7 @@ impl TresList {
     /// GRES that cannot be read are kept as [`TresEntry::Other`], since Slurm judges them.
     pub fn parse(text: &str) -> Result<Self, GresError> {
         let mut entries = Vec::new();
-        for raw in text.split(',').filter(|s| !s.trim().is_empty()) {
+        for raw in text.split(',').filter(|s| !c_trim(s).is_empty()) {
             entries.push(match parse_entry(raw) {
                 Ok(Some(e)) if e.is_gpu() => TresEntry::Gres(e),
                 Ok(_) => TresEntry::Other(raw.to_string()),
@@ -185,7 +185,7 @@ impl TresList {
         self.entries.iter().find_map(|e| match e {
             TresEntry::Gres(g) if g.prefix != GresPrefix::None => Some(g.prefix),
             TresEntry::Gres(_) => None,
-            TresEntry::Other(raw) => match strip_prefix(raw.trim()).0 {
+            TresEntry::Other(raw) => match strip_prefix(c_trim(raw)).0 {
                 GresPrefix::None => None,
                 p => Some(p),
             },
@@ -218,8 +218,17 @@ impl fmt::Display for TresList {
     }
 }
 
+/// White space as C's `isspace` knows it (what Slurm skips), not Unicode's: an entry such as
+/// `gres:gpu\u{a0}` is not a GPU request to Slurm, so it is not one here either (found by
+/// fuzzing: it was trimmed, read as `gres:gpu` and rewritten).
+const C_SPACE: [char; 6] = [' ', '\t', '\n', '\x0b', '\x0c', '\r'];
+
+fn c_trim(raw: &str) -> &str {
+    raw.trim_matches(C_SPACE)
+}
+
 fn entry_name_is_gpu(raw: &str) -> bool {
-    let body = strip_prefix(raw.trim()).1;
+    let body = strip_prefix(c_trim(raw)).1;
     let name = body.split([':', '=']).next().unwrap_or("");
     name.eq_ignore_ascii_case("gpu")
 }
@@ -236,7 +245,7 @@ fn strip_prefix(raw: &str) -> (GresPrefix, &str) {
 
 /// `Ok(None)`: not a GRES entry. `Err`: a GRES entry that cannot be read.
 fn parse_entry(raw: &str) -> Result<Option<GresEntry>, String> {
-    let (prefix, body) = strip_prefix(raw.trim());
+    let (prefix, body) = strip_prefix(c_trim(raw));
     // Without a prefix only `gpu...` counts as GRES: `cpu=2` and licenses stay as they are.
     if prefix == GresPrefix::None && !entry_name_is_gpu(body) {
         return Ok(None);
@@ -276,7 +285,7 @@ fn parse_entry(raw: &str) -> Result<Option<GresEntry>, String> {
 
 /// What C's `strtoull` skips before a number: leading white space, then one sign.
 fn strtoull_body(text: &str) -> (Option<char>, &str) {
-    let t = text.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let t = text.trim_start_matches(C_SPACE);
     match t.chars().next() {
         Some(sign @ ('+' | '-')) => (Some(sign), &t[1..]),
         _ => (None, t),
@@ -394,6 +403,30 @@ mod tests {
             Some(GresPrefix::Slash)
         );
         assert_eq!(TresList::parse("").unwrap().render(), "");
+    }
+
+    #[test]
+    fn only_c_white_space_is_trimmed_around_entries() {
+        // Found by crates/dynmig-fuzz (tres): a no-break space after the name made a
+        // non-GPU entry to Slurm, yet it was read as `gres:gpu` and rewritten.
+        for s in [
+            "gres:gpu\u{a0}",
+            "\u{a0}gres:gpu:1",
+            "gres/gpu\u{2028}:1",
+            "\u{a0}",
+            "gres:gpu:1,\u{3000}",
+        ] {
+            let t = TresList::parse(s).unwrap();
+            assert_eq!(t.gpu_entries().count(), usize::from(s.ends_with('\u{3000}')), "{s:?}");
+            let mut typed = t.clone();
+            typed.set_gpu(Some("2g.20gb"), 1);
+            assert!(
+                typed.render().contains(s.trim_start_matches("gres:gpu:1,")),
+                "{s:?} kept byte for byte"
+            );
+        }
+        let g = gpu(" \tgres:gpu:2\r\n");
+        assert_eq!(g.count, 2);
     }
 
     #[test]

@@ -76,19 +76,25 @@ pub fn parse_size(s: &str) -> Result<u64, SizeError> {
         .unwrap_or(s.len());
     let (num, unit) = (&s[..split], s[split..].trim());
     if num.is_empty() || num.starts_with('+') && num.len() == 1 {
-        return Err(SizeError::BadNumber(s.to_string()));
+        return Err(SizeError::BadNumber(quoted(s)));
     }
-    let value: f64 = num.parse().map_err(|_| SizeError::BadNumber(num.to_string()))?;
+    let value: f64 = num.parse().map_err(|_| SizeError::BadNumber(quoted(num)))?;
     let multiplier = unit_multiplier(unit)?;
     let bytes = value * multiplier as f64;
     if !bytes.is_finite() || bytes > MAX_SIZE_BYTES as f64 {
-        return Err(SizeError::TooLarge(s.to_string()));
+        return Err(SizeError::TooLarge(quoted(s)));
     }
     let bytes = bytes as u64;
     if bytes == 0 {
         return Err(SizeError::Zero);
     }
     Ok(bytes)
+}
+
+/// Text of the input quoted in an error, cut to [`crate::hints::MAX_QUOTED`] characters: a
+/// size comes from a user or a config file and may be huge (found by fuzzing).
+fn quoted(text: &str) -> String {
+    crate::types::cut(text, crate::hints::MAX_QUOTED)
 }
 
 /// Bytes per unit for `K`, `KB`, `KiB` .. `T`, `TB`, `TiB` (any case); `""` is MiB.
@@ -104,7 +110,7 @@ fn unit_multiplier(unit: &str) -> Result<u64, SizeError> {
         "m" => Ok(MIB),
         "g" => Ok(GIB),
         "t" => Ok(TIB),
-        _ => Err(SizeError::UnknownUnit(unit.to_string())),
+        _ => Err(SizeError::UnknownUnit(quoted(unit))),
     }
 }
 
@@ -170,6 +176,19 @@ mod tests {
         assert_eq!(parse_size("1.2.3G"), Err(SizeError::BadNumber("1.2.3".into())));
         assert_eq!(parse_size("2T"), Err(SizeError::TooLarge("2T".into())));
         assert_eq!(parse_size("1.5T"), Err(SizeError::TooLarge("1.5T".into())));
+    }
+
+    #[test]
+    fn errors_quote_at_most_100_characters_of_a_huge_input() {
+        // Found by crates/dynmig-fuzz (sizes): the whole input was echoed.
+        for huge in [
+            format!("1{}", "Q".repeat(100_000)),
+            "x".repeat(100_000),
+            format!("{}T", "9".repeat(100_000)),
+        ] {
+            let msg = parse_size(&huge).unwrap_err().to_string();
+            assert!(msg.len() < 300, "{} bytes", msg.len());
+        }
         assert!(parse_size("18Q").unwrap_err().to_string().contains("unknown unit 'Q'"));
     }
 

@@ -34,7 +34,9 @@ use crate::config::Config;
 use crate::estimate::{describe_breakdown, estimate, EstimateContext};
 use crate::geometry::{GpuModel, ProfileSpec};
 use crate::gres::{GresEntry, GresError, GresPrefix, TresList};
-use crate::hints::{hints_from_spank_env, smallest_fitting, HintError, Hints, MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE};
+use crate::hints::{
+    hints_from_spank_env, smallest_fitting, HintError, Hints, MAX_QUOTED, MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE,
+};
 use crate::size::{format_size, MIB};
 pub use crate::types::{EstimateSource, MultiGpu, WholeGpu};
 use std::fmt;
@@ -303,6 +305,9 @@ impl Field {
     }
 }
 
+/// Most GPU entries a [`SubmitError::ConflictingRequests`] message lists.
+const MAX_LISTED: usize = 4;
+
 /// Decides what happens to a submitted job's GPU request with no history and the default
 /// estimator settings. See the [module docs](self) and [`decide_with`].
 ///
@@ -348,11 +353,17 @@ pub fn decide_with(req: &JobRequest, policy: &SubmitPolicy, cx: &EstimateContext
     }
     let typed: Vec<&str> = gpus.iter().filter_map(|(_, g)| g.gres_type.as_deref()).collect();
     if gpus.len() > 1 && typed.len() != gpus.len() {
-        let what = gpus
+        // At most MAX_LISTED entries, each cut: the TRES fields are the user's and may be huge
+        // (found by fuzzing: a 4 kB message for a field of many `gpu:1`).
+        let mut what = gpus
             .iter()
-            .map(|(f, g)| format!("{} {}", f.option(), g))
+            .take(MAX_LISTED)
+            .map(|(f, g)| format!("{} {}", f.option(), crate::hints::shorten(&g.to_string(), MAX_QUOTED)))
             .collect::<Vec<_>>()
             .join(", ");
+        if gpus.len() > MAX_LISTED {
+            what += &format!(" and {} more", gpus.len() - MAX_LISTED);
+        }
         return Err(SubmitError::ConflictingRequests { what });
     }
     if !typed.is_empty() {
@@ -639,7 +650,30 @@ fn looks_like_profile(t: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::looks_like_profile;
+    use super::{decide, looks_like_profile, JobRequest, SubmitPolicy};
+    use crate::config::Config;
+
+    #[test]
+    fn a_conflict_message_lists_at_most_four_entries_each_cut() {
+        // Found by crates/dynmig-fuzz (job_submit_entry): every entry was listed, so a huge
+        // field made a huge message for err_msg and slurmctld's log.
+        let many = vec!["gpu:1"; 5000].join(",");
+        let long = format!("gres/gpu:1,gpu:{}:1", "t".repeat(300));
+        let policy = SubmitPolicy::from_config(&Config::default_embedded());
+        for (field, more) in [(&many, " and 4996 more"), (&long, "")] {
+            let req = JobRequest {
+                tres_per_task: Some(field),
+                ..Default::default()
+            };
+            let e = decide(&req, &policy).unwrap_err().to_string();
+            assert!(
+                e.len() < 700 && e.contains("more than one way"),
+                "{} bytes: {e}",
+                e.len()
+            );
+            assert!(e.contains(more), "{e}");
+        }
+    }
 
     #[test]
     fn profile_shape() {

@@ -296,8 +296,8 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
         None => 8 << 30,
         Some(v) => {
             let key = "estimator.default_mem";
-            let b =
-                parse_size(v.get_ref()).map_err(|e| cx.err(v, key, format!("'{}': {e}, e.g. \"8G\"", v.get_ref())))?;
+            let b = parse_size(v.get_ref())
+                .map_err(|e| cx.err(v, key, format!("'{}': {e}, e.g. \"8G\"", cut(v.get_ref(), 100))))?;
             if smallest_fitting(&models, b).is_none() {
                 let largest = models
                     .iter()
@@ -409,7 +409,7 @@ fn estimator(cx: &Ctx, e: &RawEstimator, default_mem_bytes: u64) -> Result<Estim
             cx.err(
                 v,
                 "estimator.cuda_context",
-                format!("'{}': {err}, e.g. \"500M\"", v.get_ref()),
+                format!("'{}': {err}, e.g. \"500M\"", cut(v.get_ref(), 100)),
             )
         })?,
     };
