@@ -13,6 +13,9 @@
 #                                 #      DYNMIG_HISTORY_STORE=slurmdbd: the history in
 #                                 #        Slurm's accounting (docs/history.md)
 #                                 #      DYNMIG_NO_CATALOG=1 to add no catalog node (tests)
+#                                 #      DYNMIG_METRICS=0: no Prometheus endpoints
+#                                 #        (default: controller 10.199.0.1:9811, agents
+#                                 #        :9812 on their node's address, history :9813)
 #                                 #      DYNMIG_POLICY: [policy] kind (default demand)
 #                                 #      DYNMIG_LEARNED_MODEL: the model of kind
 #                                 #        "learned" (default the repository's
@@ -67,6 +70,13 @@ TOML
     done
 }
 
+# `metrics_listen = "ADDR"` for the daemons' Prometheus endpoints, unless DYNMIG_METRICS=0:
+# the controller on 10.199.0.1:9811, each agent on its node's address :9812, the history
+# service on 10.199.0.1:9813 (docs/config.md "Metrics").
+metrics_key() {
+    [ "${DYNMIG_METRICS:-1}" = 0 ] || echo "metrics_listen = \"$2\""
+}
+
 write_config() {
     mkdir -p "$DIR/dynmig" "$DIR/bin"
     local groups model_key=""
@@ -96,6 +106,11 @@ sacctmgr = "$(command -v sacctmgr)"
 server = "${DYNMIG_HISTORY_ADDR:-10.199.0.1:6830}"
 store = "${DYNMIG_HISTORY_STORE:-server}"
 sacct_interval = "1s"
+$(metrics_key history "10.199.0.1:9813")
+
+[agent]
+# Each agent binds in its node's network namespace (address 10.199.0.(10+index)).
+$(metrics_key agent "0.0.0.0:9812")
 
 [estimator]
 max_oom_restarts = 2
@@ -108,6 +123,7 @@ multi_gpu = "full-profile"
 interval = "1s"
 max_concurrent_repartitions = 1
 min_layout_lifetime = "${DYNMIG_MIN_LAYOUT_LIFETIME:-10s}"
+$(metrics_key controller "10.199.0.1:9811")
 
 [policy]
 kind = "${DYNMIG_POLICY:-demand}"
@@ -126,11 +142,14 @@ SH
     done
 }
 
-# Runs a command in a node's namespace with the node's host name.
+# Runs a command in a node's namespace with the node's host name, in place of the calling
+# (sub)shell: only in the background (`in_node ... &`), where it makes $! the command's own
+# pid. Without exec, $! was the subshell's: `kill` of run/agent-NODE.pid stopped only that
+# shell (the agent ran on) and a SIGUSR1 to it killed the shell instead of waking the agent.
 in_node() {
     local node=$1
     shift
-    SLURM_CONF=$SLURM_CONF nsenter --net="/run/netns/dynmig-$node" unshare --uts \
+    SLURM_CONF=$SLURM_CONF exec nsenter --net="/run/netns/dynmig-$node" unshare --uts \
         sh -c 'hostname "$0" && exec "$@"' "$node" "$@"
 }
 

@@ -3,6 +3,10 @@
 //! logs at the config's `[log] level` unless `RUST_LOG` says otherwise; a bad address fails
 //! with the key named.
 
+#[path = "common/prometheus.rs"]
+mod prometheus;
+
+use prometheus::Prometheus;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
@@ -280,43 +284,11 @@ fn the_docs_list_exactly_the_served_metrics_and_the_dashboard_uses_only_those() 
     }
 }
 
-/// A child process stopped by its pid (SIGTERM, then waited for) when dropped.
-struct Stopped(Child);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        // SAFETY: a plain kill(2) of our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
-/// `GET path` on `addr` (the query already percent-encoded): the JSON body.
-fn get_json(addr: SocketAddr, path: &str) -> std::io::Result<serde_json::Value> {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{e}: {text}")))
-}
-
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// A real Prometheus server (Debian's package) scrapes the three daemons' endpoints over
 /// loopback, and evaluates every query of the Grafana dashboard without an error.
 #[test]
 fn a_real_prometheus_scrapes_every_daemon_and_runs_every_dashboard_query() {
-    if Command::new("prometheus").arg("--version").output().is_err() {
+    if !Prometheus::installed() {
         eprintln!("skipped: no prometheus server in PATH (Debian package prometheus)");
         return;
     }
@@ -335,64 +307,24 @@ fn a_real_prometheus_scrapes_every_daemon_and_runs_every_dashboard_query() {
         dynmig_host::metrics::serve(local, agent.registry(), "agent").unwrap(),
         dynmig_host::metrics::serve(local, history.registry(), "history").unwrap(),
     ];
-    let d = tempfile::tempdir().unwrap();
-    let targets: Vec<String> = endpoints.iter().map(|e| format!("\"{}\"", e.local_addr())).collect();
-    std::fs::write(
-        d.path().join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: dynmig\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
-        ),
-    )
-    .unwrap();
-    let web: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let _prometheus = Stopped(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", d.path().join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", d.path().join("data").display()))
-            .arg(format!("--web.listen-address={web}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let query = |q: &str| get_json(web, &format!("/api/v1/query?query={}", percent_encode(q)));
+    let targets: Vec<String> = endpoints.iter().map(|e| e.local_addr().to_string()).collect();
+    let prometheus = Prometheus::start(&targets);
     // All three targets up, within 60 s.
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let up = query("sum(up{job=\"dynmig\"})")
-            .ok()
-            .and_then(|v| v["data"]["result"][0]["value"][1].as_str().map(str::to_string));
-        if up.as_deref() == Some("3") {
-            break;
-        }
-        assert!(
-            Instant::now() < until,
-            "Prometheus did not scrape the three endpoints: up = {up:?}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let v = query("dynmig_controller_pending_instances{profile=\"1g.10gb\"}").unwrap();
+    prometheus.wait_for(
+        "the three endpoints scraped",
+        "sum(up{job=\"dynmig\"})",
+        Duration::from_secs(60),
+        |v| v == 3.0,
+    );
+    let v = prometheus
+        .query("dynmig_controller_pending_instances{profile=\"1g.10gb\"}")
+        .unwrap();
     assert_eq!(v["data"]["result"][0]["value"][1], "3", "{v}");
-    let v = query("dynmig_agent_apply_duration_seconds_sum{node=\"n1\"}").unwrap();
+    let v = prometheus
+        .query("dynmig_agent_apply_duration_seconds_sum{node=\"n1\"}")
+        .unwrap();
     assert_eq!(v["data"]["result"][0]["value"][1], "4", "{v}");
-    let dashboard: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/grafana/dynmig.json")).unwrap(),
-    )
-    .unwrap();
-    let mut checked = 0;
-    for p in dashboard["panels"].as_array().unwrap() {
-        for t in p["targets"].as_array().into_iter().flatten() {
-            let expr = t["expr"]
-                .as_str()
-                .unwrap()
-                .replace("$__rate_interval", "1m")
-                .replace("$node", ".*");
-            let v = query(&expr).unwrap();
-            assert_eq!(v["status"], "success", "{expr}: {v}");
-            checked += 1;
-        }
-    }
+    let checked = prometheus.check_dashboard(Path::new(env!("CARGO_MANIFEST_DIR")));
     assert!(checked >= 25, "{checked}");
 }
 
