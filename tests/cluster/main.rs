@@ -11,8 +11,6 @@
 //! They share the namespaces and so run one at a time (a process-wide lock, and a file lock
 //! on /run/dynmig-cluster-tests.lock for other test processes).
 
-mod attacks;
-mod faults;
 mod harness;
 mod metrics;
 #[path = "../common/prometheus.rs"]
