@@ -10,7 +10,11 @@
 //!
 //! A GPU that fails after some operations succeeded (halfway) is put back to the layout it
 //! had, by the same planning; if that fails too, the error says exactly what the GPU holds
-//! ([`describe`]). GPUs already done stay done; later GPUs are not touched.
+//! ([`describe`]). The GPUs changed before it are then put back too, last first, the same
+//! way: a failed apply leaves the node as it was (what gres.conf and Slurm still say), or
+//! says which GPU holds what. Later GPUs are not touched. (Before, GPUs already done stayed
+//! done, and a node whose second GPU failed kept a first GPU that gres.conf and Slurm did not
+//! describe: found by tests/cluster/faults.rs with a failed read of GPU 1.)
 
 use crate::{BackendError, GpuBackend, GpuState};
 use dynmig_core::geometry::{plan_transition, GpuModel, NodeLayout, ProfileCounts, TransitionError};
@@ -161,36 +165,64 @@ pub fn apply_transition(
         });
     }
     let mut ops = 0;
+    // GPUs changed so far, with the layout each had, for a rollback if a later GPU fails.
+    let mut changed: Vec<(u32, ProfileCounts)> = Vec::new();
     for (index, want) in target.gpus.iter().enumerate() {
         let index = index as u32;
-        let mut gpu = read(backend, index)?;
-        if gpu.model.name != model.name {
-            return Err(ApplyError::Target {
-                target: target.to_string(),
-                why: format!("GPU {index} is an {}, the target is for {}", gpu.model.name, model.name),
-            });
-        }
-        if !gpu.mig_enabled {
-            if !backend.allows_mig_mode_change() {
-                return Err(ApplyError::MigOff { gpu: index });
+        match apply_gpu(backend, model, target, index, want) {
+            Ok((0, _)) => {}
+            Ok((done, original)) => {
+                ops += done;
+                changed.push((index, original));
             }
-            backend
-                .set_mig_mode(index, true)
-                .map_err(|source| ApplyError::EnableMig { gpu: index, source })?;
-            ops += 1;
-            gpu = read(backend, index)?;
-        }
-        let original = gpu.layout();
-        let mut done = 0;
-        if let Err(e) = change_gpu(backend, model, &gpu, want, &mut done) {
-            if done == 0 {
+            Err(mut e) => {
+                for (gpu, original) in changed.iter().rev() {
+                    e = roll_back(backend, model, *gpu, original, e);
+                }
                 return Err(e);
             }
-            return Err(roll_back(backend, model, index, &original, e));
         }
-        ops += done;
     }
     Ok(ops)
+}
+
+/// Moves GPU `index` to `want` (turning MIG on first if needed and allowed); the operations
+/// done and the layout it had. A GPU that fails halfway is rolled back ([`roll_back`]).
+fn apply_gpu(
+    backend: &mut dyn GpuBackend,
+    model: &'static GpuModel,
+    target: &NodeLayout,
+    index: u32,
+    want: &ProfileCounts,
+) -> Result<(usize, ProfileCounts), ApplyError> {
+    let mut ops = 0;
+    let mut gpu = read(backend, index)?;
+    if gpu.model.name != model.name {
+        return Err(ApplyError::Target {
+            target: target.to_string(),
+            why: format!("GPU {index} is an {}, the target is for {}", gpu.model.name, model.name),
+        });
+    }
+    if !gpu.mig_enabled {
+        if !backend.allows_mig_mode_change() {
+            return Err(ApplyError::MigOff { gpu: index });
+        }
+        backend
+            .set_mig_mode(index, true)
+            .map_err(|source| ApplyError::EnableMig { gpu: index, source })?;
+        ops += 1;
+        gpu = read(backend, index)?;
+    }
+    let original = gpu.layout();
+    let mut done = 0;
+    if let Err(e) = change_gpu(backend, model, &gpu, want, &mut done) {
+        if done == 0 {
+            return Err(e);
+        }
+        return Err(roll_back(backend, model, index, &original, e));
+    }
+    ops += done;
+    Ok((ops, original))
 }
 
 fn read(backend: &dyn GpuBackend, gpu: u32) -> Result<GpuState, ApplyError> {

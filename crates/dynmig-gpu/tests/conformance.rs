@@ -344,6 +344,39 @@ fn apply_transition_rolls_back_a_gpu_that_failed_halfway() {
 }
 
 #[test]
+fn a_failure_on_a_later_gpu_puts_the_gpus_done_before_back_too() {
+    // Found on the local cluster (tests/cluster/faults.rs): GPU 0 was changed, reading GPU 1
+    // failed, and GPU 0 kept a layout that neither gres.conf nor Slurm described.
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = sim(&dir, &A100_80GB, 2);
+    let two = |t: &str| NodeLayout::parse(&A100_80GB, 2, t).unwrap();
+    apply_transition(&mut b, &A100_80GB, &two("1x7g.80gb,1x7g.80gb")).unwrap();
+    // GPU 0: destroy 7g, create 3g@0 and 3g@4; GPU 1: destroy 7g, create 1g (fails).
+    b.set_faults(&faults(&[4])).unwrap();
+    let e = apply_transition(&mut b, &A100_80GB, &two("2x3g.40gb,7x1g.10gb"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("GPU 0 rolled back to 1x7g.80gb (3 operations) after: GPU 1 rolled back to 1x7g.80gb"),
+        "{e}"
+    );
+    for g in 0..2 {
+        assert_eq!(b.gpu(g).unwrap().layout().to_string(), "1x7g.80gb", "GPU {g}");
+    }
+    // A failed read of GPU 1 before any change there: GPU 0 is put back all the same.
+    b.set_faults(&FaultPlan::parse(r#"[{"op": "list", "after": 4, "error": "unknown"}]"#).unwrap())
+        .unwrap();
+    let e = apply_transition(&mut b, &A100_80GB, &two("2x3g.40gb,7x1g.10gb"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("GPU 0 rolled back to 1x7g.80gb"), "{e}");
+    assert!(e.contains("GPU 1: cannot read it"), "{e}");
+    for g in 0..2 {
+        assert_eq!(b.gpu(g).unwrap().layout().to_string(), "1x7g.80gb", "GPU {g}");
+    }
+}
+
+#[test]
 fn apply_transition_says_what_a_gpu_holds_when_rollback_fails_too() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 1);
