@@ -156,7 +156,7 @@ fn parse_filter(v: &str) -> Result<u16, String> {
 /// # Errors
 /// [`MigPartedError`] naming the config, the entry and what is allowed.
 pub fn import(text: &str, model: &GpuModel, gpus: usize) -> Result<Imported, MigPartedError> {
-    let raw: RawSpec = serde_yaml::from_str(text).map_err(|e| MigPartedError::Syntax(e.to_string()))?;
+    let raw: RawSpec = serde_yaml::from_str(text).map_err(|e| MigPartedError::Syntax(cut(&e.to_string(), 300)))?;
     if raw.version != "v1" {
         return Err(MigPartedError::Syntax(format!(
             "version '{}': only 'v1' exists",
@@ -315,6 +315,14 @@ pub fn export(model: &GpuModel, configs: &BTreeMap<String, Vec<GpuConfig>>) -> S
 mod tests {
     use super::*;
     use crate::geometry::{A100_40GB, A100_80GB, A30_24GB};
+
+    #[test]
+    fn a_huge_yaml_value_gives_a_bounded_message() {
+        // Found by crates/dynmig-fuzz (migparted_yaml): serde_yaml's message quoted it whole.
+        let text = format!("version: v1\nmig-configs:\n {}\n", "\u{202e}".repeat(5000));
+        let e = import(&text, &A100_80GB, 1).unwrap_err().to_string();
+        assert!(e.len() < 2000, "{} bytes", e.len());
+    }
 
     #[test]
     fn filter_values_round_trip() {

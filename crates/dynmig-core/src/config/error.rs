@@ -3,6 +3,13 @@
 use std::fmt;
 use std::ops::Range;
 
+/// Longest key named in an error, characters: a key is the file's text and may be huge
+/// (found by fuzzing: a 4 kB error for a long bogus key).
+const MAX_KEY_CHARS: usize = 100;
+/// Longest message, characters (it quotes values cut to 100 characters, and lists what is
+/// allowed).
+const MAX_MESSAGE_CHARS: usize = 1000;
+
 /// A dynmig.toml that cannot be used.
 ///
 /// Display: `line 12, column 13: node_group.gpu_model: unknown GPU model 'A200'; allowed: ...`.
@@ -38,10 +45,10 @@ impl ConfigError {
     pub(super) fn at(text: &str, span: Range<usize>, key: &str, message: impl Into<String>) -> Self {
         let (line, column) = line_col(text, span.start);
         Self {
-            key: key.to_string(),
+            key: crate::types::cut(key, MAX_KEY_CHARS),
             line,
             column,
-            message: message.into(),
+            message: crate::types::cut(&message.into(), MAX_MESSAGE_CHARS),
         }
     }
 
@@ -50,7 +57,9 @@ impl ConfigError {
         let start = e.span().map_or(0, |s| s.start);
         let (line, column) = line_col(text, start);
         let key = key_at(text, start).unwrap_or_else(|| "(document)".into());
-        let what = e.message().trim().replace('\n', "; ");
+        let key = crate::types::cut(&key, MAX_KEY_CHARS);
+        // toml's message may quote the document (a key, a value): cut like the rest.
+        let what = crate::types::cut(&e.message().trim().replace('\n', "; "), MAX_MESSAGE_CHARS / 2);
         let written = line_text(text, start).trim();
         let message = if written.is_empty() {
             what
@@ -110,6 +119,21 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_huge_key_or_value_gives_a_bounded_message() {
+        // Found by crates/dynmig-fuzz (config_toml): the key was quoted whole.
+        let key = "\u{202e}".repeat(5000);
+        for text in [
+            format!("version = 1\n{key}\n"),
+            format!("version = 1\n[jobs]\n{key} = 1\n"),
+            format!("version = 1\n[{key}]\n"),
+            format!("version = 1\n[jobs]\nwhole_gpu = \"{}\"\n", "x".repeat(100_000)),
+        ] {
+            let e = crate::config::parse_config(&text).unwrap_err().to_string();
+            assert!(e.len() < 4096, "{} bytes: {}", e.len(), crate::types::cut(&e, 200));
+        }
+    }
 
     #[test]
     fn positions_and_keys() {
