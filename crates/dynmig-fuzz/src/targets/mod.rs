@@ -1,0 +1,5 @@
+//! The fuzz targets: strategies and property checks.
+
+pub mod parsers;
+pub mod plugins;
+pub mod wire;
