@@ -445,6 +445,10 @@ fn run(cli: Cli) -> Result<()> {
             dynmig::cli::logging::apply_config_level(config.log.level);
             let mut a = dynmig_node::setup::make_agent(&config, &node)?;
             if once {
+                // One agent per node, --once too: two at a time applied two targets to the
+                // same GPUs (seen in tests/cluster/faults.rs).
+                std::fs::create_dir_all(&a.settings.paths.state_dir)?;
+                let _lock = dynmig_node::agent::InstanceLock::take(&a.settings.paths.agent_lock())?;
                 println!("{:?}", a.step()?);
                 return Ok(());
             }

@@ -293,3 +293,40 @@ fn the_agent_stops_on_sigterm_and_removes_its_pid_file() {
     assert!(err.contains("n1: stopped"), "{err}");
     assert!(!pid_file.exists(), "{} left behind", pid_file.display());
 }
+
+#[test]
+fn agent_once_refuses_to_run_beside_the_running_agent_of_its_node() {
+    // Found by fault injection (tests/cluster/faults.rs): `dynmig agent --once` took no lock,
+    // and beside the daemon both applied targets to the same GPUs at once.
+    let d = tempfile::tempdir().unwrap();
+    let etc = d.path().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(etc.join("slurm.conf"), "ClusterName=test\n").unwrap();
+    let config = d.path().join("dynmig.toml");
+    let text = controller_config(d.path(), "info", "60s").replace(
+        "[controller]",
+        &format!("slurm_conf_dir = \"{}\"\n[controller]", etc.display()),
+    );
+    std::fs::write(&config, text).unwrap();
+    let parsed = dynmig_core::config::parse_config(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let pid_file = dynmig_node::paths::NodePaths::of(&parsed, "n1").agent_pid();
+    let daemon = Daemon::start(&config, &["agent", "--node", "n1"]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while !pid_file.exists() {
+        assert!(
+            Instant::now() < until,
+            "no {}:\n{}",
+            pid_file.display(),
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let once = Command::new(env!("CARGO_BIN_EXE_dynmig"))
+        .args(["--config", config.to_str().unwrap(), "agent", "--node", "n1", "--once"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&once.stderr);
+    assert!(!once.status.success(), "ran beside the daemon: {err}");
+    assert!(err.contains("another agent of this node runs"), "{err}");
+    daemon.terminate(Duration::from_secs(5));
+}

@@ -44,6 +44,9 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// How many times the agent tries to write gres.conf after changing the GPUs.
+pub const GRES_CONF_TRIES: u32 = 3;
+
 /// The largest journal the agent reads, bytes.
 pub const MAX_JOURNAL: u64 = 64 << 10;
 
@@ -298,6 +301,34 @@ impl Agent {
         }
     }
 
+    /// Writes gres.conf for what the GPUs hold, trying [`GRES_CONF_TRIES`] times: the GPUs
+    /// already hold `target` here, so a transient read error (an NVML timeout) must not leave
+    /// them with a gres.conf and a Slurm registration of the old layout. Found by
+    /// tests/cluster/faults.rs (one failed read of the GPUs there).
+    ///
+    /// # Errors
+    /// Every try failed; the text says that the GPUs hold `target` and gres.conf does not.
+    fn write_gres_conf(&self, target: &NodeLayout) -> Result<String> {
+        let path = &self.settings.paths.gres_conf;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match dynmig_gpu::gres_conf::write_for(self.backend.as_ref(), path) {
+                Ok(gres) => return Ok(gres),
+                Err(e) if tries < GRES_CONF_TRIES => {
+                    log::warn!("{}: writing {} (try {tries}): {e:#}", self.settings.node, path.display());
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                Err(e) => {
+                    return Err(anyhow!(
+                        "the GPUs hold {target} but {} could not be rewritten ({tries} tries; it still describes the old layout): {e:#}",
+                        path.display()
+                    ))
+                }
+            }
+        }
+    }
+
     /// Applies `target`, every step idempotent and journalled.
     ///
     /// # Errors
@@ -321,7 +352,7 @@ impl Agent {
 
         journal.step = JournalStep::GresConf;
         self.save_journal(&journal)?;
-        let gres = dynmig_gpu::gres_conf::write_for(self.backend.as_ref(), &s.paths.gres_conf)?;
+        let gres = self.write_gres_conf(target)?;
 
         journal.step = JournalStep::Register;
         self.save_journal(&journal)?;

@@ -112,3 +112,44 @@ fn a_failed_reregistration_leaves_the_node_drained_with_the_reason() {
     assert!(n.reason.starts_with("dynmig/v1 failed:"), "{}", n.reason);
     assert!(!a.settings.paths.journal().exists());
 }
+
+#[test]
+fn one_failed_read_of_the_gpus_anywhere_in_an_apply_leaves_gpus_and_gres_conf_agreeing() {
+    // Found by fault injection on the local cluster (tests/cluster/faults.rs): a failed read
+    // of GPU 1 left GPU 0 changed, and one during the gres.conf write left every GPU changed,
+    // while gres.conf (and so Slurm) still described the old layout.
+    for n in 1..=10 {
+        let d = tempfile::tempdir().unwrap();
+        let slurm = Arc::new(FakeSlurm::new(vec![drained_node("2x3g.40gb,7x1g.10gb")], vec![]));
+        let mut a = agent(d.path(), &slurm, false);
+        let conf = a.settings.paths.gres_conf.clone();
+        dynmig_gpu::gres_conf::write_for(a.backend.as_ref(), &conf).unwrap();
+        let faults = format!("{}.faults.json", a.settings.paths.sim_state().display());
+        let plan = format!(r#"[{{"op": "list", "after": {n}, "error": "timeout"}}]"#);
+        std::fs::write(&faults, plan).unwrap();
+        let step = a.step().unwrap();
+        std::fs::write(&faults, "[]").unwrap(); // an n past the apply's reads did not fire
+        let now = d.path().join("now.conf");
+        dynmig_gpu::gres_conf::write_for(a.backend.as_ref(), &now).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&conf).unwrap(),
+            std::fs::read_to_string(&now).unwrap(),
+            "list #{n}: gres.conf differs from the GPUs after {step:?}"
+        );
+        let held: Vec<String> = a
+            .backend
+            .gpus()
+            .unwrap()
+            .iter()
+            .map(|g| g.layout().to_string())
+            .collect();
+        match step {
+            Step::Applied(_) => assert_eq!(held, ["2x3g.40gb", "7x1g.10gb"], "list #{n}"),
+            Step::Failed(why) => {
+                assert_eq!(held, ["1x7g.80gb", "1x7g.80gb"], "list #{n}: {why}");
+                assert!(why.contains("NVML_ERROR_TIMEOUT"), "list #{n}: {why}");
+            }
+            other => panic!("list #{n}: {other:?}"),
+        }
+    }
+}
