@@ -44,6 +44,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// How long the node's daemon must be seen gone during the Wait step before the agent
+/// registers the node again.
+pub const DAEMON_GONE_GRACE: Duration = Duration::from_secs(2);
+
+/// How many times the Wait step registers the node again when its daemon is gone.
+pub const REREGISTER_AGAIN: u32 = 2;
+
 /// How many times the agent tries to write gres.conf after changing the GPUs.
 pub const GRES_CONF_TRIES: u32 = 3;
 
@@ -369,11 +376,37 @@ impl Agent {
         journal.step = JournalStep::Wait;
         self.save_journal(&journal)?;
         let until = Instant::now() + s.register_timeout;
+        // When the node's daemon was seen gone (killed during its registration).
+        let mut gone_since: Option<Instant> = None;
+        let mut again = 0;
         loop {
+            let running = self.reregister.daemon_running();
             if let Some(n) = self.slurm.node(&s.node)? {
-                if !n.is_drain() && !n.is_down() && same_gres(&parse_node_gres(&n.gres), target) {
+                let back = !n.is_drain() && !n.is_down() && same_gres(&parse_node_gres(&n.gres), target);
+                if back && running != Some(false) {
                     break;
                 }
+            }
+            // Gone for a while (its pid file may name the old daemon for a moment after a
+            // start): start it again, as the Register step does. Found by
+            // tests/cluster/faults.rs: a slurmd killed before it registered left the node
+            // deleted from Slurm, and the apply failed after register_timeout with no node
+            // to drain.
+            if running == Some(false) {
+                let since = *gone_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= DAEMON_GONE_GRACE && again < REREGISTER_AGAIN {
+                    again += 1;
+                    gone_since = None;
+                    log::warn!(
+                        "{}: slurmd is gone before the node came back; registering again ({again})",
+                        s.node
+                    );
+                    let backend = &mut self.backend;
+                    self.reregister
+                        .reregister(self.slurm.as_ref(), &s.node, &gres, &mut |p| backend.checkpoint(p))?;
+                }
+            } else {
+                gone_since = None;
             }
             if Instant::now() > until {
                 bail!(

@@ -18,6 +18,13 @@ pub trait Reregister {
     /// # Errors
     /// Any step failed.
     fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str, checkpoint: &mut dyn FnMut(&str)) -> Result<()>;
+
+    /// Whether the node's Slurm daemon runs now, where this re-registration can tell
+    /// (`None`: it cannot). The agent re-registers again when the daemon it started is gone
+    /// before the node is back (killed during its registration).
+    fn daemon_running(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// Re-registration of a dynamic node (Slurm 22.05 to 26.05: a `slurmd -Z` registration under
@@ -39,6 +46,18 @@ pub struct DynamicNode {
 }
 
 impl Reregister for DynamicNode {
+    /// A live (not zombie) process named `slurmd` in the pid file.
+    fn daemon_running(&self) -> Option<bool> {
+        let running = pidfile::live_foreign(&self.pid_file, "slurmd").is_some_and(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                st.rsplit(')')
+                    .next()
+                    .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+            })
+        });
+        Some(running)
+    }
+
     fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str, checkpoint: &mut dyn FnMut(&str)) -> Result<()> {
         pidfile::stop_foreign(&self.pid_file, "slurmd", self.timeout);
         checkpoint("register:stopped");

@@ -11,7 +11,7 @@ use dynmig_slurm::{NodeState, SlurmApi};
 use std::sync::Arc;
 
 mod common;
-use common::{agent, drained_node, layout};
+use common::{agent, agent_losing_daemons, drained_node, layout};
 
 #[test]
 fn a_node_drained_by_dynmig_and_idle_gets_its_target_and_publishes_it() {
@@ -152,4 +152,20 @@ fn one_failed_read_of_the_gpus_anywhere_in_an_apply_leaves_gpus_and_gres_conf_ag
             other => panic!("list #{n}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn a_slurmd_killed_before_it_registered_is_started_again_and_the_node_comes_back() {
+    // Found by fault injection on the local cluster (tests/cluster/faults.rs): slurmd killed
+    // right after it daemonised left the node deleted from Slurm; the agent waited
+    // register_timeout and failed with no node left to drain.
+    let d = tempfile::tempdir().unwrap();
+    let slurm = Arc::new(FakeSlurm::new(vec![drained_node("7x1g.10gb,1x7g.80gb")], vec![]));
+    let (mut a, calls) = agent_losing_daemons(d.path(), &slurm, 1);
+    a.settings.register_timeout = std::time::Duration::from_secs(10);
+    assert_eq!(a.step().unwrap(), Step::Applied(layout("7x1g.10gb,1x7g.80gb")));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let n = slurm.node("n1").unwrap().unwrap();
+    assert!(!n.is_drain());
+    assert!(!a.settings.paths.journal().exists());
 }

@@ -20,6 +20,12 @@ use std::time::Duration;
 struct FakeRegister {
     slurm: Arc<FakeSlurm>,
     fail: bool,
+    /// How many of the next registrations lose their daemon before it registers (the node
+    /// stays deleted, `daemon_running` says false until the next registration).
+    lose: Arc<std::sync::atomic::AtomicU32>,
+    /// Registrations made.
+    calls: Arc<std::sync::atomic::AtomicU32>,
+    running: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Reregister for FakeRegister {
@@ -30,13 +36,41 @@ impl Reregister for FakeRegister {
         gres: &str,
         _checkpoint: &mut dyn FnMut(&str),
     ) -> anyhow::Result<()> {
+        use std::sync::atomic::Ordering::SeqCst;
         if self.fail {
             anyhow::bail!("slurmd would not start");
         }
+        self.calls.fetch_add(1, SeqCst);
         slurm.delete_node(node)?;
-        self.slurm.state.lock().unwrap().nodes.push(idle_node(node, gres));
+        let lost = self.lose.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok();
+        self.running.store(!lost, SeqCst);
+        if !lost {
+            self.slurm.state.lock().unwrap().nodes.push(idle_node(node, gres));
+        }
         Ok(())
     }
+
+    fn daemon_running(&self) -> Option<bool> {
+        Some(self.running.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// What [`agent_losing_daemons`] hands back: how many registrations were made.
+#[allow(dead_code)] // used by tests/agent.rs only
+pub type Calls = Arc<std::sync::atomic::AtomicU32>;
+
+/// [`agent`] whose first `lose` registrations lose their slurmd before it registers.
+#[allow(dead_code)] // used by tests/agent.rs only
+pub fn agent_losing_daemons(dir: &Path, slurm: &Arc<FakeSlurm>, lose: u32) -> (Agent, Calls) {
+    let calls = Calls::default();
+    let register = FakeRegister {
+        slurm: slurm.clone(),
+        fail: false,
+        lose: Arc::new(lose.into()),
+        calls: calls.clone(),
+        running: Arc::new(true.into()),
+    };
+    (agent_with(dir, slurm, register), calls)
 }
 
 pub fn layout(text: &str) -> NodeLayout {
@@ -44,6 +78,17 @@ pub fn layout(text: &str) -> NodeLayout {
 }
 
 pub fn agent(dir: &Path, slurm: &Arc<FakeSlurm>, fail_register: bool) -> Agent {
+    let register = FakeRegister {
+        slurm: slurm.clone(),
+        fail: fail_register,
+        lose: Arc::default(),
+        calls: Arc::default(),
+        running: Arc::new(true.into()),
+    };
+    agent_with(dir, slurm, register)
+}
+
+fn agent_with(dir: &Path, slurm: &Arc<FakeSlurm>, register: FakeRegister) -> Agent {
     let paths = NodePaths {
         state_dir: dir.join("state"),
         device_dir: dir.join("dev"),
@@ -75,10 +120,7 @@ pub fn agent(dir: &Path, slurm: &Arc<FakeSlurm>, fail_register: bool) -> Agent {
         },
         backend,
         Box::new(slurm.clone()),
-        Box::new(FakeRegister {
-            slurm: slurm.clone(),
-            fail: fail_register,
-        }),
+        Box::new(register),
         LineLog::to(dir.join("events.jsonl")),
     )
 }
