@@ -194,7 +194,7 @@ enum HistoryCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Deliver a node's spooled records now.
+    /// Deliver a node's spooled records now: to the history server, or with `[history] store = "slurmdbd"` into Slurm's accounting.
     Flush {
         /// Node name.
         #[arg(long)]
@@ -627,6 +627,20 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
             print!(
                 "{}",
                 dynmig_history::service::show(&p.history_db, user.as_deref(), name.as_deref(), limit, json)?
+            );
+            Ok(())
+        }
+        HistoryCmd::Flush { node } if config.history.store == dynmig_core::config::HistoryStore::Slurmdbd => {
+            let f = dynmig_history::accounting::flush_spool(
+                &config.paths.sacctmgr,
+                &config.paths.sacct,
+                &NodePaths::of(config, &node).history_spool,
+                None,
+                dynmig_history::service::EPILOG_FLUSH_BUDGET,
+            );
+            println!(
+                "delivered {}, refused {}, pending {}",
+                f.delivered, f.refused, f.pending
             );
             Ok(())
         }

@@ -18,8 +18,8 @@ mod prometheus;
 
 use harness::*;
 use serde_json::Value;
-use std::process::Command;
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -612,46 +612,64 @@ fn sacct_job(c: &Cluster, id: u64) -> Value {
 #[test]
 #[ignore = "needs root, Slurm, slurmdbd and the built plugins (slurm/test.sh)"]
 fn with_slurmdbd_the_epilog_writes_the_record_into_accounting_and_the_snapshot_comes_from_sacct() {
-    let c = Cluster::up_with(false, &[("DYNMIG_HISTORY_STORE", "slurmdbd")]);
+    let c = Cluster::up_with(true, &[("DYNMIG_HISTORY_STORE", "slurmdbd")]);
     let dynmig = bin_dir().join("dynmig");
     let snap_path = c.dir.join("dynmig/history-snapshot.tsv");
     let _ = std::fs::remove_file(&snap_path);
+    // --mig-mem=9G -> 1g.10gb; the job needs 15G: out of memory, requeued on 2g.20gb. Each
+    // run's Epilog writes its record; both must be in accounting.
     let id = c.sbatch(&[
-        "-w",
-        "n1",
-        "--gres=gpu:7g.80gb:1",
+        "--gres=gpu:1",
+        "--mig-mem=9G",
         "--job-name=acct-hist",
-        &format!("--wrap={} fake-job --mem 5G --seconds 0", dynmig.display()),
+        &format!("--wrap={} fake-job --mem 15G --seconds 0", dynmig.display()),
     ]);
-    let admin_comment = field(&c.job(id), "AdminComment");
-    c.wait_for("the job to complete", Duration::from_secs(60), || {
+    let job = c.job(id);
+    assert!(job.contains("AdminComment=dynmig/v1 profile=1g.10gb"), "{job}");
+    c.wait_for("the job to be requeued and complete", Duration::from_secs(240), || {
         c.job_state(id) == "COMPLETED"
     });
-    // The Epilog wrote the record into the job's SystemComment in slurmdbd.
-    c.wait_for("the record in Slurm's accounting", Duration::from_secs(40), || {
-        sacct_job(&c, id)["comment"]["system"]
-            .as_str()
-            .is_some_and(|s| s.starts_with(dynmig_history::accounting::COMMENT_PREFIX))
-    });
-    let job = sacct_job(&c, id);
-    // job_submit/dynmig's AdminComment is untouched.
-    assert_eq!(
-        job["comment"]["administrator"].as_str().unwrap_or(""),
-        admin_comment,
-        "{job}"
-    );
-    let out = c.ok("sacct", &["--json", "-j", &id.to_string()]);
-    let read = dynmig_history::accounting::records_from_sacct(out.as_bytes()).expect("sacct's JSON");
-    assert!(read.skipped.is_empty(), "{:?}", read.skipped);
-    let [r] = read.records.as_slice() else {
-        panic!("one record expected: {:?}", read.records)
+    assert_eq!(field(&c.job(id), "Restarts"), "1");
+    // The Epilogs wrote the records into the job's SystemComment in slurmdbd, and
+    // `sacct --duplicates` (every run's row) gives each run's record once.
+    let records = || {
+        let out = c.ok("sacct", &["--json", "--duplicates", "-j", &id.to_string()]);
+        dynmig_history::accounting::records_from_sacct(out.as_bytes()).expect("sacct's JSON")
     };
-    assert_eq!(
-        (r.job_id, r.job_name.as_str(), r.profile.as_str(), r.node.as_str()),
-        (id, "acct-hist", "7g.80gb", "n1")
+    c.wait_for(
+        "both runs' records in Slurm's accounting",
+        Duration::from_secs(60),
+        || records().records.len() == 2,
     );
-    assert_eq!((r.peak_bytes, r.oom, r.uid), (5 << 30, false, 0));
-    // Delivered: nothing stays in the node's spool.
+    let read = records();
+    assert!(read.skipped.is_empty(), "{:?}", read.skipped);
+    let got: Vec<_> = read
+        .records
+        .iter()
+        .map(|r| {
+            (
+                r.job_id,
+                r.restart,
+                r.job_name.as_str(),
+                r.profile.as_str(),
+                r.oom,
+                r.uid,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (id, 0, "acct-hist", "1g.10gb", true, 0),
+            (id, 1, "acct-hist", "2g.20gb", false, 0)
+        ]
+    );
+    assert_eq!(read.records[1].peak_bytes, 15 << 30);
+    // job_submit/dynmig's AdminComment is still a decision record: the Epilog never wrote it.
+    let job = sacct_job(&c, id);
+    let admin = job["comment"]["administrator"].as_str().unwrap_or("");
+    assert!(admin.starts_with("dynmig/v1 "), "{job}");
+    // Delivered: nothing stays in the nodes' spools.
     let spool = c.dir.join("dynmig/spool");
     assert_eq!(std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0), 0);
     // dynmig history serve (store = "slurmdbd") rebuilds the snapshot from sacct --json.
@@ -661,7 +679,7 @@ fn with_slurmdbd_the_epilog_writes_the_record_into_accounting_and_the_snapshot_c
     let snap = std::fs::read_to_string(&snap_path).unwrap();
     let parsed = dynmig_core::estimate::history::HistorySnapshot::parse(&snap).expect("snapshot");
     let e = parsed.lookup(0, "acct-hist").expect("the job's entry");
-    assert_eq!((e.samples, e.max_peak_bytes, e.ooms), (1, 5 << 30, 0), "{snap}");
+    assert_eq!((e.samples, e.ooms), (2, 1), "{snap}");
 }
 
 #[test]

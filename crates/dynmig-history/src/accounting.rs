@@ -48,6 +48,20 @@ pub const MAX_SACCT_BYTES: usize = 512 << 20;
 /// How long one `sacct` may run.
 pub const SACCT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Between the parts of a SystemComment that holds more than one thing: Slurm's own text,
+/// then dynmig's records of the job's runs, oldest first. An encoded record never holds `|`.
+pub const SEPARATOR: &str = " | ";
+
+/// Most dynmig records one SystemComment keeps (the latest runs of a requeued job).
+pub const MAX_RECORDS_PER_COMMENT: usize = 8;
+
+/// Most bytes of a SystemComment Slurm itself wrote that are kept in front of dynmig's records
+/// (cut at a character boundary).
+pub const MAX_FOREIGN_BYTES: usize = 1024;
+
+/// How long one `sacct -j` that reads a job's SystemComment before it is written may run.
+pub const READ_COMMENT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long the Epilog tries to write a record (slurmctld sends the finished job to slurmdbd
 /// asynchronously, so the first try may find no job).
 pub const WRITE_BUDGET: Duration = Duration::from_secs(15);
@@ -163,27 +177,113 @@ pub fn decode_comment(s: &str) -> Result<Option<JobRecord>, RecordError> {
     JobRecord::from_wire(&bytes).map(Some)
 }
 
+/// Every dynmig record in a SystemComment ([`SEPARATOR`]-separated parts that start with
+/// [`COMMENT_PREFIX`]), each decoded by [`decode_comment`]; other parts (Slurm's own text)
+/// are not records and are left out.
+pub fn decode_comments(s: &str) -> Vec<Result<JobRecord, RecordError>> {
+    if s.len() > MAX_COMMENT_BYTES {
+        return vec![Err(RecordError::TooLarge { len: s.len() })];
+    }
+    s.split(SEPARATOR)
+        .filter(|part| part.starts_with(COMMENT_PREFIX))
+        .filter_map(|part| decode_comment(part).transpose())
+        .collect()
+}
+
+/// The SystemComment that adds `r` to `existing` (the job's SystemComment now, if any):
+/// Slurm's own text first (quotes replaced by `` ` ``, since sacctmgr cuts a value at a
+/// quote; at most [`MAX_FOREIGN_BYTES`]), then the records of the job's other runs that
+/// `existing` holds (a record of the same run and node is replaced, at most
+/// [`MAX_RECORDS_PER_COMMENT`] in all, the oldest dropped first), then `r`. So a requeued
+/// job keeps every run's record whichever row of the job sacctmgr modifies, and what Slurm
+/// wrote stays.
+///
+/// # Errors
+/// `r` cannot be encoded ([`encode_comment`]).
+pub fn merge_comment(existing: Option<&str>, r: &JobRecord) -> Result<String, RecordError> {
+    let ours = encode_comment(r)?;
+    let mut foreign = String::new();
+    let mut kept: Vec<String> = Vec::new();
+    for part in existing.unwrap_or("").split(SEPARATOR).filter(|p| !p.trim().is_empty()) {
+        if part.starts_with(COMMENT_PREFIX) {
+            match decode_comment(part) {
+                Ok(Some(o)) if !(o.job_id == r.job_id && o.restart == r.restart && o.node == r.node) => {
+                    kept.push(part.to_string())
+                }
+                // The same run's record (a retry), or one that does not decode: replaced.
+                _ => {}
+            }
+        } else {
+            if !foreign.is_empty() {
+                foreign.push_str(SEPARATOR);
+            }
+            foreign.push_str(&part.replace(['"', '\''], "`"));
+        }
+    }
+    if foreign.len() > MAX_FOREIGN_BYTES {
+        let mut end = MAX_FOREIGN_BYTES;
+        while !foreign.is_char_boundary(end) {
+            end -= 1;
+        }
+        foreign.truncate(end);
+    }
+    let mut parts: Vec<String> = Vec::new();
+    if !foreign.is_empty() {
+        parts.push(foreign);
+    }
+    let skip = (kept.len() + 1).saturating_sub(MAX_RECORDS_PER_COMMENT);
+    parts.extend(kept.into_iter().skip(skip));
+    parts.push(ours);
+    // Drop the oldest records (never ours) until it fits.
+    while parts.iter().map(|p| p.len() + SEPARATOR.len()).sum::<usize>() > MAX_COMMENT_BYTES && parts.len() > 1 {
+        parts.remove(0);
+    }
+    Ok(parts.join(SEPARATOR))
+}
+
+/// The job's SystemComment as `sacct --json -j <id>` shows it (the job's latest run), read
+/// with [`READ_COMMENT_TIMEOUT`] and [`MAX_SACCT_BYTES`]; `None` when sacct fails, shows no
+/// such job, or the job has none.
+pub fn current_comment(sacct: &Path, job_id: u64) -> Option<String> {
+    let args = ["--json".to_string(), "-j".into(), job_id.to_string()];
+    let limits = Limits {
+        timeout: READ_COMMENT_TIMEOUT,
+        max_output: MAX_SACCT_BYTES,
+    };
+    let out = run(sacct.as_os_str(), &args, limits).ok()?;
+    let parsed: SacctOutput = serde_json::from_str(&out).ok()?;
+    parsed
+        .jobs
+        .into_iter()
+        .filter(|j| j.job_id == job_id)
+        .find_map(|j| j.comment.system)
+        .filter(|c| !c.is_empty())
+}
+
 /// Writes `r` into its job's SystemComment in slurmdbd with
 /// `sacctmgr -i modify job where jobid=<id> set SystemComment=<comment>`, retrying for
 /// `budget` while sacctmgr modifies nothing (slurmdbd may not have the finished job yet).
-/// Each sacctmgr gets at most 10 s, less near the end of the budget.
+/// Before each try the job's SystemComment is read with `sacct` ([`current_comment`]) and
+/// `r` added to it ([`merge_comment`]): what Slurm wrote and the records of the job's other
+/// runs stay. Each sacctmgr gets at most 10 s, less near the end of the budget.
 ///
 /// # Errors
 /// The record cannot be encoded, sacctmgr fails, or the budget passes before a job was
 /// modified.
-pub fn write_record(sacctmgr: &Path, r: &JobRecord, budget: Duration) -> Result<(), Error> {
-    let comment = encode_comment(r).map_err(Error::Record)?;
-    let args = [
-        "-i".to_string(),
-        "modify".into(),
-        "job".into(),
-        "where".into(),
-        format!("jobid={}", r.job_id),
-        "set".into(),
-        format!("SystemComment={comment}"),
-    ];
+pub fn write_record(sacctmgr: &Path, sacct: &Path, r: &JobRecord, budget: Duration) -> Result<(), Error> {
+    encode_comment(r).map_err(Error::Record)?;
     let until = Instant::now() + budget;
     loop {
+        let comment = merge_comment(current_comment(sacct, r.job_id).as_deref(), r).map_err(Error::Record)?;
+        let args = [
+            "-i".to_string(),
+            "modify".into(),
+            "job".into(),
+            "where".into(),
+            format!("jobid={}", r.job_id),
+            "set".into(),
+            format!("SystemComment={comment}"),
+        ];
         let left = until.saturating_duration_since(Instant::now());
         let limits = Limits {
             timeout: left.min(Duration::from_secs(10)).max(Duration::from_secs(1)),
@@ -202,6 +302,60 @@ pub fn write_record(sacctmgr: &Path, r: &JobRecord, budget: Duration) -> Result<
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Time each spooled record other than the Epilog's own gets in [`flush_spool`]: slurmdbd has
+/// long had those jobs, so one try.
+pub const OLDER_RECORD_BUDGET: Duration = Duration::from_secs(2);
+
+/// Writes the spool `spool_dir` into Slurm's accounting ([`write_record`]), removing each
+/// record's file once slurmdbd has it: `first` (the Epilog's own record, given
+/// [`WRITE_BUDGET`]) before the others (oldest first, [`OLDER_RECORD_BUDGET`] each), until
+/// `budget` has passed. What is left waits for the next Epilog or `dynmig history flush`;
+/// a record whose job slurmdbd no longer has stays until an administrator removes it
+/// (docs/history.md).
+pub fn flush_spool(
+    sacctmgr: &Path,
+    sacct: &Path,
+    spool_dir: &Path,
+    first: Option<&Path>,
+    budget: Duration,
+) -> crate::transport::Flushed {
+    let until = Instant::now() + budget;
+    let mut records = crate::spool::list(spool_dir);
+    if let Some(first) = first {
+        records.sort_by_key(|(p, _)| p != first);
+    }
+    let mut f = crate::transport::Flushed::default();
+    for (path, r) in records {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            f.pending += 1;
+            continue;
+        }
+        let own = if Some(path.as_path()) == first {
+            WRITE_BUDGET
+        } else {
+            OLDER_RECORD_BUDGET
+        };
+        match write_record(sacctmgr, sacct, &r, own.min(left)) {
+            Ok(()) => {
+                f.delivered += 1;
+                if let Err(e) = std::fs::remove_file(&path) {
+                    log::warn!("remove {}: {e}", path.display());
+                }
+            }
+            Err(Error::Record(e)) => {
+                f.refused += 1;
+                log::warn!("job {}: record in {} refused: {e}", r.job_id, path.display());
+            }
+            Err(e) => {
+                f.pending += 1;
+                log::warn!("job {}: record stays in {}: {e}", r.job_id, path.display());
+            }
+        }
+    }
+    f
 }
 
 /// `sacct --json`: only what dynmig reads. Unknown fields are ignored (sacct has hundreds,
@@ -273,31 +427,40 @@ pub fn records_from_sacct(json: &[u8]) -> Result<SacctRecords, Error> {
         let Some(text) = job.comment.system.as_deref() else {
             continue;
         };
-        match decode_comment(text) {
-            Ok(None) => {}
-            Ok(Some(mut r)) => {
-                let differs = if r.job_id != job.job_id {
-                    Some(("job id", r.job_id.to_string()))
-                } else if !r.user.is_empty() && !job.user.is_empty() && r.user != job.user {
-                    Some(("user", r.user.clone()))
-                } else {
-                    None
-                };
-                match differs {
-                    Some((what, value)) => res.skipped.push(format!(
-                        "job {}: its record's {what} '{}' is not the job's",
-                        job.job_id,
-                        cut(&value)
-                    )),
-                    None => {
-                        if r.user.is_empty() {
-                            r.user = job.user;
+        for decoded in decode_comments(text) {
+            match decoded {
+                Ok(mut r) => {
+                    let differs = if r.job_id != job.job_id {
+                        Some(("job id", r.job_id.to_string()))
+                    } else if !r.user.is_empty() && !job.user.is_empty() && r.user != job.user {
+                        Some(("user", r.user.clone()))
+                    } else {
+                        None
+                    };
+                    match differs {
+                        Some((what, value)) => res.skipped.push(format!(
+                            "job {}: its record's {what} '{}' is not the job's",
+                            job.job_id,
+                            cut(&value)
+                        )),
+                        None => {
+                            if r.user.is_empty() {
+                                r.user.clone_from(&job.user);
+                            }
+                            // The same run's record on several rows of the job (sacctmgr may
+                            // modify each of a requeued job's rows): counted once.
+                            if !res
+                                .records
+                                .iter()
+                                .any(|o| (o.job_id, o.restart, &o.node) == (r.job_id, r.restart, &r.node))
+                            {
+                                res.records.push(r);
+                            }
                         }
-                        res.records.push(r);
                     }
                 }
+                Err(e) => res.skipped.push(format!("job {}: {e}", job.job_id)),
             }
-            Err(e) => res.skipped.push(format!("job {}: {e}", job.job_id)),
         }
     }
     Ok(res)
@@ -552,7 +715,7 @@ mod tests {
         std::fs::write(&fake, "#!/bin/sh\necho \" Nothing modified\"\n").unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let t = Instant::now();
-        let e = write_record(&fake, &rec(), Duration::from_secs(1))
+        let e = write_record(&fake, Path::new("/nonexistent/sacct"), &rec(), Duration::from_secs(1))
             .unwrap_err()
             .to_string();
         assert!(t.elapsed() < Duration::from_secs(5));
@@ -566,11 +729,93 @@ mod tests {
             ),
         )
         .unwrap();
-        write_record(&fake, &rec(), Duration::from_secs(5)).unwrap();
+        write_record(&fake, Path::new("/nonexistent/sacct"), &rec(), Duration::from_secs(5)).unwrap();
         let args = std::fs::read_to_string(&log).unwrap();
         let lines: Vec<&str> = args.lines().collect();
         assert_eq!(&lines[..6], &["-i", "modify", "job", "where", "jobid=42", "set"]);
         let comment = lines[6].strip_prefix("SystemComment=").unwrap();
         assert_eq!(decode_comment(comment).unwrap(), Some(rec()));
+    }
+
+    #[test]
+    fn a_merged_comment_keeps_slurms_text_and_every_runs_record_once() {
+        let r0 = JobRecord { restart: 0, ..rec() };
+        let r1 = rec();
+        // Nothing yet: our record alone.
+        let c0 = merge_comment(None, &r0).unwrap();
+        assert_eq!(c0, encode_comment(&r0).unwrap());
+        // Slurm's own text and run 0's record stay; run 1's is added after them.
+        let existing = format!("Launch failed \"requeued\"{SEPARATOR}{c0}");
+        let c1 = merge_comment(Some(&existing), &r1).unwrap();
+        assert!(c1.starts_with("Launch failed `requeued`"), "{c1}");
+        assert!(!c1.contains('"'), "{c1}");
+        let got: Vec<JobRecord> = decode_comments(&c1).into_iter().map(Result::unwrap).collect();
+        assert_eq!(got, vec![r0.clone(), r1.clone()]);
+        // A retry of the same run replaces its record, never duplicates it.
+        let again = merge_comment(Some(&c1), &r1).unwrap();
+        assert_eq!(again, c1);
+        // At most MAX_RECORDS_PER_COMMENT records, the oldest dropped; Slurm's text cut.
+        let mut c = format!("{}", "x".repeat(3 * MAX_FOREIGN_BYTES));
+        for restart in 0..20 {
+            c = merge_comment(Some(&c), &JobRecord { restart, ..rec() }).unwrap();
+        }
+        let got: Vec<u32> = decode_comments(&c).into_iter().map(|r| r.unwrap().restart).collect();
+        assert_eq!(got, (20 - MAX_RECORDS_PER_COMMENT as u32..20).collect::<Vec<_>>());
+        assert!(c.starts_with(&"x".repeat(MAX_FOREIGN_BYTES)) && !c.starts_with(&"x".repeat(MAX_FOREIGN_BYTES + 1)));
+        assert!(c.len() <= MAX_COMMENT_BYTES);
+    }
+
+    #[test]
+    fn the_same_runs_record_on_two_rows_of_a_requeued_job_counts_once() {
+        let r0 = JobRecord { restart: 0, ..rec() };
+        let r1 = rec();
+        let both = merge_comment(Some(&encode_comment(&r0).unwrap()), &r1).unwrap();
+        let json = sacct_json(&[
+            serde_json::json!({"job_id": 42, "user": "alice", "comment": {"system": both}}),
+            serde_json::json!({"job_id": 42, "user": "alice", "comment": {"system": both}}),
+        ]);
+        let got = records_from_sacct(&json).unwrap();
+        assert_eq!(got.records, vec![r0, r1]);
+        assert!(got.skipped.is_empty(), "{:?}", got.skipped);
+    }
+
+    #[test]
+    fn flushing_the_spool_writes_the_epilogs_record_first_and_retries_older_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("spool");
+        let older = JobRecord { job_id: 7, ..rec() };
+        crate::spool::put(&spool, &older).unwrap();
+        let own = crate::spool::put(&spool, &rec()).unwrap();
+        // slurmdbd has job 42 but not job 7 (purged): 42 is written, 7 stays spooled.
+        let log = dir.path().join("log");
+        let fake = dir.path().join("sacctmgr");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\necho \"$5\" >> {}\ncase \"$5\" in jobid=42) echo ' Modified jobs...';; *) echo ' Nothing modified';; esac\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let t = Instant::now();
+        let f = flush_spool(
+            &fake,
+            Path::new("/nonexistent/sacct"),
+            &spool,
+            Some(&own),
+            Duration::from_secs(10),
+        );
+        assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+        assert_eq!((f.delivered, f.refused, f.pending), (1, 0, 1));
+        let tried: Vec<String> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(tried[0], "jobid=42", "{tried:?}");
+        assert!(tried[1..].iter().all(|t| t == "jobid=7"), "{tried:?}");
+        let left: Vec<u64> = crate::spool::list(&spool).iter().map(|(_, r)| r.job_id).collect();
+        assert_eq!(left, vec![7]);
     }
 }

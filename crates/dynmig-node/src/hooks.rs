@@ -285,22 +285,22 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         start_restart(config, exe, env, &profile, why, job.restarts, &models);
     }
     if config.history.store == HistoryStore::Slurmdbd {
-        // Slurm's accounting (docs/history.md): the spooled copy goes once slurmdbd has it.
-        match dynmig_history::accounting::write_record(
+        // Slurm's accounting (docs/history.md): each spooled record goes once slurmdbd has
+        // it, this job's first; records an earlier Epilog could not write are retried.
+        let f = dynmig_history::accounting::flush_spool(
             &config.paths.sacctmgr,
-            &record,
-            dynmig_history::accounting::WRITE_BUDGET,
-        ) {
-            Ok(()) => {
-                if let Err(e) = std::fs::remove_file(&spooled) {
-                    eprintln!("dynmig epilog: remove {}: {e}", spooled.display());
-                }
-            }
-            Err(e) => eprintln!(
-                "dynmig epilog: job {}: history record stays spooled in {}: {e}",
+            &config.paths.sacct,
+            &paths.history_spool,
+            Some(&spooled),
+            dynmig_history::service::EPILOG_FLUSH_BUDGET,
+        );
+        if f.pending + f.refused > 0 {
+            eprintln!(
+                "dynmig epilog: job {}: {} history records stay spooled in {}",
                 env.job,
+                f.pending + f.refused,
                 paths.history_spool.display()
-            ),
+            );
         }
     } else if let Some(server) = &config.history.server {
         let f = dynmig_history::service::flush_spool(
