@@ -755,7 +755,7 @@ mod tests {
         let again = merge_comment(Some(&c1), &r1).unwrap();
         assert_eq!(again, c1);
         // At most MAX_RECORDS_PER_COMMENT records, the oldest dropped; Slurm's text cut.
-        let mut c = format!("{}", "x".repeat(3 * MAX_FOREIGN_BYTES));
+        let mut c = "x".repeat(3 * MAX_FOREIGN_BYTES);
         for restart in 0..20 {
             c = merge_comment(Some(&c), &JobRecord { restart, ..rec() }).unwrap();
         }
