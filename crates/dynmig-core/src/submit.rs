@@ -380,29 +380,31 @@ pub fn decide_with(req: &JobRequest, policy: &SubmitPolicy, cx: &EstimateContext
 /// Rule 3: every GPU entry is typed.
 fn check_typed(types: &[&str], hints: &Hints, policy: &SubmitPolicy) -> Result<Outcome, SubmitError> {
     for t in types {
+        // The type is the user's text and may be huge (found by fuzzing): quoted cut.
+        let shown = crate::hints::shorten(t, MAX_QUOTED);
         let specs: Vec<&ProfileSpec> = policy.models.iter().filter_map(|m| m.profile(t)).collect();
         if specs.is_empty() {
             if looks_like_profile(t) {
                 return Err(SubmitError::TypeNotOnCluster {
-                    gres_type: t.to_string(),
+                    gres_type: shown.clone(),
                     available: available_profiles(policy),
                 });
             }
             if let Some(hint) = hints.describe() {
                 return Err(SubmitError::TypedConflict {
-                    gres_type: t.to_string(),
+                    gres_type: shown.clone(),
                     hint,
-                    why: format!("'{t}' is not a MIG profile, so the hint cannot apply"),
+                    why: format!("'{shown}' is not a MIG profile, so the hint cannot apply"),
                 });
             }
             return Ok(Outcome::Unchanged {
-                reason: format!("GPU type '{t}' is not a MIG profile; left to Slurm"),
+                reason: format!("GPU type '{shown}' is not a MIG profile; left to Slurm"),
             });
         }
         if let Some(p) = &hints.profile {
             if !p.eq_ignore_ascii_case(t) {
                 return Err(SubmitError::TypedConflict {
-                    gres_type: t.to_string(),
+                    gres_type: shown.clone(),
                     hint: format!("--{MIG_PROFILE}={p}"),
                     why: "they name different profiles".into(),
                 });
@@ -412,15 +414,18 @@ fn check_typed(types: &[&str], hints: &Hints, policy: &SubmitPolicy) -> Result<O
             let best = specs.iter().map(|p| p.memory_mib * MIB).max().unwrap_or(0);
             if best < mem {
                 return Err(SubmitError::TypedConflict {
-                    gres_type: t.to_string(),
+                    gres_type: shown.clone(),
                     hint: format!("--{MIG_MEM}={}", format_size(mem)),
-                    why: format!("{t} has only {}", format_size(best)),
+                    why: format!("{shown} has only {}", format_size(best)),
                 });
             }
         }
     }
     Ok(Outcome::Unchanged {
-        reason: format!("GPU type {} already given", types.join(",")),
+        reason: format!(
+            "GPU type {} already given",
+            crate::hints::shorten(&types.join(","), MAX_QUOTED)
+        ),
     })
 }
 
@@ -652,6 +657,28 @@ fn looks_like_profile(t: &str) -> bool {
 mod tests {
     use super::{decide, looks_like_profile, JobRequest, SubmitPolicy};
     use crate::config::Config;
+
+    #[test]
+    fn a_huge_gpu_type_is_quoted_cut() {
+        // Found by crates/dynmig-fuzz (job_submit_entry): the type was quoted whole, twice.
+        let policy = SubmitPolicy::from_config(&Config::default_embedded());
+        for ty in ["A".repeat(100_000), format!("1g.{}gb", "9".repeat(100_000))] {
+            let tres = format!("gres:gpu:{ty}:1");
+            for env in [vec!["_SLURM_SPANK_OPTION_dynmig_mig_profile=1g.10gb"], vec![]] {
+                let req = JobRequest {
+                    tres_per_node: Some(&tres),
+                    spank_env: env,
+                    ..Default::default()
+                };
+                let text = match decide(&req, &policy) {
+                    Ok(super::Outcome::Unchanged { reason }) => reason,
+                    Ok(other) => panic!("{other:?}"),
+                    Err(e) => e.to_string(),
+                };
+                assert!(text.len() < 700, "{} bytes", text.len());
+            }
+        }
+    }
 
     #[test]
     fn a_conflict_message_lists_at_most_four_entries_each_cut() {
