@@ -58,11 +58,48 @@ impl Reregister for DynamicNode {
         Some(running)
     }
 
+    /// As the trait says, and never leaves slurmd stopped: when Slurm already shows the node
+    /// with `gres` (slurmd died after it registered), only slurmd is started again (a
+    /// registration under a known name keeps the GRES, which are right); when the delete is
+    /// refused (a job was given the node meanwhile), slurmd is started again before the
+    /// error is returned. Both found by tests/cluster/faults.rs (slurmd SIGKILLed during
+    /// the re-registration): the node stayed down with its slurmd gone.
     fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str, checkpoint: &mut dyn FnMut(&str)) -> Result<()> {
+        let registered = slurm
+            .node(node)
+            .ok()
+            .flatten()
+            .is_some_and(|n| same_gres_text(&n.gres, gres));
+        if registered && self.daemon_running() == Some(false) {
+            return self.start(node, gres, checkpoint);
+        }
         pidfile::stop_foreign(&self.pid_file, "slurmd", self.timeout);
         checkpoint("register:stopped");
-        slurm.delete_node(node).context("scontrol delete nodename")?;
+        if let Err(e) = slurm.delete_node(node) {
+            let _ = self.start(node, gres, &mut |_| {});
+            return Err(e).context("scontrol delete nodename (slurmd started again)");
+        }
         checkpoint("register:deleted");
+        self.start(node, gres, checkpoint)
+    }
+}
+
+/// Whether two GRES texts (`gpu:3g.40gb:2,gpu:7g.80gb:1(S:0)`) hold the same type counts.
+fn same_gres_text(a: &str, b: &str) -> bool {
+    let counts = |t: &str| {
+        let mut m = std::collections::BTreeMap::new();
+        for (ty, n) in dynmig_slurm::json::parse_node_gres(t) {
+            *m.entry(ty).or_insert(0u32) += n;
+        }
+        m.retain(|_, n| *n > 0);
+        m
+    };
+    counts(a) == counts(b)
+}
+
+impl DynamicNode {
+    /// Starts `slurmd -Z` with `gres` and waits until it has daemonised.
+    fn start(&self, node: &str, gres: &str, checkpoint: &mut dyn FnMut(&str)) -> Result<()> {
         let conf = format!("{} Gres={}", self.node_conf, gres).trim().to_string();
         let mut child = Command::new(&self.slurmd)
             .args(&self.extra_args)
@@ -119,6 +156,71 @@ pub fn slurmd_pid_file(slurm_conf: &str, node: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dynmig_slurm::fake::{idle_node, FakeSlurm};
+
+    /// A fake `slurmd`: a script that starts a daemon named `slurmd` (a copy of sleep) and
+    /// writes its pid where `DynamicNode` looks, and logs its arguments.
+    fn fake_slurmd(dir: &std::path::Path) -> DynamicNode {
+        let daemon = dir.join("daemon");
+        std::fs::create_dir_all(&daemon).unwrap();
+        std::fs::copy("/bin/sleep", daemon.join("slurmd")).unwrap();
+        let script = dir.join("slurmd");
+        let pid_file = dir.join("slurmd.pid");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$@\" >>{log}\n{d}/slurmd 60 </dev/null >/dev/null 2>&1 &\necho $! >{pid}\n",
+                log = dir.join("calls").display(),
+                d = daemon.display(),
+                pid = pid_file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        DynamicNode {
+            slurmd: script,
+            extra_args: vec![],
+            pid_file,
+            node_conf: "CPUs=2".into(),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn stop(d: &DynamicNode) {
+        pidfile::stop_foreign(&d.pid_file, "slurmd", Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_registered_node_whose_slurmd_died_gets_only_its_slurmd_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = fake_slurmd(dir.path());
+        std::fs::write(&d.pid_file, "999999999\n").unwrap();
+        assert_eq!(d.daemon_running(), Some(false));
+        let slurm = FakeSlurm::new(vec![idle_node("n1", "gpu:3g.40gb:2(S:0)")], vec![]);
+        d.reregister(&slurm, "n1", "gpu:3g.40gb:2", &mut |_| {}).unwrap();
+        assert_eq!(d.daemon_running(), Some(true));
+        let calls = slurm.state.lock().unwrap().calls.clone();
+        assert!(calls.iter().all(|c| !c.starts_with("delete")), "{calls:?}");
+        stop(&d);
+    }
+
+    #[test]
+    fn a_refused_delete_starts_slurmd_again_before_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = fake_slurmd(dir.path());
+        let mut busy = idle_node("n1", "gpu:7g.80gb:2");
+        busy.alloc_cpus = 1;
+        let slurm = FakeSlurm::new(vec![busy], vec![]);
+        d.start("n1", "gpu:7g.80gb:2", &mut |_| {}).unwrap();
+        let e = d.reregister(&slurm, "n1", "gpu:3g.40gb:2", &mut |_| {}).unwrap_err();
+        assert!(format!("{e:#}").contains("slurmd started again"), "{e:#}");
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while d.daemon_running() != Some(true) {
+            assert!(std::time::Instant::now() < until, "slurmd left stopped");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop(&d);
+    }
 
     #[test]
     fn pid_file_from_slurm_conf() {
