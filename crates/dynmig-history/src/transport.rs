@@ -140,32 +140,43 @@ pub struct Server {
 struct Conns {
     next_id: u64,
     open: Vec<Conn>,
+    /// For [`line_waiting`].
+    peek: Vec<u8>,
 }
 
 struct Conn {
     id: u64,
     peer: IpAddr,
     since: Instant,
-    /// Still sending its line: it may be closed to make room.
+    /// Its thread has not read a whole line yet: it may be closed to make room.
     reading: bool,
-    /// The same socket, to close its reading side from the acceptor.
+    /// The same socket, to look at what waits in it and to close its reading side.
     stream: TcpStream,
 }
 
 impl Conns {
-    /// Registers a connection from `peer` if there is room, or makes room by closing the
-    /// oldest reading connection of the address that holds the most; `None`: no room.
+    /// Registers a connection from `peer` if there is room, or makes room by closing a
+    /// connection still sending its line (no whole line read or waiting in the socket): the
+    /// oldest of the address that holds the most connections. `None`: no room.
     fn admit(&mut self, peer: IpAddr, stream: &TcpStream, max: usize) -> Option<u64> {
         let stream = stream.try_clone().ok()?;
         if self.open.len() >= max {
-            let held = |ip: IpAddr| self.open.iter().filter(|c| c.peer == ip).count();
-            let victim = self
-                .open
+            let open = &self.open;
+            let mut order: Vec<(usize, std::cmp::Reverse<Instant>, usize)> = open
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| c.reading)
-                .max_by_key(|(_, c)| (held(c.peer), std::cmp::Reverse(c.since)))
-                .map(|(i, _)| i)?;
+                .map(|(i, c)| {
+                    let held = open.iter().filter(|o| o.peer == c.peer).count();
+                    (held, std::cmp::Reverse(c.since), i)
+                })
+                .collect();
+            order.sort_unstable_by(|a, b| b.cmp(a));
+            let peek = &mut self.peek;
+            let victim = order
+                .into_iter()
+                .map(|(_, _, i)| i)
+                .find(|&i| !line_waiting(&open[i].stream, peek))?;
             let c = self.open.swap_remove(victim);
             // Its thread's read returns at once; it finds itself gone and answers `ERR busy`.
             let _ = c.stream.shutdown(Shutdown::Read);
@@ -424,6 +435,24 @@ impl Server {
         let mut w = stream;
         w.write_all(format!("{answer}\n").as_bytes())
     }
+}
+
+/// Whether a newline waits in `stream`'s receive buffer, unread (looked at without reading
+/// it or waiting; `buf` is reused): a client that sent its whole line at once, before its
+/// thread could read it, is not one to close.
+fn line_waiting(stream: &TcpStream, buf: &mut Vec<u8>) -> bool {
+    buf.resize(MAX_LINE_BYTES + 1, 0);
+    // SAFETY: recv(2) into `buf`, valid for its length, on the stream's own socket; MSG_PEEK
+    // leaves the bytes for its thread, MSG_DONTWAIT never blocks.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    usize::try_from(n).is_ok_and(|n| buf[..n].contains(&b'\n'))
 }
 
 /// Waits until `listener` has a connection to accept, at most `timeout`.

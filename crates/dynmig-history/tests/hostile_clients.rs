@@ -6,8 +6,9 @@
 //! client (a node's Epilog) sends a valid record every 20 ms and reads the history database
 //! (what `dynmig history show` does) every 200 ms, timing both. The attacks:
 //!
-//! - **slowloris**: 200 connections from the good client's own address, half sending one byte a
-//!   second, half nothing, each reopened when the server closes it;
+//! - **slowloris**: 200 connections from another address, half sending one byte a second,
+//!   half nothing, each reopened when the server closes it; and the same from the good
+//!   client's own address;
 //! - **huge**: 16 clients streaming megabytes without a newline, or a length prefix that claims
 //!   gigabytes followed by more megabytes;
 //! - **malformed**: garbage, invalid UTF-8, control characters, valid credentials around a
@@ -19,7 +20,8 @@
 //!   held, each reopened when the server closes it.
 //!
 //! Properties, for every attack: each of the good client's records is answered `OK stored`
-//! within [`GOOD_BOUND`] and a database read takes less than [`GOOD_BOUND`]; no bad record is
+//! within [`GOOD_BOUND`] at the first try (from the attacker's own address: stored within
+//! [`GOOD_BOUND`] from the first try, sending again after `ERR busy` as a node does) and a database read takes less than [`GOOD_BOUND`]; no bad record is
 //! stored (the database holds exactly the good client's records); the server's peak resident
 //! memory stays below [`RSS_BOUND_KIB`]; the server process never exits.
 //!
@@ -278,14 +280,16 @@ fn one_shot(from: Ipv4Addr, to: SocketAddr, bytes: &[u8], tally: &Tally) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Attack {
     Slowloris,
+    SlowlorisSameAddress,
     Huge,
     Malformed,
     Unauthenticated,
     ManyAtOnce,
 }
 
-const ATTACKS: [Attack; 5] = [
+const ATTACKS: [Attack; 6] = [
     Attack::Slowloris,
+    Attack::SlowlorisSameAddress,
     Attack::Huge,
     Attack::Malformed,
     Attack::Unauthenticated,
@@ -392,6 +396,9 @@ fn run_attack(attack: Attack, to: SocketAddr, stop: &AtomicBool, tally: &Tally) 
     let lines = &lines;
     std::thread::scope(|s| match attack {
         Attack::Slowloris => {
+            s.spawn(|| hold(OTHER_HOST, to, 200, true, stop, tally));
+        }
+        Attack::SlowlorisSameAddress => {
             s.spawn(|| hold(GOOD_HOST, to, 200, true, stop, tally));
         }
         Attack::ManyAtOnce => {
@@ -444,8 +451,10 @@ struct Outcome {
     records: Vec<Duration>,
     /// Its database reads, sorted.
     reads: Vec<Duration>,
-    /// Its records answered `OK stored`.
+    /// Its records answered `OK stored` (at last).
     ok: usize,
+    /// Its tries answered `ERR busy` (each sent again).
+    retried: u64,
     /// Its records that were not answered `OK stored`, and failed database reads.
     failures: Vec<String>,
     tally: [u64; 5],
@@ -471,6 +480,7 @@ fn under_attack(server: &mut ServerProcess, attack: Attack, length: Duration, ne
     let reads = Mutex::new(Vec::new());
     let failures = Mutex::new(Vec::new());
     let ok = AtomicU64::new(0);
+    let retried = AtomicU64::new(0);
     let sealer = sealer();
     let first = *next_job;
     let sent = AtomicU64::new(0);
@@ -484,9 +494,21 @@ fn under_attack(server: &mut ServerProcess, attack: Attack, length: Duration, ne
             let mut next_read = Instant::now();
             while !stop.load(Ordering::Relaxed) {
                 let job = first + sent.fetch_add(1, Ordering::Relaxed);
-                let cred = sealer.seal(&record(job).to_wire().unwrap()).unwrap();
+                let seal = || sealer.seal(&record(job).to_wire().unwrap()).unwrap();
+                let mut cred = seal();
                 let t = Instant::now();
-                let a = send_line(&to.to_string(), &cred, t + Duration::from_secs(30));
+                // As a node does: a record answered `ERR busy` stays spooled and is sent
+                // again (here at once, sealed afresh).
+                let a = loop {
+                    let a = send_line(&to.to_string(), &cred, t + Duration::from_secs(30));
+                    match a {
+                        Ok(a) if a.starts_with("ERR busy") && t.elapsed() < Duration::from_secs(10) => {
+                            retried.fetch_add(1, Ordering::Relaxed);
+                            cred = seal();
+                        }
+                        a => break a,
+                    }
+                };
                 let took = t.elapsed();
                 records.lock().unwrap().push(took);
                 match a {
@@ -523,6 +545,7 @@ fn under_attack(server: &mut ServerProcess, attack: Attack, length: Duration, ne
         records,
         reads,
         ok: ok.load(Ordering::Relaxed) as usize,
+        retried: retried.load(Ordering::Relaxed),
         failures: failures.into_inner().unwrap(),
         tally: tally.get(),
         hwm_kib: server.status("VmHWM:"),
@@ -578,7 +601,12 @@ fn campaign(length: Duration) {
         let [_, _, _, _, accepted] = o.tally;
         let max = o.records.last().copied().unwrap_or_default();
         let read_max = o.reads.last().copied().unwrap_or_default();
+        // From the attacker's own address a node's connection may be closed to make room
+        // before its line arrives (the server cannot tell the two apart); it is sent again,
+        // and the bound is on the time until it is stored.
+        let may_retry = o.attack == Attack::SlowlorisSameAddress;
         if !o.failures.is_empty()
+            || (o.retried > 0 && !may_retry)
             || accepted != 0
             || max > GOOD_BOUND
             || read_max > GOOD_BOUND
@@ -586,9 +614,10 @@ fn campaign(length: Duration) {
             || o.hwm_kib > RSS_BOUND_KIB
         {
             failed.push(format!(
-                "{:?}: {} records, max {max:?}, reads max {read_max:?}, attackers' records accepted {accepted}, VmHWM {} KiB, failures {:?}",
+                "{:?}: {} records, {} tries answered ERR busy, max {max:?}, reads max {read_max:?}, attackers' records accepted {accepted}, VmHWM {} KiB, failures {:?}",
                 o.attack,
                 o.records.len(),
+                o.retried,
                 o.hwm_kib,
                 &o.failures[..o.failures.len().min(5)]
             ));
@@ -606,16 +635,17 @@ fn print(outcomes: &[Outcome], rest_kib: u64, length: Duration) {
         rest_kib, RSS_BOUND_KIB
     );
     println!(
-        "| attack | good records sent | answered OK | p50 ms | p99 ms | max ms | db read p50/max ms | attacker connections | ERR busy | other ERR | closed, no answer | accepted | server VmHWM KiB |"
+        "| attack | good records sent | stored | tries answered ERR busy | p50 ms | p99 ms | max ms | db read p50/max ms | attacker connections | ERR busy | other ERR | closed, no answer | accepted | server VmHWM KiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in outcomes {
         let [c, busy, refused, closed, accepted] = o.tally;
         println!(
-            "| {:?} | {} | {} | {} | {} | {} | {}/{} | {c} | {busy} | {refused} | {closed} | {accepted} | {} |",
+            "| {:?} | {} | {} | {} | {} | {} | {} | {}/{} | {c} | {busy} | {refused} | {closed} | {accepted} | {} |",
             o.attack,
             o.records.len(),
             o.ok,
+            o.retried,
             ms(quantile(&o.records, 0.5)),
             ms(quantile(&o.records, 0.99)),
             ms(o.records.last().copied().unwrap_or_default()),
