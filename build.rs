@@ -17,6 +17,10 @@ fn main() {
         .unwrap_or_else(|| PathBuf::from("/usr/include"));
     let header = dir.join("slurm/slurm_version.h");
     println!("cargo:rerun-if-changed={}", header.display());
+    // Also the header's folder: a header installed after a build (libslurm-dev) keeps the
+    // package's old mtime, which Cargo would take for unchanged; the folder dpkg creates has
+    // the time of the install. While the folder is missing, Cargo runs this script each time.
+    println!("cargo:rerun-if-changed={}", dir.join("slurm").display());
     let text = match std::fs::read_to_string(&header) {
         Ok(t) => {
             if explicit.is_none() {
