@@ -560,6 +560,14 @@ pub fn send_line(server: &str, line: &str, deadline: Instant) -> Result<String, 
     Ok(answer.trim().to_string())
 }
 
+/// Times [`flush`] sends a record again, each after [`BUSY_PAUSE`], when the server answers
+/// `ERR busy` (all its connections taken, or this one closed to make room for another: both
+/// pass within a second unless the server is under attack).
+pub const BUSY_RETRIES: u32 = 3;
+
+/// Pause before sending a record again after `ERR busy`.
+pub const BUSY_PAUSE: Duration = Duration::from_millis(500);
+
 /// What [`flush`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Flushed {
@@ -575,7 +583,7 @@ pub struct Flushed {
 /// Delivers the records of the spool `dir` to `server` (`host:port`), each sealed afresh by
 /// `sealer` (so that a retry is never a replayed credential); stops at the first record that
 /// cannot be delivered for want of a server or a credential, and at `deadline`, leaving the
-/// rest spooled.
+/// rest spooled. A record answered `ERR busy` is sent again up to [`BUSY_RETRIES`] times.
 pub fn flush(dir: &Path, server: &str, sealer: &dyn Sealer, deadline: Instant) -> Flushed {
     let mut out = Flushed::default();
     let records = spool::list(dir);
@@ -597,10 +605,20 @@ pub fn flush(dir: &Path, server: &str, sealer: &dyn Sealer, deadline: Instant) -
                 continue;
             }
         };
-        let answer = sealer
-            .seal(&wire)
-            .map_err(Error::from)
-            .and_then(|cred| send_line(server, &cred, deadline));
+        let mut busy = 0;
+        let answer = loop {
+            let a = sealer
+                .seal(&wire)
+                .map_err(Error::from)
+                .and_then(|cred| send_line(server, &cred, deadline));
+            match a {
+                Ok(a) if a.starts_with("ERR busy") && busy < BUSY_RETRIES && Instant::now() + BUSY_PAUSE < deadline => {
+                    busy += 1;
+                    std::thread::sleep(BUSY_PAUSE);
+                }
+                a => break a,
+            }
+        };
         match answer {
             Ok(a) if a.starts_with("OK") => {
                 if let Err(e) = dynmig_host::fs::remove_if_present(&path) {

@@ -405,6 +405,28 @@ fn flush_stops_at_its_deadline_and_leaves_the_rest_spooled() {
 }
 
 #[test]
+fn flush_sends_a_record_again_when_the_server_is_busy() {
+    let mut r = Running::start(|s| s.limits.max_connections = 1);
+    // The only connection is busy for 1.5 s with a credential being checked.
+    let slow = TcpStream::connect(r.addr).unwrap();
+    (&slow).write_all(b"SLOW:\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let d = spool_of(1);
+    let t = Instant::now();
+    let f = transport::flush(
+        d.path(),
+        &r.addr.to_string(),
+        &Fake,
+        Instant::now() + Duration::from_secs(10),
+    );
+    assert_eq!((f.delivered, f.refused, f.pending), (1, 0, 0));
+    assert!(t.elapsed() >= Duration::from_millis(500), "{:?}", t.elapsed());
+    assert_eq!(spooled(d.path()), 0);
+    r.stop();
+    assert_eq!(r.count(), 1);
+}
+
+#[test]
 fn flush_keeps_records_the_server_refuses() {
     struct NotRoot;
     impl Sealer for NotRoot {
