@@ -7,7 +7,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 [ "$(id -u)" = 0 ] || { echo "demo: run as root (it starts slurmctld, slurmd and munged)" >&2; exit 1; }
-bash slurm/setup.sh
+# DYNMIG_SKIP_SETUP=1 skips it (everything already installed and built).
+[ -n "${DYNMIG_SKIP_SETUP:-}" ] || bash slurm/setup.sh
 # DYNMIG_PROFILE=dev (as slurm/setup.sh) runs the debug build instead of the release one.
 if [ "${DYNMIG_PROFILE:-release}" = release ]; then
     export DYNMIG_BIN_DIR=${CARGO_TARGET_DIR:-$ROOT/target}/release
