@@ -504,6 +504,25 @@ fn a_test_users_attacks_change_no_root_file_signal_no_foreign_process_and_keep_t
         "--wrap=echo 'CUDA out of memory' >&2; exit 1",
     ]);
     jobs.push(("submit-links", j8));
+    // No --error: stderr goes to --output, or to sbatch's default slurm-%j.out. The Epilog reads
+    // it there (as the user); swapped for a link, it is not followed.
+    let j9 = sub(&[
+        "-w",
+        "n1",
+        "--gres=gpu:1",
+        &format!("--chdir={u_s}"),
+        "--wrap=echo 'CUDA out of memory' >&2; exit 1",
+    ]);
+    jobs.push(("default-output", j9));
+    let j10 = sub(&[
+        "-w",
+        "n1",
+        "--gres=gpu:1",
+        "-o",
+        &format!("{u_s}/o10"),
+        &format!("--wrap=echo 'CUDA out of memory' >&2; ln -s {canary_s} {u_s}/o10.link && mv -T {u_s}/o10.link {u_s}/o10; exit 1"),
+    ]);
+    jobs.push(("output-link", j10));
     // A job name longer than a history record holds (4096 bytes), out of memory.
     let long_name = "n".repeat(5000);
     let j7 = user_sbatch(
@@ -618,7 +637,7 @@ fn a_test_users_attacks_change_no_root_file_signal_no_foreign_process_and_keep_t
     let done = wait_done(&c, &ids, false, Duration::from_secs(240));
     // The restart helper the Epilog starts for an out-of-memory job: its event, then (it
     // runs on in its own session) a moment for its append and comment.
-    let oom_jobs: Vec<u64> = [Some(j3), Some(j6), j7.as_ref().ok().copied()]
+    let oom_jobs: Vec<u64> = [Some(j3), Some(j6), Some(j9), j7.as_ref().ok().copied()]
         .into_iter()
         .flatten()
         .collect();
@@ -632,9 +651,9 @@ fn a_test_users_attacks_change_no_root_file_signal_no_foreign_process_and_keep_t
     // The records the Epilogs wrote (j7's may be refused: see below).
     c.wait_for("the history records", Duration::from_secs(30), || {
         let r = c.history_records();
-        [j1, j2, j3, j4, j5, j6]
-            .iter()
-            .all(|id| r.iter().any(|x| x["job_id"] == *id))
+        jobs.iter()
+            .filter(|(what, _)| *what != "long-name")
+            .all(|(_, id)| r.iter().any(|x| x["job_id"] == *id))
     });
     let records = c.history_records();
     for (what, id) in &jobs {
@@ -747,6 +766,25 @@ fn a_test_users_attacks_change_no_root_file_signal_no_foreign_process_and_keep_t
             exit_status(&done[&j8].0),
             epilog_s(j8)
         ),
+    );
+
+    // Without --error: the default output file read (as the user), a link there not followed.
+    let r = rec(j9);
+    assert_eq!(r["oom"], true, "{r}");
+    assert!(tail_of(&u.join(format!("slurm-{j9}.out")), 4096).contains("ran out of GPU memory"));
+    line(
+        "no --error, no --output (stderr in slurm-%j.out), OOM message",
+        &format!(
+            "the default file read as the user: OOM seen, the helper's line appended there; Epilog {:.1} s",
+            epilog_s(j9)
+        ),
+    );
+    let r = rec(j10);
+    assert_eq!(r["oom"], false, "{r}");
+    assert!(restart_event(&c, j10).is_none());
+    line(
+        "no --error, --output swapped for a symlink to a root-owned file holding the OOM message",
+        &format!("link not followed: no OOM, no restart; Epilog {:.1} s", epilog_s(j10)),
     );
 
     // FIFO and /dev/zero: refused as not regular files, at once.

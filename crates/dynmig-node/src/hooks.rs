@@ -239,7 +239,7 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         .or_else(|| profile_bytes(&models, &profile))
         .unwrap_or(0);
     let tail = if job.exit_status != 0 {
-        oom::stderr_path(&job.std_err, &job.cwd, job.id, &job.user, &job.name, &env.node)
+        oom::stderr_path(oom::stderr_of(&job), &job.cwd, job.id, &job.user, &job.name, &env.node)
             .map(|p| {
                 oom::stderr_tail(
                     UserIds {

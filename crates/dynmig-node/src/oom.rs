@@ -2,7 +2,7 @@
 //!
 //! **Detection** ([`detect`]), for a job that FAILED (exit status not 0) only — a job may
 //! print such a message and still succeed:
-//! 1. its stderr ends with a CUDA out-of-memory message ([`OOM_PATTERNS`]: PyTorch's
+//! 1. its stderr (where Slurm writes it: [`stderr_of`]) ends with a CUDA out-of-memory message ([`OOM_PATTERNS`]: PyTorch's
 //!    `torch.OutOfMemoryError`/`CUDA out of memory`, the CUDA driver's
 //!    `CUDA_ERROR_OUT_OF_MEMORY`, the runtime's `cudaErrorMemoryAllocation`, XLA's
 //!    `RESOURCE_EXHAUSTED: Out of memory`). The tail (8 KiB) is read with the job user's rights,
@@ -24,7 +24,7 @@
 use crate::as_user::{self, UserIds};
 use dynmig_core::gres::TresList;
 use dynmig_core::protocol::clip;
-use dynmig_slurm::{SlurmApi, SlurmError};
+use dynmig_slurm::{JobInfo, SlurmApi, SlurmError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -66,6 +66,22 @@ pub fn detect(exit_status: i32, peak: Option<Peak>, stderr_tail: &str, peak_frac
             100.0 * p.peak_bytes as f64 / p.limit_bytes as f64
         )),
         _ => None,
+    }
+}
+
+/// Where Slurm writes a batch job's stderr, as the user gave it: `--error`, else `--output`
+/// (stderr then goes with stdout), else sbatch's default `slurm-%j.out` in the working
+/// directory. 22.05's `squeue --json` shows an option that was not given as empty, so a job
+/// without `--error` (most jobs) would otherwise never have its out-of-memory message read.
+/// An array task's default (`slurm-%A_%a.out`) is not known here: its `slurm-<id>.out` does
+/// not exist, and a missing file is not read.
+pub fn stderr_of(job: &JobInfo) -> &str {
+    if !job.std_err.is_empty() {
+        &job.std_err
+    } else if !job.std_out.is_empty() {
+        &job.std_out
+    } else {
+        "slurm-%j.out"
     }
 }
 
@@ -149,7 +165,7 @@ pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result
         .job(req.job)?
         .ok_or_else(|| SlurmError::Refused(format!("job {} is not known to Slurm", req.job)))?;
     let message = clip(&req.message, 400);
-    if let Some(p) = stderr_path(&job.std_err, &job.cwd, job.id, &job.user, &job.name, node) {
+    if let Some(p) = stderr_path(stderr_of(&job), &job.cwd, job.id, &job.user, &job.name, node) {
         let who = UserIds {
             uid: job.uid,
             gid: job.gid,
@@ -230,6 +246,18 @@ mod tests {
         assert_eq!(stderr_path("/s/%A_%a.err", "/", 1, "a", "n", "n1"), None);
         assert_eq!(stderr_path("rel.err", "", 1, "a", "n", "n1"), None);
         assert_eq!(stderr_path("", "/", 1, "a", "n", "n1"), None);
+    }
+
+    #[test]
+    fn stderr_is_where_slurm_writes_it_error_then_output_then_the_default() {
+        let mut j = dynmig_slurm::fake::pending_job(12, "gres:gpu:1g.10gb:1");
+        j.cwd = "/home/a".into();
+        let at = |j: &JobInfo| stderr_path(stderr_of(j), &j.cwd, j.id, &j.user, &j.name, "n1");
+        assert_eq!(at(&j), Some(PathBuf::from("/home/a/slurm-12.out")));
+        j.std_out = "out-%j.txt".into();
+        assert_eq!(at(&j), Some(PathBuf::from("/home/a/out-12.txt")));
+        j.std_err = "/s/err".into();
+        assert_eq!(at(&j), Some(PathBuf::from("/s/err")));
     }
 
     #[test]

@@ -77,6 +77,7 @@ pub fn pending_job(id: u32, tres_per_node: &str) -> JobInfo {
         exit_status: 0,
         restarts: 0,
         std_err: String::new(),
+        std_out: String::new(),
     }
 }
 

@@ -106,6 +106,7 @@ pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>, SlurmError> {
                 exit_status: i32::try_from(exit_status).unwrap_or(-1),
                 restarts: u32::try_from(num(j.get("restart_cnt"))).unwrap_or(0),
                 std_err: text(j.get("standard_error")),
+                std_out: text(j.get("standard_output")),
             }
         })
         .collect())
@@ -285,6 +286,10 @@ mod tests {
             ("alice", "my job ExitCode=97:0")
         );
         assert_eq!(job.std_err, "/home/alice/e");
+        assert_eq!(
+            job.std_out,
+            "/home/alice/o ExitCode=97:0 UserId=bob(1001) StdErr=/etc/victim.conf"
+        );
     }
 
     #[test]

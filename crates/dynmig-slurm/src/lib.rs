@@ -94,8 +94,12 @@ pub struct JobInfo {
     pub exit_status: i32,
     /// How often the job was requeued.
     pub restarts: u32,
-    /// The job's stderr path as the user gave it (never opened with root's rights).
+    /// The job's stderr path as the user gave it (never opened with root's rights); empty
+    /// when not given (Slurm then writes stderr to [`JobInfo::std_out`]).
     pub std_err: String,
+    /// The job's stdout path as the user gave it (never opened with root's rights); empty
+    /// when not given (sbatch's default is `slurm-%j.out` in the working directory).
+    pub std_out: String,
 }
 
 /// A node's base state.
