@@ -14,7 +14,10 @@
 //! is connected, so idle or dribbling connections (slowloris), however many, are the ones
 //! closed, and clients from other addresses are never closed for them. Only when every
 //! connection is past its line (its credential being checked and stored) does a new one get
-//! `ERR busy` at once. The snapshot is rebuilt on a [`SnapshotCadence`], not after every
+//! `ERR busy` at once. One address holds at most [`ConnectionLimits::max_per_address`]
+//! connections: beyond, a new one takes the place of that address's own oldest connection
+//! still sending, or gets `ERR busy`, so that a host that floods the server with lines to
+//! check cannot take every connection. The snapshot is rebuilt on a [`SnapshotCadence`], not after every
 //! record, and the [`Retention`] is applied at each rebuild.
 
 use crate::auth::{Sealer, Verifier};
@@ -47,6 +50,10 @@ pub struct ConnectionLimits {
     /// Connections served at once; one more takes the place of one still sending its line
     /// (see the module's doc), or gets `ERR busy` when none is. At least 1.
     pub max_connections: usize,
+    /// Connections one address may hold at once; one more closes the oldest of them still
+    /// sending its line, or gets `ERR busy` when none is. So that one host flooding the
+    /// server with lines (each costs an `unmunge`) leaves room for the others. At least 1.
+    pub max_per_address: usize,
     /// Longest a client may take to send its whole line, from its connection's acceptance.
     pub deadline: Duration,
     /// Longest line, bytes (one line per connection, so also the cap per connection).
@@ -54,10 +61,11 @@ pub struct ConnectionLimits {
 }
 
 impl Default for ConnectionLimits {
-    /// 64 connections, 10 s, [`MAX_LINE_BYTES`].
+    /// 64 connections, 16 per address, 10 s, [`MAX_LINE_BYTES`].
     fn default() -> Self {
         Self {
             max_connections: 64,
+            max_per_address: 16,
             deadline: Duration::from_secs(10),
             max_line_bytes: MAX_LINE_BYTES,
         }
@@ -156,16 +164,28 @@ struct Conn {
 
 impl Conns {
     /// Registers a connection from `peer` if there is room, or makes room by closing a
-    /// connection still sending its line (no whole line read or waiting in the socket): the
-    /// oldest of the address that holds the most connections. `None`: no room.
-    fn admit(&mut self, peer: IpAddr, stream: &TcpStream, max: usize) -> Option<u64> {
-        let stream = stream.try_clone().ok()?;
-        if self.open.len() >= max {
+    /// connection still sending its line (no whole line read or waiting in the socket): when
+    /// `peer` holds `per_address` connections, its own oldest; when all `max` are taken, the
+    /// oldest of the address that holds the most. `Err`: no room, the `ERR busy` answer.
+    fn admit(&mut self, peer: IpAddr, stream: &TcpStream, max: usize, per_address: usize) -> Result<u64, String> {
+        let stream = stream.try_clone().map_err(|e| format!("ERR busy: {e}; retry later"))?;
+        let own = self.open.iter().filter(|c| c.peer == peer).count();
+        let (candidates, refusal) = if own >= per_address {
+            (
+                Some(peer),
+                format!("ERR busy: {own} connections from {peer} in progress; retry later"),
+            )
+        } else if self.open.len() >= max {
+            (None, format!("ERR busy: {max} connections in progress; retry later"))
+        } else {
+            (None, String::new())
+        };
+        if !refusal.is_empty() {
             let open = &self.open;
             let mut order: Vec<(usize, std::cmp::Reverse<Instant>, usize)> = open
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| c.reading)
+                .filter(|(_, c)| c.reading && candidates.is_none_or(|p| c.peer == p))
                 .map(|(i, c)| {
                     let held = open.iter().filter(|o| o.peer == c.peer).count();
                     (held, std::cmp::Reverse(c.since), i)
@@ -176,7 +196,8 @@ impl Conns {
             let victim = order
                 .into_iter()
                 .map(|(_, _, i)| i)
-                .find(|&i| !line_waiting(&open[i].stream, peek))?;
+                .find(|&i| !line_waiting(&open[i].stream, peek))
+                .ok_or(refusal)?;
             let c = self.open.swap_remove(victim);
             // Its thread's read returns at once; it finds itself gone and answers `ERR busy`.
             let _ = c.stream.shutdown(Shutdown::Read);
@@ -190,7 +211,7 @@ impl Conns {
             reading: true,
             stream,
         });
-        Some(id)
+        Ok(id)
     }
 
     /// Marks `id` as past its line; false if it was closed to make room.
@@ -354,6 +375,7 @@ impl Server {
             log::warn!("cannot set the backlog of {addr}: {}", io::Error::last_os_error());
         }
         let max = self.settings.limits.max_connections.max(1);
+        let per_address = self.settings.limits.max_per_address.max(1);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let step = self
@@ -384,10 +406,14 @@ impl Server {
                         continue;
                     }
                 };
-                let Some(id) = self.lock_conns().admit(peer.ip(), &stream, max) else {
-                    self.metrics.busy(false);
-                    refuse_busy(stream, max);
-                    continue;
+                let admitted = self.lock_conns().admit(peer.ip(), &stream, max, per_address);
+                let id = match admitted {
+                    Ok(id) => id,
+                    Err(answer) => {
+                        self.metrics.busy(false);
+                        refuse_busy(stream, &answer);
+                        continue;
+                    }
                 };
                 let spawned = std::thread::Builder::new()
                     .name("history-conn".into())
@@ -467,11 +493,11 @@ fn wait_readable(listener: &TcpListener, timeout: Duration) {
     unsafe { libc::poll(&mut fds, 1, ms) };
 }
 
-fn refuse_busy(stream: TcpStream, max: usize) {
+fn refuse_busy(stream: TcpStream, answer: &str) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
     let mut w = &stream;
-    let _ = w.write_all(format!("ERR busy: {max} connections in progress; retry later\n").as_bytes());
+    let _ = w.write_all(format!("{answer}\n").as_bytes());
 }
 
 /// Reads one line (up to `\n`, or to the end of the stream) before `deadline`, at most `max`

@@ -285,15 +285,17 @@ enum Attack {
     Malformed,
     Unauthenticated,
     ManyAtOnce,
+    CredentialFlood,
 }
 
-const ATTACKS: [Attack; 6] = [
+const ATTACKS: [Attack; 7] = [
     Attack::Slowloris,
     Attack::SlowlorisSameAddress,
     Attack::Huge,
     Attack::Malformed,
     Attack::Unauthenticated,
     Attack::ManyAtOnce,
+    Attack::CredentialFlood,
 ];
 
 /// Holds `n` connections from `from`, each reopened when the server closes it; when
@@ -426,6 +428,19 @@ fn run_attack(attack: Attack, to: SocketAddr, stop: &AtomicBool, tally: &Tally) 
                             }
                         }
                         tally.answer(&answer(&c));
+                    }
+                });
+            }
+        }
+        Attack::CredentialFlood => {
+            // More clients than the server has connections, each sending forged
+            // credentials as fast as it is answered: every one costs an `unmunge`.
+            for k in 0..128 {
+                s.spawn(move || {
+                    let mut i = k;
+                    while !stop.load(Ordering::Relaxed) {
+                        one_shot(OTHER_HOST, to, &lines[i % lines.len()], tally);
+                        i += 1;
                     }
                 });
             }

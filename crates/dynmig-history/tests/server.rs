@@ -232,6 +232,47 @@ fn when_full_a_new_connection_closes_the_oldest_reading_one_of_the_busiest_addre
 }
 
 #[test]
+fn one_address_holds_at_most_its_share_of_the_connections() {
+    use std::net::Ipv4Addr;
+    let other = Ipv4Addr::new(127, 0, 0, 2);
+    let mut r = Running::start(|s| {
+        s.limits.max_connections = 8;
+        s.limits.max_per_address = 2;
+    });
+    // 127.0.0.2 holds two connections, both past their line (checked for 1.5 s each).
+    let busy: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let c = common::connect_from(other, r.addr).unwrap();
+            (&c).write_all(b"SLOW:\n").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // A third from 127.0.0.2 is refused at once, though five connections are free.
+    let third = common::connect_from(other, r.addr).unwrap();
+    (&third).write_all(format!("{}\n", cred(9)).as_bytes()).unwrap();
+    let a = answer_of(&third);
+    assert!(a.starts_with("ERR busy: 2 connections from 127.0.0.2"), "{a}");
+    // Another address is served.
+    assert_eq!(r.send(&cred(1)), "OK stored");
+    for c in &busy {
+        assert!(answer_of(c).starts_with("ERR credential refused"));
+    }
+    // A silent connection of a full address makes room for that address's next one.
+    let silent = [
+        common::connect_from(other, r.addr).unwrap(),
+        common::connect_from(other, r.addr).unwrap(),
+    ];
+    std::thread::sleep(Duration::from_millis(200));
+    let next = common::connect_from(other, r.addr).unwrap();
+    (&next).write_all(format!("{}\n", cred(2)).as_bytes()).unwrap();
+    assert_eq!(answer_of(&next), "OK stored");
+    assert!(answer_of(&silent[0]).starts_with("ERR busy: closed to make room"));
+    r.stop();
+    assert_eq!(r.count(), 2);
+}
+
+#[test]
 fn when_every_connection_is_past_its_line_a_new_one_is_refused_at_once() {
     let mut r = Running::start(|s| s.limits.max_connections = 1);
     let slow = TcpStream::connect(r.addr).unwrap();
