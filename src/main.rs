@@ -623,6 +623,25 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
             name,
             limit,
             json,
+        } if config.history.store == dynmig_core::config::HistoryStore::Slurmdbd => {
+            print!(
+                "{}",
+                dynmig_history::accounting::show(
+                    &config.paths.sacct,
+                    config.history.sacct_window,
+                    user.as_deref(),
+                    name.as_deref(),
+                    limit,
+                    json
+                )?
+            );
+            Ok(())
+        }
+        HistoryCmd::Show {
+            user,
+            name,
+            limit,
+            json,
         } => {
             print!(
                 "{}",

@@ -666,6 +666,14 @@ fn with_slurmdbd_the_epilog_writes_the_record_into_accounting_and_the_snapshot_c
         ]
     );
     assert_eq!(read.records[1].peak_bytes, 15 << 30);
+    // `dynmig history show` reads the same from sacct.
+    let shown: Value = serde_json::from_str(&c.ok(
+        dynmig.to_str().unwrap(),
+        &["history", "show", "--name", "acct-hist", "--json"],
+    ))
+    .unwrap();
+    let restarts: Vec<&Value> = shown.as_array().unwrap().iter().map(|r| &r["restart"]).collect();
+    assert_eq!(restarts, [0, 1], "{shown}");
     // job_submit/dynmig's AdminComment is still a decision record: the Epilog never wrote it.
     let job = sacct_job(&c, id);
     let admin = job["comment"]["administrator"].as_str().unwrap_or("");

@@ -358,6 +358,45 @@ pub fn flush_spool(
     f
 }
 
+/// `dynmig history show` with `store = "slurmdbd"`: the records [`read_sacct`] finds within
+/// `window` of `user` (name or uid) and `job_name` when given: the newest `limit` (by end
+/// time), oldest first as with the own service's database, as a table or JSON ([`crate::service::render`],
+/// [`crate::service::render_json`]); records sacct's output had but dynmig skipped are
+/// counted on stderr.
+///
+/// # Errors
+/// sacct fails, times out or prints too much; its output is not sacct's JSON.
+pub fn show(
+    sacct: &Path,
+    window: Duration,
+    user: Option<&str>,
+    job_name: Option<&str>,
+    limit: usize,
+    json: bool,
+) -> Result<String, Error> {
+    let read = read_sacct(sacct, window)?;
+    if !read.skipped.is_empty() {
+        eprintln!(
+            "dynmig: {} dynmig comments in sacct's output skipped (malformed or not the job's)",
+            read.skipped.len()
+        );
+    }
+    let mut records: Vec<JobRecord> = read
+        .records
+        .into_iter()
+        .filter(|r| user.is_none_or(|u| r.user == u || r.uid.to_string() == u))
+        .filter(|r| job_name.is_none_or(|n| r.job_name == n))
+        .collect();
+    records.sort_by_key(|r| std::cmp::Reverse((r.end_time, r.job_id, r.restart)));
+    records.truncate(limit);
+    records.reverse();
+    Ok(if json {
+        crate::service::render_json(&records)
+    } else {
+        crate::service::render(&records)
+    })
+}
+
 /// `sacct --json`: only what dynmig reads. Unknown fields are ignored (sacct has hundreds,
 /// and they change between releases: OpenAPI v0.0.38 on 22.05 to v0.0.44 on 26.05); the
 /// fields read have the same names and types on every release of the matrix.
@@ -817,5 +856,46 @@ mod tests {
         assert!(tried[1..].iter().all(|t| t == "jobid=7"), "{tried:?}");
         let left: Vec<u64> = crate::spool::list(&spool).iter().map(|(_, r)| r.job_id).collect();
         assert_eq!(left, vec![7]);
+    }
+
+    #[test]
+    fn show_reads_sacct_and_filters_by_user_and_name_newest_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = rec();
+        a.restart = 0;
+        a.end_time = 10;
+        let b = JobRecord { end_time: 20, ..rec() };
+        let other = JobRecord {
+            job_id: 43,
+            job_name: "other".into(),
+            end_time: 30,
+            ..rec()
+        };
+        let both = merge_comment(Some(&encode_comment(&a).unwrap()), &b).unwrap();
+        let json = sacct_json(&[
+            serde_json::json!({"job_id": 42, "user": "alice", "comment": {"system": both}}),
+            serde_json::json!({"job_id": 43, "user": "alice", "comment": {"system": encode_comment(&other).unwrap()}}),
+        ]);
+        std::fs::write(dir.path().join("out.json"), json).unwrap();
+        let fake = dir.path().join("sacct");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\ncat {}\n", dir.path().join("out.json").display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let w = Duration::from_secs(86400);
+        let table = show(&fake, w, Some("alice"), Some(&a.job_name), 10, false).unwrap();
+        assert_eq!(table.lines().count(), 3, "{table}");
+        assert!(!table.contains("other"), "{table}");
+        let v: serde_json::Value = serde_json::from_str(&show(&fake, w, Some("1000"), None, 2, true).unwrap()).unwrap();
+        let ends: Vec<i64> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["end_time"].as_i64().unwrap())
+            .collect();
+        assert_eq!(ends, vec![20, 30]);
+        assert!(show(&fake, w, Some("bob"), None, 10, true).unwrap().trim() == "[]");
     }
 }
