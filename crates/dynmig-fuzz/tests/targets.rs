@@ -10,7 +10,7 @@ use proptest::test_runner::TestRunner;
 
 /// Inputs per target in `cargo test` (debug build): the whole file stays well under two
 /// minutes on two shared cores.
-const CASES: u64 = 4000;
+const CASES: u64 = 2500;
 
 fn run(name: &str) {
     let cases = std::env::var("DYNMIG_FUZZ_CASES")

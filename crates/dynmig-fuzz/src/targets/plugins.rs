@@ -71,6 +71,9 @@ const SNAPSHOT: &str =
 
 /// The longest message dynmig may add to `err_msg`, bytes.
 pub const MAX_MESSAGE: usize = 2048;
+/// The longest message of the SPANK option callback, bytes: the value quoted cut to 100
+/// characters (up to 400 bytes) and the list of what is allowed.
+pub const MAX_OPTION_MESSAGE: usize = 1024;
 
 fn opt_bytes(s: impl Strategy<Value = Vec<u8>>) -> impl Strategy<Value = Option<Bytes>> {
     s.prop_map(|b| Some(Bytes(b)))
@@ -527,7 +530,7 @@ pub fn check_spank(input: &SpankCall) -> Result<(), String> {
     if let (Some((name, _, _)), Some(text)) = (registered, text) {
         if let Err(e) = parse_hint(name, text) {
             let msg = e.to_string();
-            if msg.len() > 600 || !msg.starts_with(&format!("dynmig: --{name}")) {
+            if msg.len() > MAX_OPTION_MESSAGE || !msg.starts_with(&format!("dynmig: --{name}")) {
                 return Err(format!(
                     "bad message for --{name}: {} bytes: '{}'",
                     msg.len(),
