@@ -12,7 +12,7 @@ use dynmig_core::hints::{shorten, SPANK_ENV_PREFIX};
 use slurm_sys::{job_desc_msg_t, slurm_err_t, SLURM_ERROR, SLURM_SUCCESS};
 
 use crate::glue::{self, Handled};
-use crate::{log, state, xalloc};
+use crate::{log, state, timing, xalloc};
 
 /// Human-readable plugin name.
 #[no_mangle]
@@ -80,10 +80,11 @@ pub extern "C" fn init() -> c_int {
     })
 }
 
-/// Stops the snapshot thread and drops the state.
+/// Logs the last window of submit times, stops the snapshot thread and drops the state.
 #[no_mangle]
 pub extern "C" fn fini() -> c_int {
     guarded("fini", || {
+        timing::flush();
         state::clear();
         SLURM_SUCCESS
     })
@@ -180,7 +181,11 @@ pub unsafe extern "C" fn job_submit(
     submit_uid: u32,
     err_msg: *mut *mut c_char,
 ) -> c_int {
-    guarded("job_submit", || run(Call::Submit, job_desc, submit_uid, err_msg))
+    let started = std::time::Instant::now();
+    let rc = guarded("job_submit", || run(Call::Submit, job_desc, submit_uid, err_msg));
+    // Recording must not unwind into slurmctld either.
+    let _ = catch_unwind(|| timing::record(started.elapsed()));
+    rc
 }
 
 /// Slurm 22.05: `int job_modify(job_desc_msg_t *, job_record_t *, uint32_t submit_uid)`.

@@ -31,10 +31,12 @@
 //! stops and joins.
 //!
 //! Modules: [`xalloc`] (Slurm-owned strings), [`log`] (Slurm's log), [`glue`] (job_desc <->
-//! core types), [`state`] (the policy), [`entry`] (the exported C symbols).
+//! core types), [`state`] (the policy), [`entry`] (the exported C symbols), [`timing`] (the
+//! plugin's own time per submit, summarised in the log every 1000 calls).
 
 pub mod entry;
 pub mod glue;
 pub mod log;
 pub mod state;
+pub mod timing;
 pub mod xalloc;
