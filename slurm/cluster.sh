@@ -15,8 +15,9 @@
 # Environment: DYNMIG_CLUSTER_DIR (default ./.run/cluster), DYNMIG_NODES (default "n1 n2"),
 # DYNMIG_JOBSUBMIT_SO, DYNMIG_SPANK_SO, DYNMIG_PROLOG, DYNMIG_EPILOG, DYNMIG_CONFIG,
 # DYNMIG_NODE_GRES_<node> (default gpu:7g.80gb:2), DYNMIG_NODE_CONF, DYNMIG_CATALOG_GRES,
-# DYNMIG_FAKE_DEV (char|file), DYNMIG_EXTRA_CONF, DYNMIG_UP_TIMEOUT, DYNMIG_UP_WAIT,
-# DYNMIG_ACCOUNTING (1: slurmdbd and MariaDB, the default; 0: none). See slurm/README.md.
+# DYNMIG_FAKE_DEV (char|file), DYNMIG_EXTRA_CONF, DYNMIG_MAX_JOB_COUNT, DYNMIG_UP_TIMEOUT,
+# DYNMIG_UP_WAIT, DYNMIG_ACCOUNTING (1: slurmdbd and MariaDB, the default; 0: none).
+# See slurm/README.md.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -150,6 +150,14 @@ write_configs() {
         # for a type no dynamic node has yet (they pend until a node registers with it).
         echo "NodeName=catalog NodeAddr=10.199.0.254 $NODE_CONF Gres=$DYNMIG_CATALOG_GRES State=$CATALOG_STATE Reason=dynmig_catalog" >>"$conf"
     fi
+    if [ -n "${DYNMIG_MAX_JOB_COUNT:-}" ]; then
+        # Slurm's default is 10000 jobs in slurmctld's memory, finished ones (MinJobAge)
+        # included; slurm/bench/load.sh submits more.
+        case $DYNMIG_MAX_JOB_COUNT in
+        *[!0-9]*) die "DYNMIG_MAX_JOB_COUNT: not a number: $DYNMIG_MAX_JOB_COUNT" ;;
+        esac
+        echo "MaxJobCount=$DYNMIG_MAX_JOB_COUNT" >>"$conf"
+    fi
     if [ -n "${DYNMIG_EXTRA_CONF:-}" ]; then
         printf '%s\n' "$DYNMIG_EXTRA_CONF" >>"$conf"
     fi
