@@ -17,7 +17,9 @@
 //! - **unauthenticated**: well-formed records in a credential of another uid, forged munge
 //!   credentials (4 clients, one line after the other);
 //! - **many at once**: 1000 connections from another address, opened as fast as possible and
-//!   held, each reopened when the server closes it.
+//!   held, each reopened when the server closes it;
+//! - **credential flood**: 48 clients from another address sending credential-shaped lines
+//!   (each costs the server an `unmunge`) as fast as they are answered.
 //!
 //! Properties, for every attack: each of the good client's records is answered `OK stored`
 //! within [`GOOD_BOUND`] at the first try (from the attacker's own address: stored within
@@ -433,9 +435,9 @@ fn run_attack(attack: Attack, to: SocketAddr, stop: &AtomicBool, tally: &Tally) 
             }
         }
         Attack::CredentialFlood => {
-            // More clients than the server has connections, each sending forged
-            // credentials as fast as it is answered: every one costs an `unmunge`.
-            for k in 0..128 {
+            // Three times as many clients as one address may hold connections, each sending
+            // forged credentials as fast as it is answered: every one costs an `unmunge`.
+            for k in 0..48 {
                 s.spawn(move || {
                     let mut i = k;
                     while !stop.load(Ordering::Relaxed) {
