@@ -75,7 +75,7 @@ impl HistoryMetrics {
         );
         r.register(
             "dynmig_history_busy_connections",
-            "Connections answered 'ERR busy': why=made_room (closed before its line was complete, to make room for a new one: idle or slow clients) or why=full (refused at once: every connection past its line)",
+            "Connections answered 'ERR busy': why=made_room (closed before its line was complete, to make room for a new one: idle or slow clients) or why=full (refused at once: no connection still sending, or its address's share all busy)",
             m.busy.clone(),
         );
         r.register(

@@ -7,18 +7,18 @@
 //! slow, server busy). The node removes a record from its spool on `OK` only.
 //!
 //! The server serves each connection on its own thread, at most
-//! [`ConnectionLimits::max_connections`] at once, each with a deadline for the whole
-//! connection and a cap on the line's length. When all are taken, a new connection takes the
-//! place of one still sending its line: the oldest of the address that holds the most
-//! connections, which is answered `ERR busy` and closed. A node sends its line as soon as it
-//! is connected, so idle or dribbling connections (slowloris), however many, are the ones
-//! closed, and clients from other addresses are never closed for them. Only when every
-//! connection is past its line (its credential being checked and stored) does a new one get
-//! `ERR busy` at once. One address holds at most [`ConnectionLimits::max_per_address`]
-//! connections: beyond, a new one takes the place of that address's own oldest connection
-//! still sending, or gets `ERR busy`, so that a host that floods the server with lines to
-//! check cannot take every connection. The snapshot is rebuilt on a [`SnapshotCadence`], not after every
-//! record, and the [`Retention`] is applied at each rebuild.
+//! [`ConnectionLimits::max_connections`] at once and [`ConnectionLimits::max_per_address`]
+//! from one address, each with a deadline for the whole connection and a cap on the line's
+//! length. A new connection that finds no room takes the place of one still sending its line
+//! (no whole line read or waiting in its socket), which is answered `ERR busy` and closed:
+//! when its address holds its share, that address's own oldest; when all are taken, the
+//! oldest of the address that holds the most. A node sends its line as soon as it is
+//! connected, so idle or dribbling connections (slowloris), however many, are the ones
+//! closed, and clients from other addresses are never closed for them. Only when no
+//! connection is still sending (all being checked and stored) does a new one get `ERR busy`
+//! at once; the per-address share keeps a host that floods the server with credentials to
+//! check from taking every connection. The snapshot is rebuilt on a [`SnapshotCadence`], not
+//! after every record, and the [`Retention`] is applied at each rebuild.
 
 use crate::auth::{Sealer, Verifier};
 use crate::metrics::HistoryMetrics;
