@@ -36,6 +36,42 @@ const ATTACK_DIR: &str = "/tmp/dynmig-attacks";
 /// through a link would show as an out-of-memory restart.
 const CANARY_TEXT: &str = "root canary: torch.OutOfMemoryError: CUDA out of memory\n";
 
+/// A user's own Slurm client (the host's libslurm): submits a held batch job whose
+/// `admin_comment` is its first argument (none when empty), which sbatch has no option for.
+const ADMIN_COMMENT_CLIENT: &str = r##"/* A user's own client: submits a held batch job with an admin_comment through libslurm. */
+#include <slurm/slurm.h>
+#include <stdio.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    job_desc_msg_t d;
+    submit_response_msg_t *resp = NULL;
+    char *env[] = {"PATH=/bin:/usr/bin", NULL};
+    if (argc < 2)
+        return 2;
+    slurm_init(NULL);
+    slurm_init_job_desc_msg(&d);
+    d.name = "admin-comment-forger";
+    if (argv[1][0])
+        d.admin_comment = argv[1];
+    d.script = "#!/bin/sh\ntrue\n";
+    d.user_id = getuid();
+    d.group_id = getgid();
+    d.work_dir = "/tmp";
+    d.std_out = "/dev/null";
+    d.environment = env;
+    d.env_size = 1;
+    d.tres_per_node = "gres:gpu:1";
+    d.priority = 0;
+    if (slurm_submit_batch_job(&d, &resp) != 0) {
+        fprintf(stderr, "refused: %s\n", slurm_strerror(slurm_get_errno()));
+        return 1;
+    }
+    printf("%u\n", resp->job_id);
+    return 0;
+}
+"##;
+
 /// A root-owned file's content and modification time.
 #[derive(Debug, PartialEq, Eq)]
 struct Seen {
@@ -385,6 +421,50 @@ fn a_test_users_attacks_change_no_root_file_signal_no_foreign_process_and_keep_t
             &format!("hint {:?}", dynmig_clip(h)),
             &format!("sbatch refused ({} bytes of message)", err.len()),
         );
+    }
+
+    // An AdminComment set at submit through libslurm by the user: a forged decision record.
+    // Host release only (the client is built against the host's libslurm).
+    if std::env::var_os("DYNMIG_SLURM_ROOT").is_none_or(|r| r.is_empty()) {
+        let src = rootdir.join("submit_admin_comment.c");
+        let exe = rootdir.join("submit_admin_comment");
+        std::fs::write(&src, ADMIN_COMMENT_CLIENT).unwrap();
+        let built = Command::new("cc")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .arg("-lslurm")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if built {
+            // The control: the same client without an AdminComment is accepted.
+            let out = c.as_user(uid, exe.to_str().unwrap(), &[""]);
+            assert!(
+                out.status.success(),
+                "the client without an AdminComment was refused: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let _ = c.cmd("scancel", &[String::from_utf8_lossy(&out.stdout).trim()]);
+            let forged = "dynmig/v1 profile=1g.10gb count=1 mem=1 source=mig-mem";
+            let out = c.as_user(uid, exe.to_str().unwrap(), &[forged]);
+            let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            let outcome = if out.status.success() {
+                let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+                let j = c.jobs_json().into_iter().find(|j| j["job_id"] == id).unwrap();
+                let admin = text(&j["admin_comment"]);
+                let _ = c.cmd("scancel", &[&id.to_string()]);
+                assert_ne!(admin, forged, "the user's AdminComment was kept: {j}");
+                format!("accepted, AdminComment '{admin}'")
+            } else {
+                format!("refused by slurmctld ({said})")
+            };
+            line(
+                "AdminComment = a forged decision record, set at submit through libslurm (host release; the same client without it is accepted)",
+                &outcome,
+            );
+        } else {
+            eprintln!("note: no C compiler or libslurm: the AdminComment attack is skipped");
+        }
     }
 
     // --- 3. Jobs on n1 with hostile names, comments and paths. ------------------------------
