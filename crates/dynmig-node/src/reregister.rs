@@ -46,8 +46,13 @@ pub struct DynamicNode {
 }
 
 impl Reregister for DynamicNode {
-    /// A live (not zombie) process named `slurmd` in the pid file.
+    /// A live (not zombie) process named `slurmd` in the pid file; `None` (cannot tell)
+    /// without a pid file, so that a node whose slurmd keeps it elsewhere is never registered
+    /// again for it.
     fn daemon_running(&self) -> Option<bool> {
+        if !self.pid_file.exists() {
+            return None;
+        }
         let running = pidfile::live_foreign(&self.pid_file, "slurmd").is_some_and(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
                 st.rsplit(')')
@@ -194,6 +199,7 @@ mod tests {
     fn a_registered_node_whose_slurmd_died_gets_only_its_slurmd_back() {
         let dir = tempfile::tempdir().unwrap();
         let d = fake_slurmd(dir.path());
+        assert_eq!(d.daemon_running(), None, "no pid file: cannot tell");
         std::fs::write(&d.pid_file, "999999999\n").unwrap();
         assert_eq!(d.daemon_running(), Some(false));
         let slurm = FakeSlurm::new(vec![idle_node("n1", "gpu:3g.40gb:2(S:0)")], vec![]);
