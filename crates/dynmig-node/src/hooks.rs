@@ -280,10 +280,12 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         oom: why.is_some(),
         end_time: dynmig_history::now(),
     };
-    let spooled = dynmig_history::spool::put(&paths.history_spool, &record)?;
+    // The restart first: a record that cannot be spooled (a full disk) must not cost the job
+    // its restart.
     if let Some(why) = &why {
         start_restart(config, exe, env, &profile, why, job.restarts, &models);
     }
+    let spooled = dynmig_history::spool::put(&paths.history_spool, &record)?;
     if config.history.store == HistoryStore::Slurmdbd {
         // Slurm's accounting (docs/history.md): each spooled record goes once slurmdbd has
         // it, this job's first; records an earlier Epilog could not write are retried.

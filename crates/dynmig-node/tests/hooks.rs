@@ -80,6 +80,44 @@ fn the_epilog_records_the_run_from_slurms_json_and_releases_the_instance() {
 }
 
 #[test]
+fn an_out_of_memory_job_is_restarted_even_when_its_record_cannot_be_spooled() {
+    let d = tempfile::tempdir().unwrap();
+    let c = config(d.path());
+    dynmig_node::setup::init_node(&c, "n1").unwrap();
+    // The spool cannot be written: a file stands where its folder would be.
+    let spool = NodePaths::of(&c, "n1").history_spool;
+    std::fs::create_dir_all(spool.parent().unwrap()).unwrap();
+    std::fs::write(&spool, "").unwrap();
+    // A failed job whose stderr ends with the CUDA message, readable by its user (us).
+    let err = d.path().join("job.err");
+    std::fs::write(&err, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n").unwrap();
+    let mut job = pending_job(7, "gres:gpu:1g.10gb:1");
+    job.state = JobState::Other("FAILED".into());
+    job.exit_status = 1;
+    // SAFETY: getuid/getgid have no preconditions.
+    (job.uid, job.gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    job.std_err = err.display().to_string();
+    let slurm = FakeSlurm::new(vec![], vec![job]);
+    // The restart helper stands in as a script that records its arguments.
+    let marker = d.path().join("restart-args");
+    let helper = d.path().join("helper.sh");
+    std::fs::write(
+        &helper,
+        format!("#!/bin/sh\necho \"$@\" > {}.tmp && mv {0}.tmp {0}\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    epilog(&c, &env(7, &[]), &slurm, &helper).unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while !marker.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let args = std::fs::read_to_string(&marker).expect("the restart helper was started");
+    assert!(args.starts_with("oom-restart --node n1 --job 7"), "{args}");
+    assert!(args.contains("--to 2g.20gb"), "{args}");
+}
+
+#[test]
 fn the_oom_restart_requeues_on_the_next_profile_keeping_count_and_form() {
     let slurm = FakeSlurm::new(vec![], vec![pending_job(9, "gres/gpu:1g.10gb:2")]);
     let req = RestartRequest {
