@@ -39,4 +39,13 @@ if [ "$profile" = release ]; then
 else
     cargo build --workspace --quiet
 fi
+# The plugins must not link libslurm: slurmctld and slurmd provide Slurm's symbols when they
+# load them (a feature unified across the workspace once linked it in: crates/dynmig-fuzz).
+dir=${CARGO_TARGET_DIR:-target}/$([ "$profile" = release ] && echo release || echo debug)
+for so in "$dir/libjob_submit_dynmig.so" "$dir/libspank_dynmig.so"; do
+    if readelf -d "$so" | grep -q 'NEEDED.*libslurm'; then
+        echo "dynmig setup: $so links libslurm; the plugins must take Slurm's symbols from the daemon that loads them" >&2
+        exit 1
+    fi
+done
 echo "dynmig setup: built ($profile)" >&2
