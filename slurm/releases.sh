@@ -10,6 +10,7 @@
 #   slurm/releases.sh test SUITE        run the cluster test suite on SUITE (via run)
 #   slurm/releases.sh bench SUITE       run slurm/bench/submit_cost.sh on SUITE (via run)
 #   slurm/releases.sh demo SUITE        run slurm/demo.sh on SUITE (debug build; via run)
+#   slurm/releases.sh load SUITE [JOBS] run slurm/bench/load.sh on SUITE (release plugins; via run)
 #   slurm/releases.sh version [SUITE]   Slurm version of SUITE (host: no SUITE)
 #
 # SUITE is bookworm (the host itself, nothing mounted), trixie or sid.
@@ -272,6 +273,30 @@ cmd_bench() {
     cmd_run "$suite" bash "$ROOT/slurm/bench/submit_cost.sh" "$@"
 }
 
+# slurm/bench/load.sh on SUITE with release builds of the plugins, as a site runs them (`plugins`
+# builds debug ones, for the tests): bookworm's are the workspace's target/release, another
+# suite's are built against its headers into target/slurm/<version>-release/.
+cmd_load() {
+    local suite=${1:?usage: load SUITE [JOBS]} sys ver tdir out
+    shift
+    sys=$(sysroot "$suite")
+    if [ -z "$sys" ]; then
+        cmd_run "$suite" env -u DYNMIG_PLUGIN_DIR bash "$ROOT/slurm/bench/load.sh" "$@"
+        return
+    fi
+    ver=$(slurm_version_of "$sys")
+    tdir="${CARGO_TARGET_DIR:-$ROOT/target}/slurm-build/$ver"
+    out="${CARGO_TARGET_DIR:-$ROOT/target}/slurm/$ver-release"
+    (cd "$ROOT" && SLURM_INCLUDE_DIR=$sys/usr/include SLURM_LIB_DIR=$sys/usr/lib/x86_64-linux-gnu \
+        CARGO_TARGET_DIR="$tdir" cargo build --quiet --release -p job-submit-dynmig -p spank-dynmig) ||
+        die "building the release plugins against Slurm $ver failed"
+    mkdir -p "$out"
+    cp "$tdir/release/libjob_submit_dynmig.so" "$out/job_submit_dynmig.so"
+    cp "$tdir/release/libspank_dynmig.so" "$out/spank_dynmig.so"
+    echo "$ver" >"$out/SLURM_VERSION"
+    cmd_run "$suite" env DYNMIG_PLUGIN_DIR="$out" bash "$ROOT/slurm/bench/load.sh" "$@"
+}
+
 # slurm/demo.sh on SUITE (the debug build unless DYNMIG_PROFILE=release).
 cmd_demo() {
     local suite=${1:?usage: demo SUITE}
@@ -300,9 +325,10 @@ main() {
     test) cmd_test "$@" ;;
     unit) cmd_unit "$@" ;;
     bench) cmd_bench "$@" ;;
+    load) cmd_load "$@" ;;
     demo) cmd_demo "$@" ;;
     *)
-        sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2
         ;;
     esac
