@@ -201,6 +201,7 @@ fn served() -> std::collections::BTreeMap<String, String> {
     h.stored(&r);
     r.oom = true;
     h.stored(&r);
+    h.busy(true);
     [c.render(), agent.render(), h.render()]
         .iter()
         .flat_map(|t| {
