@@ -25,7 +25,7 @@ MIRROR=${DYNMIG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PKGS="slurmctld slurmd slurm-client munge libslurm-dev passwd slurmdbd mariadb-server"
 CHROOT_KEY="v1 $PKGS"
 # The Slurm commands the cluster, the agents and the tests run, wrapped per release.
-COMMANDS="slurmctld slurmd slurmstepd slurmdbd scontrol sbatch squeue sinfo scancel srun salloc sacct sacctmgr sprio munged munge unmunge mariadbd mariadb-install-db"
+COMMANDS="slurmctld slurmd slurmstepd slurmdbd scontrol sbatch squeue sinfo scancel srun salloc sacct sacctmgr sprio sdiag munged munge unmunge mariadbd mariadb-install-db"
 export PATH=$HOME/.cargo/bin:$PATH
 
 log() { echo "releases.sh: $*" >&2; }

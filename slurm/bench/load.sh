@@ -182,8 +182,8 @@ for ((b = 0; b < nblocks; b++)); do
 	ctld_pid=$(cat "$D/run/slurmctld.pid")
 	queue=$(squeue -h -t PD,R,CG -o %i | wc -l)
 	read -r s0 c0 <<<"$(pass_sum_count || echo "0 0")"
-	# Cumulative counters, read before and after (26.05's `sdiag -r` fails here with "Insane
-	# message length"; its reconfigure restarts slurmctld, which resets them anyway).
+	# Cumulative counters, read before and after the block (no `sdiag -r`: from 23.11 a
+	# reconfigure restarts slurmctld, which resets them anyway).
 	read -r sd_n0 _ sd_t0 <<<"$(sdiag_submit)"
 	from_byte=$(($(stat -c %s "$log") + 1))
 	from=$((b * BLOCK))
