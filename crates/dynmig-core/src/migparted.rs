@@ -151,11 +151,43 @@ fn parse_filter(v: &str) -> Result<u16, String> {
     Ok((n >> 16) as u16)
 }
 
+/// Largest mig-parted file read, bytes (NVIDIA's own files are a few kB).
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+/// Deepest `[`/`{` nesting read (a mig-parted file nests 2 or 3 deep).
+pub const MAX_FLOW_DEPTH: usize = 32;
+
+/// Why `text` is not parsed at all: too large, or flow collections nested deeper than
+/// [`MAX_FLOW_DEPTH`], which makes the YAML parser take time that grows faster than the text
+/// (found by fuzzing: 22 s for 256 kB of `{`). Brackets in quoted strings count too: a real
+/// file never has 32 of them open.
+fn too_big_or_deep(text: &str) -> Option<String> {
+    if text.len() > MAX_FILE_BYTES {
+        return Some(format!("{} bytes; at most {MAX_FILE_BYTES} are read", text.len()));
+    }
+    let mut depth = 0usize;
+    for b in text.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Some(format!("'[' and '{{' nested more than {MAX_FLOW_DEPTH} deep"));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Reads a mig-parted v1 file and resolves every config for a node of `gpus` GPUs of `model`.
 ///
 /// # Errors
 /// [`MigPartedError`] naming the config, the entry and what is allowed.
 pub fn import(text: &str, model: &GpuModel, gpus: usize) -> Result<Imported, MigPartedError> {
+    if let Some(why) = too_big_or_deep(text) {
+        return Err(MigPartedError::Syntax(why));
+    }
     let raw: RawSpec = serde_yaml::from_str(text).map_err(|e| MigPartedError::Syntax(cut(&e.to_string(), 300)))?;
     if raw.version != "v1" {
         return Err(MigPartedError::Syntax(format!(
@@ -315,6 +347,26 @@ pub fn export(model: &GpuModel, configs: &BTreeMap<String, Vec<GpuConfig>>) -> S
 mod tests {
     use super::*;
     use crate::geometry::{A100_40GB, A100_80GB, A30_24GB};
+
+    #[test]
+    fn deep_or_huge_files_are_refused_before_the_yaml_parser_runs() {
+        // Found by crates/dynmig-fuzz (migparted_yaml): 256 kB of '{' took 22 s to refuse.
+        for text in [
+            format!("version: {}", "{".repeat(256 * 1024)),
+            format!("version: v1\nmig-configs: {}{}\n", "[".repeat(40), "]".repeat(40)),
+            format!("version: v1\n#{}\n", "x".repeat(2 << 20)),
+        ] {
+            let started = std::time::Instant::now();
+            let e = import(&text, &A100_80GB, 1).unwrap_err().to_string();
+            assert!(
+                e.contains("nested more than 32") || e.contains("at most 1048576"),
+                "{e}"
+            );
+            assert!(started.elapsed() < std::time::Duration::from_millis(500));
+        }
+        let flow = "version: v1\nmig-configs: {a: [{devices: all, mig-enabled: true, mig-devices: {1g.10gb: 7}}]}\n";
+        assert!(import(flow, &A100_80GB, 1).is_ok(), "ordinary flow style still reads");
+    }
 
     #[test]
     fn a_huge_yaml_value_gives_a_bounded_message() {
