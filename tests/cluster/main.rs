@@ -13,6 +13,7 @@
 
 mod attacks;
 mod harness;
+mod load;
 mod metrics;
 #[path = "../common/prometheus.rs"]
 mod prometheus;
