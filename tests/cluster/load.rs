@@ -35,7 +35,11 @@ fn two_hundred_jobs_in_blocks_with_and_without_the_plugin_are_all_accepted_and_n
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     println!("load.sh: {:.0} s", started.elapsed().as_secs_f64());
-    assert!(out.status.success(), "load.sh failed ({}):\n{stdout}\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "load.sh failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
     assert!(stdout.contains("submitted 200, accepted 200, refused 0"), "{stdout}");
     assert!(
         stdout.contains("accepted and not known to slurmctld afterwards (lost): 0"),
