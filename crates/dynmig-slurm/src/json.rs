@@ -183,7 +183,8 @@ pub fn parse_node_gres(gres: &str) -> Vec<(String, u32)> {
             .or_else(|| part.strip_prefix("gres:"))
             .unwrap_or(part);
         let fields: Vec<&str> = part.split(':').collect();
-        if fields.len() == 3 && fields[0] == "gpu" {
+        // An empty type is no profile (found by fuzzing: `gpu::22` gave 22 instances of "").
+        if fields.len() == 3 && fields[0] == "gpu" && !fields[1].is_empty() {
             if let Ok(n) = fields[2].parse() {
                 out.push((fields[1].to_string(), n));
             }
@@ -207,6 +208,8 @@ mod tests {
             vec![("7g.80gb".into(), 1), ("2g.20gb".into(), 3)]
         );
         assert!(parse_node_gres("(null)").is_empty());
+        assert!(parse_node_gres("gpu::22").is_empty(), "an empty type is no profile");
+        assert_eq!(parse_node_gres("gpu::1,gpu:1g.10gb:2"), vec![("1g.10gb".into(), 2)]);
     }
 
     #[test]
