@@ -89,6 +89,7 @@ fn main() -> ExitCode {
     for name in &names {
         let r = run_child(&args, name);
         println!("{}", row(&r));
+        println!("    slowest input: {}", dynmig_fuzz::runner::cut(&r.slowest_input, 200));
         if !r.findings.is_empty() {
             println!("{}", r.describe_findings());
         }
