@@ -16,7 +16,10 @@ fn main() {
     // slurm-sys reads it.
     println!("cargo:rerun-if-env-changed=SLURM_LIB_DIR");
     if let Some(dir) = std::env::var_os("SLURM_LIB_DIR").filter(|d| !d.is_empty()) {
-        println!("cargo:rustc-link-search=native={}", std::path::Path::new(&dir).display());
+        println!(
+            "cargo:rustc-link-search=native={}",
+            std::path::Path::new(&dir).display()
+        );
     }
     println!("cargo:rustc-link-lib=dylib=slurm");
     println!("cargo::rustc-check-cfg=cfg(slurm_2302_plus)");
