@@ -315,3 +315,401 @@ pub fn field(text: &str, key: &str) -> String {
         .unwrap_or("")
         .to_string()
 }
+
+/// A job submitted by [`Cluster::sbatch_out`]: its id and the output file it must write.
+#[derive(Debug, Clone)]
+pub struct TrackedJob {
+    pub id: u64,
+    pub out: PathBuf,
+}
+
+/// Fault injection (tests/cluster/faults.rs): restarting daemons as slurm/local-dynmig.sh and
+/// slurm/cluster.sh do, the simulated backend's fault plan and pause file, and one checker of
+/// what must hold after every fault.
+impl Cluster {
+    /// The simulated GPUs' state file of `node`.
+    pub fn sim_state(&self, node: &str) -> PathBuf {
+        self.dir.join(format!("dynmig/nodes/{node}/gpus.json"))
+    }
+
+    /// Replaces `node`'s shared fault plan (`gpus.json.faults.json`, dynmig_gpu::FaultPlan's
+    /// JSON text form).
+    pub fn set_faults(&self, node: &str, plan: &str) {
+        let path = self.dir.join(format!("dynmig/nodes/{node}/gpus.json.faults.json"));
+        std::fs::write(&path, plan).expect("write the faults file");
+    }
+
+    /// The pid in a pid file, if the file holds one.
+    fn pid_in(&self, file: &str) -> Option<i32> {
+        std::fs::read_to_string(self.dir.join(file)).ok()?.trim().parse().ok()
+    }
+
+    /// The running agent's pid, if it is alive: from the pid file the agent writes itself
+    /// (`<state dir>/agent.pid`, "<pid> <start time>"; run/agent-NODE.pid of
+    /// slurm/local-dynmig.sh may name the shell that started it).
+    pub fn agent_pid(&self, node: &str) -> Option<i32> {
+        std::fs::read_to_string(self.dir.join(format!("dynmig/nodes/{node}/agent.pid")))
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+            .filter(|p| alive(*p))
+    }
+
+    /// slurmd's pid of `node` (slurm/cluster.sh's pid file), if it is alive.
+    pub fn slurmd_pid(&self, node: &str) -> Option<i32> {
+        self.pid_in(&format!("nodes/{node}/slurmd.pid")).filter(|p| alive(*p))
+    }
+
+    /// Starts `node`'s agent daemon as slurm/local-dynmig.sh does (in the node's namespace,
+    /// log appended to log/agent-NODE.log, pid in run/agent-NODE.pid); returns the pid of
+    /// the agent that runs then (an agent still alive keeps its lock, and the new one exits).
+    pub fn start_agent(&self, node: &str) -> i32 {
+        let script = format!(
+            "nsenter --net=/run/netns/dynmig-{node} unshare --uts sh -c 'hostname \"$0\" && exec \"$@\"' {node} \
+             {dynmig} --config {conf} agent --node {node} >>{dir}/log/agent-{node}.log 2>&1 & echo $! >{dir}/run/agent-{node}.pid",
+            dynmig = bin_dir().join("dynmig").display(),
+            conf = self.dir.join("dynmig.toml").display(),
+            dir = self.dir.display(),
+        );
+        let st = Command::new("bash")
+            .args(["-c", &script])
+            .env("SLURM_CONF", &self.slurm_conf)
+            .status()
+            .expect("start the agent");
+        assert!(st.success());
+        // Up once the agent has written its own pid file (after taking the instance lock).
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(pid) = self.agent_pid(node) {
+                return pid;
+            }
+            assert!(
+                Instant::now() < until,
+                "the agent of {node} did not start\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// [`Cluster::agent_once`] with more environment (e.g. `DYNMIG_SIM_FAULTS`, a fault plan
+    /// of that process only).
+    pub fn agent_once_env(&self, node: &str, env: &[(&str, &str)]) -> Output {
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/dynmig-{node}"))
+            .args(["unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", node])
+            .arg(bin_dir().join("dynmig"))
+            .args([
+                "--config",
+                &self.dir.join("dynmig.toml").display().to_string(),
+                "agent",
+                "--node",
+                node,
+                "--once",
+            ])
+            .env("SLURM_CONF", &self.slurm_conf)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    }
+
+    /// Stops `node`'s agent (SIGTERM to the pid it wrote itself, and to the one
+    /// slurm/local-dynmig.sh recorded, in case the agent has not written its own pid file yet)
+    /// and waits until it is gone.
+    pub fn stop_agent(&self, node: &str) {
+        let started = self.pid_in(&format!("run/agent-{node}.pid")).filter(|p| alive(*p));
+        for pid in [self.agent_pid(node), started].into_iter().flatten() {
+            self.signal(pid, "-TERM");
+            assert!(
+                self.wait_gone(pid, Duration::from_secs(30)),
+                "the agent of {node} did not stop"
+            );
+        }
+    }
+
+    /// Sends `sig` (`-9`, `-USR1`, ...) to `pid`.
+    pub fn signal(&self, pid: i32, sig: &str) {
+        let _ = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+
+    /// Waits (up to `timeout`) until `pid` is gone; false if it is still there.
+    pub fn wait_gone(&self, pid: i32, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        while alive(pid) {
+            if Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    }
+
+    /// Waits (up to `timeout`) for the simulated backend of `node` to pause at a point
+    /// fault; returns the point's name.
+    pub fn wait_paused(&self, node: &str, timeout: Duration) -> String {
+        let path = dynmig_gpu::simulated::pause_path(&self.sim_state(node));
+        let mut point = String::new();
+        self.wait_for("the agent to pause at its point fault", timeout, || {
+            point = std::fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+            !point.is_empty()
+        });
+        point
+    }
+
+    /// Lets a paused agent go on.
+    pub fn release_pause(&self, node: &str) {
+        let _ = std::fs::remove_file(dynmig_gpu::simulated::pause_path(&self.sim_state(node)));
+    }
+
+    /// Restarts slurmctld on its saved state (slurm/cluster.sh restart-ctld).
+    pub fn restart_ctld(&self) {
+        let out = Command::new("bash")
+            .arg(self.root.join("slurm/cluster.sh"))
+            .arg("restart-ctld")
+            .env("DYNMIG_CLUSTER_DIR", &self.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Starts the history server as slurm/local-dynmig.sh does (pid in run/history.pid).
+    pub fn start_history(&self) {
+        let script = format!(
+            "{dynmig} --config {conf} history serve >>{dir}/log/history.log 2>&1 & echo $! >{dir}/run/history.pid",
+            dynmig = bin_dir().join("dynmig").display(),
+            conf = self.dir.join("dynmig.toml").display(),
+            dir = self.dir.display(),
+        );
+        assert!(Command::new("bash")
+            .args(["-c", &script])
+            .env("SLURM_CONF", &self.slurm_conf)
+            .status()
+            .unwrap()
+            .success());
+    }
+
+    /// Submits a job whose script writes `done-<job id>` into `<dir>/job-<id>.out`.
+    pub fn sbatch_out(&self, dir: &Path, args: &[&str]) -> Result<TrackedJob, String> {
+        let pattern = dir.join("job-%j.out").display().to_string();
+        let output = format!("--output={pattern}");
+        let mut a = vec!["--parsable", &output];
+        a.extend_from_slice(args);
+        a.push("--wrap=echo done-$SLURM_JOB_ID");
+        let out = self.cmd("sbatch", &a);
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        let id: u64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .parse()
+            .map_err(|e| format!("job id: {e}"))?;
+        Ok(TrackedJob {
+            id,
+            out: dir.join(format!("job-{id}.out")),
+        })
+    }
+
+    /// Waits until every job has ended (up to `timeout`) and returns those that did not end
+    /// COMPLETED with their output written, each with what went wrong.
+    pub fn lost_jobs(&self, jobs: &[TrackedJob], timeout: Duration) -> Vec<String> {
+        let until = Instant::now() + timeout;
+        let done = |j: &TrackedJob| {
+            std::fs::read_to_string(&j.out).is_ok_and(|t| t.contains(&format!("done-{}", j.id)))
+                && self.job_state(j.id) == "COMPLETED"
+        };
+        let mut left: Vec<&TrackedJob> = jobs.iter().collect();
+        while !left.is_empty() && Instant::now() < until {
+            left.retain(|j| !done(j));
+            if !left.is_empty() {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        }
+        left.iter()
+            .map(|j| {
+                let job = self.cmd("scontrol", &["show", "job", &j.id.to_string()]);
+                let text = String::from_utf8_lossy(&job.stdout);
+                format!(
+                    "job {}: {} ({}), output {}",
+                    j.id,
+                    field(&text, "JobState"),
+                    field(&text, "Reason"),
+                    if j.out.exists() { "written" } else { "missing" }
+                )
+            })
+            .collect()
+    }
+
+    /// What must hold on `node` after any fault, or what does not:
+    /// - the simulated GPUs, gres.conf and Slurm agree: the same instances (gres.conf's
+    ///   files are exactly the instances' device files, which exist), the same type counts in
+    ///   Slurm's GRES of the node (Slurm knows the node);
+    /// - no orphan instance: the node holds one of `layouts` (its layout before and after a
+    ///   repartition), GPU by GPU;
+    /// - the node is in service (not drained or down, no reason, no journal), or drained
+    ///   with a reason holding every text of `drain_says` (`None`: it must be in service).
+    ///
+    /// Returns the node's layout and state in words.
+    pub fn check_node(&self, node: &str, layouts: &[&str], drain_says: Option<&[&str]>) -> Result<String, String> {
+        use dynmig_core::geometry::{NodeLayout, A100_80GB};
+        use std::collections::BTreeMap;
+        let state: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.sim_state(node)).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+        let gpus = state["gpus"].as_array().cloned().unwrap_or_default();
+        let mut per_gpu: Vec<BTreeMap<String, u32>> = Vec::new();
+        let mut files: Vec<PathBuf> = Vec::new();
+        for (g, gpu) in gpus.iter().enumerate() {
+            let mut counts = BTreeMap::new();
+            for i in gpu["instances"].as_array().cloned().unwrap_or_default() {
+                *counts
+                    .entry(i["profile"].as_str().unwrap_or("?").to_string())
+                    .or_insert(0) += 1;
+                files.push(self.dir.join(format!("dynmig/devices/{node}/gpu{g}/gi{}", i["gi_id"])));
+            }
+            per_gpu.push(counts);
+        }
+        let words: Vec<String> = per_gpu
+            .iter()
+            .map(|c| {
+                if c.is_empty() {
+                    "empty".to_string()
+                } else {
+                    c.iter().map(|(p, n)| format!("{n}x{p}")).collect::<Vec<_>>().join("+")
+                }
+            })
+            .collect();
+        let layout = words.join(",");
+        // No orphan: GPU by GPU, one of the layouts.
+        for (g, have) in per_gpu.iter().enumerate() {
+            let known = layouts.iter().any(|l| {
+                NodeLayout::parse(&A100_80GB, gpus.len(), l).is_ok_and(|nl| {
+                    let want: BTreeMap<String, u32> = nl.gpus[g].iter().map(|(p, n)| (p.to_string(), n)).collect();
+                    &want == have
+                })
+            });
+            if !known {
+                return Err(format!(
+                    "GPU {g} of {node} holds {}: in none of {layouts:?} (orphan instances)",
+                    words[g]
+                ));
+            }
+        }
+        // Device files of the instances, and no other.
+        for f in &files {
+            if !f.exists() {
+                return Err(format!("{}: device file of an instance missing", f.display()));
+            }
+        }
+        for g in 0..gpus.len() {
+            let dir = self.dir.join(format!("dynmig/devices/{node}/gpu{g}"));
+            for e in std::fs::read_dir(&dir)
+                .map(|d| d.flatten().collect::<Vec<_>>())
+                .unwrap_or_default()
+            {
+                if !files.contains(&e.path()) {
+                    return Err(format!("{}: a device file of no instance", e.path().display()));
+                }
+            }
+        }
+        // gres.conf names exactly the instances' files.
+        let conf =
+            std::fs::read_to_string(self.dir.join(format!("nodes/{node}/etc/gres.conf"))).map_err(|e| e.to_string())?;
+        let mut conf_counts: BTreeMap<String, u32> = BTreeMap::new();
+        let mut conf_files: Vec<PathBuf> = Vec::new();
+        for l in conf.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+            let get = |k: &str| {
+                l.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(k))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            *conf_counts.entry(get("Type=")).or_insert(0) += 1;
+            conf_files.push(PathBuf::from(get("File=")));
+        }
+        let (mut a, mut b) = (files.clone(), conf_files.clone());
+        a.sort();
+        b.sort();
+        if a != b {
+            return Err(format!(
+                "gres.conf of {node} names {b:?}, the GPUs hold {a:?} (GPUs {layout})"
+            ));
+        }
+        // Slurm's GRES of the node.
+        let n = self.node(node);
+        if n.is_null() {
+            return Err(format!("Slurm does not know node {node} (GPUs {layout})"));
+        }
+        let mut slurm_counts: BTreeMap<String, u32> = BTreeMap::new();
+        for item in canon_gres(n["gres"].as_str().unwrap_or(""))
+            .split(',')
+            .filter(|s| !s.is_empty())
+        {
+            let parts: Vec<&str> = item.split(':').collect();
+            if let [_, t, c] = parts.as_slice() {
+                *slurm_counts.entry(t.to_string()).or_insert(0) += c.parse::<u32>().unwrap_or(0);
+            }
+        }
+        slurm_counts.retain(|_, c| *c > 0);
+        if slurm_counts != conf_counts {
+            return Err(format!(
+                "Slurm shows {node} with {slurm_counts:?}, gres.conf and the GPUs hold {conf_counts:?}"
+            ));
+        }
+        let reason = n["reason"].as_str().unwrap_or("").to_string();
+        let drained = has_flag(&n, "DRAIN");
+        let down = has_flag(&n, "DOWN") || has_flag(&n, "NOT_RESPONDING");
+        let journal = self.dir.join(format!("dynmig/nodes/{node}/agent-journal.json"));
+        match drain_says {
+            None => {
+                if drained || down || !reason.is_empty() {
+                    return Err(format!("{node} is not in service: {n}"));
+                }
+                if journal.exists() {
+                    return Err(format!("{node} is in service but its journal is still there"));
+                }
+                Ok(format!("in service with {layout}"))
+            }
+            Some(says) => {
+                if !drained {
+                    return Err(format!("{node} is not drained (expected a reason with {says:?}): {n}"));
+                }
+                if let Some(s) = says.iter().find(|s| !reason.contains(**s)) {
+                    return Err(format!("{node}'s drain reason does not say '{s}': {reason}"));
+                }
+                Ok(format!("drained with {layout}: {reason}"))
+            }
+        }
+    }
+
+    /// `node` in service with exactly `layout`'s GRES (and no reason).
+    pub fn serves(&self, node: &str, layout: &str) -> bool {
+        use dynmig_core::geometry::{NodeLayout, A100_80GB};
+        let Ok(want) = NodeLayout::parse(&A100_80GB, 2, layout) else {
+            return false;
+        };
+        let n = self.node(node);
+        if n.is_null() || has_flag(&n, "DRAIN") || !n["reason"].as_str().unwrap_or("").is_empty() {
+            return false;
+        }
+        let mut want: Vec<String> = want.totals().iter().map(|(p, c)| format!("gpu:{p}:{c}")).collect();
+        want.sort();
+        canon_gres(n["gres"].as_str().unwrap_or("")) == want.join(",")
+    }
+}
+
+/// Whether a process `pid` exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
+}

@@ -12,6 +12,7 @@
 //! on /run/dynmig-cluster-tests.lock for other test processes).
 
 mod attacks;
+mod faults;
 mod harness;
 mod load;
 mod metrics;

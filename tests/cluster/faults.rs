@@ -1,0 +1,553 @@
+//! Fault injection at every step of a repartition, on the real local cluster (issue 14, item 2).
+//!
+//! Each test brings the cluster up once and loops over its faults: the node agent killed
+//! (SIGKILL) at every point of its work, an NVML-style failure at every backend call, slurmd
+//! killed during the re-registration, slurmctld restarted during a repartition and during a
+//! burst of submissions, the history server down and back. After each fault one checker
+//! ([`Cluster::check_node`]) says whether the GPUs, gres.conf and Slurm agree, whether an
+//! orphan instance is left, and whether the node is back in service or drained with a reason
+//! naming the fault; every job submitted must end COMPLETED with its output
+//! ([`Cluster::lost_jobs`]).
+//!
+//! The faults come from the simulated backend's fault plan (dynmig_gpu::FaultPlan): per-call
+//! errors as NVML returns them, `crash_after` for a kill between two instance operations, and
+//! point faults at the agent's named points (SIGKILL, or a pause during which the test kills
+//! slurmd or restarts slurmctld). The NVML backend has none of these hooks.
+//!
+//! Every test prints one table row per fault (`FAULT|...`); slurm/bench/faults.sh collects
+//! them.
+
+use super::harness::*;
+use std::time::{Duration, Instant};
+
+/// Layouts the loops move node n1 through, each with a profile the one before lacks, and the
+/// profile of a job that only the new layout runs.
+const CYCLE: [(&str, &str); 3] = [
+    ("1x7g.80gb,7x1g.10gb", "1g.10gb"),
+    ("2x3g.40gb,1x7g.80gb", "3g.40gb"),
+    ("1x4g.40gb+1x3g.40gb,3x2g.20gb+1x1g.10gb", "2g.20gb"),
+];
+const INITIAL: &str = "1x7g.80gb,1x7g.80gb";
+
+fn row(fault: &str, outcome: &str, lost: usize, t0: Instant) {
+    eprintln!("FAULT|{fault}|{outcome}|{lost}|{:.1}", t0.elapsed().as_secs_f64());
+}
+
+fn drain_for(c: &Cluster, node: &str, target: &str) {
+    c.ok(
+        "scontrol",
+        &[
+            "update",
+            &format!("nodename={node}"),
+            "state=drain",
+            &format!("reason=dynmig/v1 repartition to={target}"),
+        ],
+    );
+}
+
+fn out_dir(c: &Cluster, name: &str) -> std::path::PathBuf {
+    let d = c.dir.join(format!("fault-jobs/{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn an_agent_killed_at_every_point_of_a_repartition_resumes_and_loses_nothing() {
+    let c = Cluster::up(false);
+    let jobs_dir = out_dir(&c, "killed");
+    // Each kill point of the agent's work, in order (dynmig_node::agent's module docs);
+    // `crash_after` kills it between two instance operations.
+    let kills: [(&str, String); 11] = [
+        (
+            "journal:instances",
+            r#"{"at":[{"point":"journal:instances","action":"crash"}]}"#.into(),
+        ),
+        ("after instance op 1", r#"{"crash_after":1}"#.into()),
+        ("after instance op 3", r#"{"crash_after":3}"#.into()),
+        (
+            "journal:gres_conf",
+            r#"{"at":[{"point":"journal:gres_conf","action":"crash"}]}"#.into(),
+        ),
+        (
+            "journal:register",
+            r#"{"at":[{"point":"journal:register","action":"crash"}]}"#.into(),
+        ),
+        (
+            "register:stopped",
+            r#"{"at":[{"point":"register:stopped","action":"crash"}]}"#.into(),
+        ),
+        (
+            "register:deleted",
+            r#"{"at":[{"point":"register:deleted","action":"crash"}]}"#.into(),
+        ),
+        (
+            "register:started",
+            r#"{"at":[{"point":"register:started","action":"crash"}]}"#.into(),
+        ),
+        (
+            "journal:wait",
+            r#"{"at":[{"point":"journal:wait","action":"crash"}]}"#.into(),
+        ),
+        ("published", r#"{"at":[{"point":"published","action":"crash"}]}"#.into()),
+        // Killed twice in one repartition: mid-instances, then again once re-registering.
+        (
+            "op 2, then register:deleted",
+            r#"{"crash_after":2,"at":[{"point":"register:deleted","action":"crash"}]}"#.into(),
+        ),
+    ];
+    let mut from = INITIAL.to_string();
+    let mut failures = Vec::new();
+    for (i, (name, plan)) in kills.iter().enumerate() {
+        let t0 = Instant::now();
+        let (to, profile) = CYCLE[i % CYCLE.len()];
+        let pid = c.agent_pid("n1").unwrap_or_else(|| c.start_agent("n1"));
+        c.set_faults("n1", plan);
+        // A job only the new layout runs: it waits through the repartition and the kill.
+        let job = c
+            .sbatch_out(&jobs_dir, &["--gres", &format!("gpu:{profile}:1"), "--time=2"])
+            .expect("sbatch");
+        drain_for(&c, "n1", to);
+        c.signal(pid, "-USR1");
+        let killed = c.wait_gone(pid, Duration::from_secs(40));
+        let journal = c.dir.join("dynmig/nodes/n1/agent-journal.json").exists();
+        // Restarted as slurm/local-dynmig.sh starts it (again whenever it dies: a plan may
+        // kill it twice); it finds the journal and finishes.
+        let mut kills = usize::from(killed);
+        c.start_agent("n1");
+        let back = {
+            let until = Instant::now() + Duration::from_secs(90);
+            while !c.serves("n1", to) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(200));
+                if c.agent_pid("n1").is_none() {
+                    kills += 1;
+                    c.start_agent("n1");
+                }
+            }
+            c.serves("n1", to)
+        };
+        let lost = c.lost_jobs(std::slice::from_ref(&job), Duration::from_secs(60));
+        let check = c.check_node("n1", &[&from, to], None);
+        let outcome = match (&check, killed, back) {
+            (Ok(s), true, true) => format!(
+                "killed {kills}x (journal {}), resumed: {s}",
+                if journal { "kept" } else { "none" }
+            ),
+            (Ok(s), k, b) => format!("killed={k} back={b}: {s}"),
+            (Err(e), _, _) => format!("BROKEN: {e}"),
+        };
+        row(&format!("agent SIGKILL at {name}"), &outcome, lost.len(), t0);
+        if check.is_err() || !killed || !back || !lost.is_empty() {
+            failures.push(format!("{name}: killed={killed} back={back} {check:?} lost {lost:?}"));
+        }
+        // Go on from what the node holds.
+        from = to.to_string();
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.logs());
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn an_nvml_failure_at_every_backend_call_leaves_the_node_consistent_and_drained_with_the_reason() {
+    let c = Cluster::up(false);
+    let jobs_dir = out_dir(&c, "nvml");
+    // The agent runs once per fault (`dynmig agent --once`, as slurm/local-dynmig.sh runs it,
+    // with the fault plan in its own environment), so that only it counts the calls.
+    c.stop_agent("n1");
+    // (fault, plan, what must follow). `list` is every read of the GPUs: the first before
+    // any change, later ones verify a GPU or feed gres.conf (the 6th here, when both GPUs
+    // change: a single failure there is retried).
+    use Expect::*;
+    let cases: [(&str, &str, Expect); 12] = [
+        (
+            "list #1",
+            r#"[{"op":"list","after":1,"error":"unknown"}]"#,
+            Drained(&["NVML_ERROR_UNKNOWN"]),
+        ),
+        (
+            "list #3",
+            r#"[{"op":"list","after":3,"error":"timeout"}]"#,
+            Drained(&["rolled back", "NVML_ERROR_TIMEOUT"]),
+        ),
+        (
+            "list #5",
+            r#"[{"op":"list","after":5,"error":"unknown"}]"#,
+            Drained(&["rolled back", "NVML_ERROR_UNKNOWN"]),
+        ),
+        (
+            "list #6",
+            r#"[{"op":"list","after":6,"error":"gpu_is_lost"}]"#,
+            Either(&["NVML_ERROR_GPU_IS_LOST"]),
+        ),
+        (
+            "destroy GI #1",
+            r#"[{"op":"destroy","after":1,"error":"in_use"}]"#,
+            Drained(&["destroy", "NVML_ERROR_IN_USE"]),
+        ),
+        // NVML_ERROR_UNKNOWN carries no text, with the NVML backend too: "CI 0" is not said.
+        (
+            "destroy CI #1",
+            r#"[{"op":"destroy_ci","after":1,"error":"unknown"}]"#,
+            Drained(&["destroy", "NVML_ERROR_UNKNOWN"]),
+        ),
+        (
+            "create GI #1",
+            r#"[{"op":"create","after":1,"error":"insufficient_resources"}]"#,
+            Drained(&["NVML_ERROR_INSUFFICIENT_RESOURCES"]),
+        ),
+        (
+            "create CI #2",
+            r#"[{"op":"create_ci","after":2,"error":"timeout"}]"#,
+            Drained(&["compute instance", "NVML_ERROR_TIMEOUT"]),
+        ),
+        (
+            "create GI #3",
+            r#"[{"op":"create","after":3,"error":"gpu_is_lost"}]"#,
+            Drained(&["NVML_ERROR_GPU_IS_LOST"]),
+        ),
+        (
+            "create GI #2",
+            r#"[{"op":"create","after":2,"error":"no_permission"}]"#,
+            Drained(&["NVML_ERROR_NO_PERMISSION"]),
+        ),
+        // The GPU cannot be put back: it differs from gres.conf, and the reason says what it
+        // holds (the node stays drained until an administrator looks).
+        (
+            "create #2, its rollback fails too",
+            r#"[{"op":"create","after":2,"error":"unknown"},{"op":"create","after":3,"error":"unknown"}]"#,
+            DrainedSaying(&["left as", "rollback to", "failed"]),
+        ),
+        ("none (control)", "[]", Served),
+    ];
+    let mut from = INITIAL.to_string();
+    let mut failures = Vec::new();
+    for (i, (name, plan, expect)) in cases.iter().enumerate() {
+        let t0 = Instant::now();
+        // The next layout of the cycle that differs from what the node holds.
+        let to = (0..CYCLE.len())
+            .map(|k| CYCLE[(i + k) % CYCLE.len()].0)
+            .find(|t| layout_of(&c, "n1") != canonical(t))
+            .unwrap();
+        // A job for what the node holds now: it runs once the node is back in service.
+        let have = c.node("n1")["gres"].as_str().unwrap_or("").to_string();
+        let profile = canon_gres(&have)
+            .split(',')
+            .next()
+            .and_then(|g| g.split(':').nth(1))
+            .unwrap_or("7g.80gb")
+            .to_string();
+        let job = c
+            .sbatch_out(
+                &jobs_dir,
+                &["-w", "n1", "--gres", &format!("gpu:{profile}:1"), "--time=2"],
+            )
+            .expect("sbatch");
+        drain_for(&c, "n1", to);
+        let out = c.agent_once_env("n1", &[("DYNMIG_SIM_FAULTS", plan)]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let failed = stdout.contains("Failed");
+        // The whole failure text: the drain reason is cut at its bound, the event is not.
+        let detail = last_failure(&c);
+        let says_all = |says: &[&str]| says.iter().all(|s| detail.contains(s));
+        let check = match expect {
+            Served => c.check_node("n1", &[&from, to], None),
+            Drained(says) => c
+                .check_node("n1", &[&from, to], Some(&["dynmig/v1 failed"]))
+                .and_then(|s| {
+                    if failed && says_all(says) {
+                        Ok(s)
+                    } else {
+                        Err(format!("the failure does not say {says:?}: {detail}"))
+                    }
+                }),
+            Either(says) => match c.check_node("n1", &[&from, to], None) {
+                Ok(s) => Ok(format!("{s} (the failed call was retried)")),
+                Err(_) => c
+                    .check_node("n1", &[&from, to], Some(&["dynmig/v1 failed"]))
+                    .and_then(|s| {
+                        if says_all(says) {
+                            Ok(s)
+                        } else {
+                            Err(format!("the failure does not say {says:?}: {detail}"))
+                        }
+                    }),
+            },
+            DrainedSaying(says) => {
+                let n = c.node("n1");
+                let reason = n["reason"].as_str().unwrap_or("").to_string();
+                if has_flag(&n, "DRAIN") && says.iter().all(|s| reason.contains(s)) {
+                    Ok(format!(
+                        "drained, GPUs as the reason says ({}): {reason}",
+                        layout_of(&c, "n1")
+                    ))
+                } else {
+                    Err(format!("not drained with {says:?}: {n}"))
+                }
+            }
+        };
+        let state = check.clone().unwrap_or_else(|e| format!("BROKEN: {e}"));
+        // Drained: an administrator resumes the node (having read the reason); the job runs
+        // on what the node holds. After a failed rollback the administrator first puts the
+        // GPUs back as gres.conf says (here: the same plan, no faults).
+        if failed {
+            if matches!(expect, DrainedSaying(_)) {
+                let _ = c.cmd(
+                    "scontrol",
+                    &[
+                        "update",
+                        "nodename=n1",
+                        "state=drain",
+                        &format!("reason=dynmig/v1 repartition to={from}"),
+                    ],
+                );
+                let out = c.agent_once_env("n1", &[]);
+                let _ = out;
+            }
+            let _ = c.cmd("scontrol", &["update", "nodename=n1", "state=resume"]);
+        }
+        let lost = c.lost_jobs(std::slice::from_ref(&job), Duration::from_secs(60));
+        row(&format!("{name}: {plan}"), &state, lost.len(), t0);
+        if check.is_err() || !lost.is_empty() {
+            failures.push(format!(
+                "{name}: failed={failed} {check:?} lost {lost:?}\n{stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        // What the node holds now (the target if it applied, the old layout if rolled back).
+        from = layout_of(&c, "n1");
+    }
+    c.start_agent("n1");
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.logs());
+}
+
+/// What must follow an injected backend failure.
+enum Expect {
+    /// Consistent and in service: nothing failed (or the failed call was retried).
+    Served,
+    /// Consistent (rolled back) and drained; the failure's text names each string.
+    Drained(&'static [&'static str]),
+    /// Either of the two.
+    Either(&'static [&'static str]),
+    /// Drained with a reason naming each string; the GPUs may differ from gres.conf.
+    DrainedSaying(&'static [&'static str]),
+}
+
+/// The detail of the last `repartition_failed` event (the whole failure text).
+fn last_failure(c: &Cluster) -> String {
+    std::fs::read_to_string(c.dir.join("dynmig/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["kind"] == "repartition_failed")
+        .map(|e| e["detail"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+/// A layout text as [`layout_of`] writes it (profiles in name order per GPU).
+fn canonical(layout: &str) -> String {
+    layout
+        .split(',')
+        .map(|g| {
+            let mut terms: Vec<&str> = g.split('+').collect();
+            terms.sort_by_key(|t| t.split_once('x').map(|(_, p)| p).unwrap_or(t));
+            terms.join("+")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The node's layout as its simulated GPUs hold it, GPU by GPU (`2x3g.40gb,1x7g.80gb`).
+fn layout_of(c: &Cluster, node: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(c.sim_state(node)).unwrap()).unwrap();
+    v["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let mut m = std::collections::BTreeMap::<String, u32>::new();
+            for i in g["instances"].as_array().unwrap() {
+                *m.entry(i["profile"].as_str().unwrap().to_string()).or_insert(0) += 1;
+            }
+            if m.is_empty() {
+                "empty".to_string()
+            } else {
+                m.iter().map(|(p, n)| format!("{n}x{p}")).collect::<Vec<_>>().join("+")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
+    let c = Cluster::up(false);
+    let jobs_dir = out_dir(&c, "daemons");
+    // (what, the point the agent pauses at, what the test does there).
+    #[derive(Clone, Copy)]
+    enum Act {
+        KillSlurmd,
+        RestartCtld,
+    }
+    let cases = [
+        (
+            "slurmd SIGKILL right after it daemonised",
+            "register:started",
+            Act::KillSlurmd,
+        ),
+        (
+            "slurmd SIGKILL while waiting for its registration",
+            "journal:wait",
+            Act::KillSlurmd,
+        ),
+        (
+            "slurmctld restart with the node deleted",
+            "register:deleted",
+            Act::RestartCtld,
+        ),
+        (
+            "slurmctld restart while slurmd registers",
+            "register:started",
+            Act::RestartCtld,
+        ),
+        (
+            "slurmctld restart with the instances half changed",
+            "journal:gres_conf",
+            Act::RestartCtld,
+        ),
+    ];
+    let mut from = INITIAL.to_string();
+    let mut failures = Vec::new();
+    for (i, (name, point, act)) in cases.iter().enumerate() {
+        let t0 = Instant::now();
+        let (to, profile) = CYCLE[i % CYCLE.len()];
+        if c.agent_pid("n1").is_none() {
+            c.start_agent("n1");
+        }
+        c.set_faults("n1", &format!(r#"{{"at":[{{"point":"{point}","action":"pause"}}]}}"#));
+        let job = c
+            .sbatch_out(&jobs_dir, &["--gres", &format!("gpu:{profile}:1"), "--time=2"])
+            .expect("sbatch");
+        drain_for(&c, "n1", to);
+        if let Some(pid) = c.agent_pid("n1") {
+            c.signal(pid, "-USR1");
+        }
+        let at = c.wait_paused("n1", Duration::from_secs(40));
+        assert_eq!(&at, point);
+        match act {
+            Act::KillSlurmd => {
+                if let Some(pid) = c.slurmd_pid("n1") {
+                    c.signal(pid, "-9");
+                    c.wait_gone(pid, Duration::from_secs(10));
+                }
+            }
+            Act::RestartCtld => c.restart_ctld(),
+        }
+        c.release_pause("n1");
+        let until = Instant::now() + Duration::from_secs(120);
+        while !c.serves("n1", to) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(300));
+            // A failed agent leaves the node drained; stop waiting then.
+            if c.node("n1")["reason"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("dynmig/v1 failed")
+            {
+                break;
+            }
+        }
+        let lost = c.lost_jobs(std::slice::from_ref(&job), Duration::from_secs(60));
+        let check = c.check_node("n1", &[&from, to], None);
+        row(
+            &format!("{name} (agent paused at {point})"),
+            &check.clone().unwrap_or_else(|e| format!("BROKEN: {e}")),
+            lost.len(),
+            t0,
+        );
+        if check.is_err() || !lost.is_empty() {
+            failures.push(format!("{name}: {check:?} lost {lost:?}"));
+        }
+        from = to.to_string();
+    }
+    assert!(failures.is_empty(), "{failures:#?}\n{}", c.logs());
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn a_burst_survives_a_slurmctld_restart_and_the_history_server_down_and_back() {
+    let c = Cluster::up(false);
+    let jobs_dir = out_dir(&c, "burst");
+    let t0 = Instant::now();
+    // The history server is down for the first half of the burst.
+    let pid = std::fs::read_to_string(c.dir.join("run/history.pid")).unwrap();
+    c.signal(pid.trim().parse().unwrap(), "-TERM");
+    const N: usize = 50;
+    let mut jobs = Vec::new();
+    let mut refused = Vec::new();
+    let mut restarted = Duration::ZERO;
+    for i in 0..N {
+        if i == N / 2 {
+            // slurmctld restarts in the middle of the burst; the history server comes back.
+            let t = Instant::now();
+            c.restart_ctld();
+            restarted = t.elapsed();
+            c.start_history();
+        }
+        let profile = if i % 2 == 0 { "7g.80gb" } else { "gpu" };
+        let gres = if profile == "gpu" {
+            "gpu:1".to_string()
+        } else {
+            format!("gpu:{profile}:1")
+        };
+        match c.sbatch_out(&jobs_dir, &["--gres", &gres, "--time=2", "--job-name=burst"]) {
+            Ok(j) => jobs.push(j),
+            Err(e) => refused.push(e),
+        }
+    }
+    let lost = c.lost_jobs(&jobs, Duration::from_secs(240));
+    // Every record reaches the history once the server is back (the spool is flushed).
+    let dynmig = bin_dir().join("dynmig");
+    let mut recorded = 0;
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        for node in ["n1", "n2"] {
+            let _ = c.cmd(dynmig.to_str().unwrap(), &["history", "flush", "--node", node]);
+        }
+        let out = c.cmd(
+            dynmig.to_str().unwrap(),
+            &["history", "show", "--json", "--limit", "1000"],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        recorded = jobs
+            .iter()
+            .filter(|j| v.as_array().is_some_and(|a| a.iter().any(|r| r["job_id"] == j.id)))
+            .count();
+        if recorded == jobs.len() {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let checks: Vec<_> = ["n1", "n2"].iter().map(|n| c.check_node(n, &[INITIAL], None)).collect();
+    row(
+        &format!(
+            "burst of {N} with slurmctld restarted ({:.1} s) and the history server down for half",
+            restarted.as_secs_f64()
+        ),
+        &format!(
+            "{} accepted, {} refused at submit, {recorded} history records; {:?}",
+            jobs.len(),
+            refused.len(),
+            checks
+        ),
+        lost.len() + (jobs.len() - recorded),
+        t0,
+    );
+    assert!(refused.is_empty(), "sbatch refused: {refused:?}");
+    assert!(lost.is_empty(), "lost: {lost:#?}\n{}", c.logs());
+    assert_eq!(recorded, jobs.len(), "history records missing");
+    for ch in checks {
+        ch.unwrap();
+    }
+}
