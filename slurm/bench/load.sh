@@ -220,6 +220,11 @@ curl -sf --max-time 5 "$METRICS" >"$OUT/metrics-controller.txt" || true
 t0=$EPOCHREALTIME
 bytes=$(squeue --json --states=all | wc -c)
 echo "squeue --json --states=all: $bytes bytes in $(bc <<<"$EPOCHREALTIME - $t0") s" >"$OUT/controller-read.txt"
+# The same jobs as text with only the fields a pass needs, for comparison.
+t0=$EPOCHREALTIME
+bytes=$(squeue --states=all -h -o '%i|%T|%b|%N|%l|%V|%S|%e|%r' | wc -c)
+echo "squeue --states=all -o (9 fields): $bytes bytes in $(bc <<<"$EPOCHREALTIME - $t0") s" >>"$OUT/controller-read.txt"
+ps -o rss= -p "$(cat "$D/run/slurmctld.pid")" 2>/dev/null | awk '{printf "slurmctld RSS: %.0f MiB\n", $1 / 1024}' >>"$OUT/controller-read.txt" || true
 ps -o rss= -p "$(cat "$D/run/controller.pid")" 2>/dev/null | awk '{printf "controller RSS: %.0f MiB\n", $1 / 1024}' >>"$OUT/controller-read.txt" || true
 sdiag >"$OUT/sdiag.txt" 2>&1 || true
 cp "$D/log/controller.log" "$OUT/" 2>/dev/null || true

@@ -95,6 +95,15 @@ print(
     "write lock); sdiag: REQUEST_SUBMIT_BATCH_JOB's total/count over the blocks (the whole "
     "handler: plugin and lock waits included).\n"
 )
+# A pooled p99 follows the worst blocks (a stall of slurmctld lands in one block): the
+# median over a variant's blocks of each block's p99 is steadier.
+bp99 = {v: pct([pct(client_block[int(b["block"])], 99) for b in blocks if b["variant"] == v], 50) for v in variants}
+print(
+    "client p99 per block, median over the variant's blocks: "
+    + ", ".join(f"{v} {bp99[v]:.1f} ms" for v in variants)
+    + (f"; dynmig/none {ratio(bp99['dynmig'], bp99['none']):.2f}" if "none" in bp99 and "dynmig" in bp99 else "")
+    + "\n"
+)
 # The plugin's own time per call, from its summary lines (dynmig blocks only).
 plugin = []
 try:
@@ -206,10 +215,15 @@ try:
     if total:
         print("  whole run, passes by duration: " + ", ".join(
             f"<= {le} s: {cnt:.0f}" for le, cnt in buckets))
-    for m in re.finditer(r'^dynmig_controller_passes\{result="(\w+)"\} (\S+)', text, re.M):
+    for m in re.finditer(r'^dynmig_controller_passes(?:_total)?\{result="(\w+)"\} (\S+)', text, re.M):
         print(f"  passes {m.group(1)}: {float(m.group(2)):.0f}")
 except FileNotFoundError:
     print("  no scrape of the controller at the end")
+try:
+    errors = [line for line in open(f"{out}/controller.log") if " ERROR " in line]
+    print(f"  controller log: {len(errors)} errors" + (f", last: {errors[-1].strip()[:160]}" if errors else ""))
+except FileNotFoundError:
+    pass
 try:
     for line in open(f"{out}/controller-read.txt"):
         print("  " + line.strip())
