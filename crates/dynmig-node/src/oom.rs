@@ -19,7 +19,10 @@
 //! `estimator.max_oom_restarts` restarts, is requeued held, its per-node GPU request rewritten
 //! to the next larger profile (same count, same `gres:`/`gres/` form: [`next_request`]),
 //! commented, told in its stderr (appended with the user's rights), and released: it restarts
-//! seconds after the failure instead of at the end of its time limit.
+//! seconds after the failure instead of at the end of its time limit. A job that is not
+//! requeued (largest profile, or `max_oom_restarts` reached) is told why in its stderr only:
+//! it has finished, and Slurm refuses to change a finished job's comment ("Job has already
+//! finished", seen on 22.05.8).
 
 use crate::as_user::{self, UserIds};
 use dynmig_core::gres::TresList;
@@ -155,7 +158,8 @@ pub struct RestartRequest {
 }
 
 /// Requeues the job on the larger profile (or only tells why not), as the module docs say.
-/// The message goes to the job's comment and, with the user's rights, to its stderr.
+/// The message goes, with the user's rights, to its stderr and, for a requeued job, to its
+/// comment.
 ///
 /// # Errors
 /// The job is unknown, could not be requeued within `requeue_for`, or its request could not
@@ -175,7 +179,8 @@ pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result
         }
     }
     let Some(to) = &req.to else {
-        return slurm.set_job_comment(job.id, &message);
+        // Finished for good: Slurm keeps no comment change of a finished job.
+        return Ok(());
     };
     let tres = next_request(&job.tres_per_node, to).ok_or_else(|| {
         SlurmError::Refused(format!(

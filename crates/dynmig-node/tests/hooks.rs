@@ -118,6 +118,29 @@ fn an_out_of_memory_job_is_restarted_even_when_its_record_cannot_be_spooled() {
 }
 
 #[test]
+fn a_job_not_requeued_is_told_in_its_stderr_and_its_finished_record_is_left_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let err = d.path().join("job.err");
+    std::fs::write(&err, "CUDA out of memory\n").unwrap();
+    let mut job = pending_job(9, "gres:gpu:7g.80gb:1");
+    job.state = JobState::Other("FAILED".into());
+    // SAFETY: getuid/getgid have no preconditions.
+    (job.uid, job.gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    job.std_err = err.display().to_string();
+    let slurm = FakeSlurm::new(vec![], vec![job]);
+    let req = RestartRequest {
+        job: 9,
+        to: None,
+        message: "dynmig: job 9 ran out of GPU memory on 7g.80gb, the largest profile; not requeued".into(),
+        requeue_for: Duration::from_secs(1),
+    };
+    restart(&slurm, &req, "n1").unwrap();
+    assert!(std::fs::read_to_string(&err).unwrap().ends_with("not requeued\n"));
+    // No `scontrol update` of the finished job: Slurm refuses it ("Job has already finished").
+    assert_eq!(slurm.calls(), Vec::<String>::new());
+}
+
+#[test]
 fn the_oom_restart_requeues_on_the_next_profile_keeping_count_and_form() {
     let slurm = FakeSlurm::new(vec![], vec![pending_job(9, "gres/gpu:1g.10gb:2")]);
     let req = RestartRequest {
