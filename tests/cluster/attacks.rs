@@ -256,17 +256,25 @@ fn log_stamp(line: &str) -> Option<f64> {
 
 /// How long slurmd's epilog of job `id` ran on `node`, from its log (debug level): from
 /// "Running spank/epilog for jobid [N]" (the SPANK epilog, then the Epilog script) to
-/// "completed epilog for jobid N". `None` when the log does not say (another release's
-/// wording).
+/// "completed epilog for jobid N" (22.05; "... for JobId=N SLUID=..." on 26.05). `None` when
+/// the log does not say (another release's wording).
 fn epilog_time(c: &Cluster, node: &str, id: u64) -> Option<Duration> {
     let log = std::fs::read_to_string(c.dir.join(format!("log/slurmd-{node}.log"))).ok()?;
+    // `needle` followed by no further digit (job 1 is not job 12).
+    let names = |l: &str, needle: &str| {
+        l.match_indices(needle)
+            .any(|(i, _)| !l[i + needle.len()..].starts_with(|ch: char| ch.is_ascii_digit()))
+    };
     let start = log
         .lines()
-        .find(|l| l.contains(&format!("spank/epilog for jobid [{id}]")))
+        .find(|l| names(l, &format!("spank/epilog for jobid [{id}]")))
         .and_then(log_stamp)?;
     let end = log
         .lines()
-        .find(|l| l.contains(&format!("completed epilog for jobid {id}")))
+        .find(|l| {
+            names(l, &format!("completed epilog for jobid {id}"))
+                || names(l, &format!("completed epilog for JobId={id}"))
+        })
         .and_then(log_stamp)?;
     (end >= start).then(|| Duration::from_secs_f64(end - start))
 }
@@ -817,7 +825,7 @@ fn a_test_users_attacks_change_no_root_file_signal_no_foreign_process_and_keep_t
         &format!(
             "refused (the user's rights, O_NOFOLLOW): 'not appending to its stderr'; canary unchanged (exit {}: {})",
             out.status.code().unwrap_or(-1),
-            dynmig_clip(err.trim())
+            err.trim().replace('\n', " | ")
         ),
     );
 
