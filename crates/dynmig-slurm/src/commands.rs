@@ -7,6 +7,14 @@ use dynmig_host::process::{run, Limits, RunError};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The least time the whole queue's read (`squeue --json --states=all`, once per controller
+/// pass) is given, whatever [`SlurmCommands::limits`] says. Slurm writes about 8.4 KB of
+/// JSON per job: with 9,000 jobs that read took 21-31 s on 26.05 and the default 20 s cut it,
+/// so passes failed and were retried without end (docs/results/load-2026-11-26.md). A slow
+/// pass still decides; a cut one decides nothing.
+pub const QUEUE_READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Paths of the Slurm client commands and the limits every call runs under.
 #[derive(Debug, Clone)]
@@ -59,6 +67,15 @@ impl SlurmCommands {
         format!("now+{}", (start - dynmig_host::clock::now_secs()).max(0))
     }
 
+    /// The limits of the whole queue's read: [`Self::limits`] with at least
+    /// [`QUEUE_READ_TIMEOUT`].
+    pub fn queue_limits(&self) -> Limits {
+        Limits {
+            timeout: self.limits.timeout.max(QUEUE_READ_TIMEOUT),
+            ..self.limits
+        }
+    }
+
     fn update_job(&self, job: u32, field: &str, value: &str) -> Result<(), SlurmError> {
         self.scontrol(&["update", &format!("jobid={job}"), &format!("{field}={value}")])
             .map(drop)
@@ -67,7 +84,11 @@ impl SlurmCommands {
 
 impl SlurmApi for SlurmCommands {
     fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
-        parse_jobs(&run(self.squeue.as_os_str(), &["--json", "--states=all"], self.limits)?)
+        parse_jobs(&run(
+            self.squeue.as_os_str(),
+            &["--json", "--states=all"],
+            self.queue_limits(),
+        )?)
     }
 
     fn job(&self, id: u32) -> Result<Option<JobInfo>, SlurmError> {
@@ -225,4 +246,24 @@ pub fn sbatch(program: &OsStr, args: &[String], limits: Limits) -> Result<u32, S
             what: "sbatch --parsable",
             why: format!("printed '{}', not a job id", out.trim()),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_whole_queue_is_read_with_at_least_the_queue_timeout_and_the_same_output_cap() {
+        let c = SlurmCommands::default();
+        assert_eq!(c.queue_limits().timeout, QUEUE_READ_TIMEOUT);
+        assert_eq!(c.queue_limits().max_output, c.limits.max_output);
+        let longer = SlurmCommands {
+            limits: Limits {
+                timeout: Duration::from_secs(300),
+                max_output: 1 << 20,
+            },
+            ..SlurmCommands::default()
+        };
+        assert_eq!(longer.queue_limits(), longer.limits);
+    }
 }
