@@ -60,8 +60,12 @@ fi
 # The binaries, copied: other builds in this checkout must not replace them mid-run.
 src=${DYNMIG_BIN_DIR:-$ROOT/target/release}
 bin=$DYNMIG_CLUSTER_DIR.bin
-rm -rf "$bin" "$OUT"
+rm -rf "$bin"
 mkdir -p "$bin" "$OUT"
+# Only this script's own files in OUT (it may be any directory).
+rm -f "$OUT"/{blocks.tsv,submits.tsv,rpc.tsv,reconfigure.txt,sbatch.err,final.txt,sdiag.txt,controller.log} \
+	"$OUT"/{metrics-controller.txt,controller-read.txt,plugin-timing.txt,slurmctld-errors.count} \
+	"$OUT"/{slurmctld-errors.txt,ctld_alive_end,release} "$OUT"/submits.[0-9]*
 cp "$src/dynmig" "$bin/"
 if [ -z "${DYNMIG_PLUGIN_DIR:-}" ]; then
 	cp "$src/libjob_submit_dynmig.so" "$src/libspank_dynmig.so" "$bin/"
