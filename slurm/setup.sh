@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # prometheus: promtool and the server for the metrics tests (tests/daemon_observability.rs).
-PKGS=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server prometheus libslurm-dev slurm-wlm-basic-plugins-dev libclang-dev iproute2 procps util-linux)
+# python3, curl: slurm/bench/load.sh (its report; the controller's metrics), in the suite's load test.
+PKGS=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server prometheus libslurm-dev slurm-wlm-basic-plugins-dev libclang-dev iproute2 procps util-linux python3 curl)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

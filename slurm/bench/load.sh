@@ -80,6 +80,9 @@ export DYNMIG_MAX_JOB_COUNT=$((JOBS + 10000))
 # Info, as a site runs it: the submit RPC's usec line is logged at info.
 export DYNMIG_SLURMCTLD_DEBUG=${DYNMIG_SLURMCTLD_DEBUG:-info}
 
+# since T0 [T1]: seconds from T0 to T1 (default now), both $EPOCHREALTIME values.
+since() { awk -v a="$1" -v b="${2:-$EPOCHREALTIME}" 'BEGIN { printf "%.3f", b - a }'; }
+
 down() {
 	[ -n "${LOAD_KEEP:-}" ] || bash "$ROOT/slurm/local-dynmig.sh" down
 }
@@ -93,7 +96,7 @@ conf=$D/etc/slurm.conf
 log=$D/log/slurmctld.log
 ctld_pid=$(cat "$D/run/slurmctld.pid")
 grep -q '^JobSubmitPlugins=dynmig' "$conf" || { echo "load: no JobSubmitPlugins=dynmig in $conf" >&2; exit 1; }
-echo "load: cluster up in $(bc <<<"$EPOCHREALTIME - $t_up") s; Slurm $(slurmctld -V | awk '{print $NF}'), $JOBS jobs, blocks of $BLOCK, $P submitters" >&2
+echo "load: cluster up in $(since "$t_up") s; Slurm $(slurmctld -V | awk '{print $NF}'), $JOBS jobs, blocks of $BLOCK, $P submitters" >&2
 
 # The requests, by job number: hints, plain and typed GPUs, no GPU. Variant "typed" asks
 # for the GRES that dynmig would write, itself, with no hint (kinds 0-5 and 8).
@@ -136,7 +139,7 @@ set_variant() {
 	scontrol reconfigure || true
 	for _ in $(seq 600); do
 		[ "$(plugin_now)" = "$want" ] && {
-			echo "$want $(bc <<<"$EPOCHREALTIME - $t0")" >>"$OUT/reconfigure.txt"
+			echo "$want $(since "$t0")" >>"$OUT/reconfigure.txt"
 			return 0
 		}
 		sleep 0.1
@@ -210,10 +213,10 @@ for ((b = 0; b < nblocks; b++)); do
 	alive=$(ctld_alive)
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$v" "$tb" "$te" "$queue" "$n" "$ave" "$total" "$s0" "$c0" "$s1" "$c1" "$alive" >>"$OUT/blocks.tsv"
 	printf 'load: block %d/%d %-6s %d jobs in %.1f s, queue %d before, sdiag mean %d us\n' \
-		$((b + 1)) "$nblocks" "$v" $((to - from)) "$(bc <<<"$te - $tb")" "$queue" "$ave" >&2
+		$((b + 1)) "$nblocks" "$v" $((to - from)) "$(since "$tb" "$te")" "$queue" "$ave" >&2
 	[ "$alive" = 1 ] || { echo "load: slurmctld is not answering after block $b" >&2; break; }
 done
-echo "load: submitted in $(bc <<<"$EPOCHREALTIME - $t_run") s" >&2
+echo "load: submitted in $(since "$t_run") s" >&2
 
 # Every job still known, with its GRES; the controller's histogram and last passes.
 sleep 2
@@ -223,11 +226,11 @@ curl -sf --max-time 5 "$METRICS" >"$OUT/metrics-controller.txt" || true
 # memory.
 t0=$EPOCHREALTIME
 bytes=$(squeue --json --states=all | wc -c)
-echo "squeue --json --states=all: $bytes bytes in $(bc <<<"$EPOCHREALTIME - $t0") s" >"$OUT/controller-read.txt"
+echo "squeue --json --states=all: $bytes bytes in $(since "$t0") s" >"$OUT/controller-read.txt"
 # The same jobs as text with only the fields a pass needs, for comparison.
 t0=$EPOCHREALTIME
 bytes=$(squeue --states=all -h -o '%i|%T|%b|%N|%l|%V|%S|%e|%r' | wc -c)
-echo "squeue --states=all -o (9 fields): $bytes bytes in $(bc <<<"$EPOCHREALTIME - $t0") s" >>"$OUT/controller-read.txt"
+echo "squeue --states=all -o (9 fields): $bytes bytes in $(since "$t0") s" >>"$OUT/controller-read.txt"
 ps -o rss= -p "$(cat "$D/run/slurmctld.pid")" 2>/dev/null | awk '{printf "slurmctld RSS: %.0f MiB\n", $1 / 1024}' >>"$OUT/controller-read.txt" || true
 ps -o rss= -p "$(cat "$D/run/controller.pid")" 2>/dev/null | awk '{printf "controller RSS: %.0f MiB\n", $1 / 1024}' >>"$OUT/controller-read.txt" || true
 sdiag >"$OUT/sdiag.txt" 2>&1 || true
