@@ -377,11 +377,15 @@ fn a_node_with_running_jobs_is_never_reconfigured() {
         .as_str()
         .unwrap_or("")
         .starts_with("dynmig/v1 repartition to="));
+    // One look of its own (`agent --once` takes the node's instance lock, so the daemon
+    // stops for it and starts again: the Epilog below must find it running).
+    c.stop_agent("n1");
     let out = c.agent_once("n1");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("WaitingForJobs"),
         "{out:?}"
     );
+    c.start_agent("n1");
 
     // The job ends: the Epilog wakes the agent, which applies the layout at once.
     let t0 = Instant::now();
@@ -684,13 +688,17 @@ fn with_slurmdbd_the_epilog_writes_the_record_into_accounting_and_the_snapshot_c
     let spool = c.dir.join("dynmig/spool");
     assert_eq!(std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0), 0);
     // dynmig history serve (store = "slurmdbd") rebuilds the snapshot from sacct --json.
-    c.wait_for("the snapshot built from sacct", Duration::from_secs(30), || {
-        std::fs::read_to_string(&snap_path).is_ok_and(|t| t.lines().any(|l| l.ends_with("\tacct-hist")))
-    });
-    let snap = std::fs::read_to_string(&snap_path).unwrap();
-    let parsed = dynmig_core::estimate::history::HistorySnapshot::parse(&snap).expect("snapshot");
-    let e = parsed.lookup(0, "acct-hist").expect("the job's entry");
-    assert_eq!((e.samples, e.ooms), (2, 1), "{snap}");
+    // (Rebuilt every second: wait for one made after both records were in accounting.)
+    let entry = || {
+        let snap = std::fs::read_to_string(&snap_path).ok()?;
+        let parsed = dynmig_core::estimate::history::HistorySnapshot::parse(&snap).ok()?;
+        parsed.lookup(0, "acct-hist").map(|e| (e.samples, e.ooms))
+    };
+    c.wait_for(
+        "the snapshot built from sacct with both runs",
+        Duration::from_secs(30),
+        || entry() == Some((2, 1)),
+    );
 }
 
 #[test]
