@@ -61,6 +61,11 @@ cmd_up() {
     net_check
     local node
     for node in $NODES; do
+        # A fresh slurmd spool, as the StateSaveLocation is fresh: slurmd reads its whole
+        # credential cache (cred_state) before it writes its pid file, and after the load
+        # tests' thousands of jobs it had grown to 107 MB, which slurmd 26.05.5 did not read
+        # within up's 10 s (every cluster test of that directory then failed to come up).
+        rm -rf "$DIR/nodes/$node/spool"
         prepare_node "$node" "$(node_gres "$node")"
         start_slurmd "$node" "$(node_gres "$node")"
     done
