@@ -17,7 +17,7 @@
 //! source's samples (e.g. with a measured table).
 
 use super::model_formula::breakdown;
-use super::reference::REFERENCE;
+use super::reference::{ReferencePoint, REFERENCE};
 use super::EstimatorConfig;
 use crate::types::EstimateSource;
 
@@ -42,7 +42,14 @@ pub struct ErrorSummary {
 
 /// The model formula's relative error on each reference row, in table order.
 pub fn model_errors(cfg: &EstimatorConfig) -> Vec<(&'static str, u64, u64, f64)> {
-    REFERENCE
+    point_errors(&REFERENCE, cfg)
+}
+
+/// The model formula's estimate (times `cfg.model_margin`, with `cfg.cuda_context_bytes`)
+/// against each of `points`: `(name, estimate, measured, estimate / measured - 1)`, in order;
+/// rows the formula refuses are left out.
+pub fn point_errors(points: &[ReferencePoint], cfg: &EstimatorConfig) -> Vec<(&'static str, u64, u64, f64)> {
+    points
         .iter()
         .filter_map(|p| {
             let est = breakdown(&p.spec, cfg.cuda_context_bytes).ok()?.total();

@@ -17,6 +17,7 @@
 
 pub mod error_model;
 pub mod history;
+pub mod measured;
 pub mod model_formula;
 pub mod reference;
 

@@ -1,5 +1,5 @@
-//! Published peak-memory figures the model formula is checked against (no GPU was available
-//! to measure our own table; issue 4 item 5 asks for one measured on a GPU machine).
+//! Published peak-memory figures the model formula is checked against. The table measured on a
+//! GPU (issue 4 item 5) is [`super::measured`]; [`super::ErrorModel::reference`] uses this one.
 //!
 //! Every row names where its figure comes from. Where the source leaves a setting open, the
 //! row's `assumed` says what we took. Figures given in "MB" by tools that divide by 2^20
