@@ -207,6 +207,34 @@ struct PeakFile {
     profile: String,
 }
 
+/// How long the Epilog keeps asking slurmctld for the finished job while it does not answer:
+/// a slurmctld restart takes a few seconds (2-4 s in the fault tests, docs/results/faults-*),
+/// and a record the Epilog cannot build is lost (found by tests/cluster/faults.rs on 24.11:
+/// 49 of 50 records after a restart during a burst).
+pub const JOB_READ_BUDGET: Duration = Duration::from_secs(20);
+
+/// `slurm.job(id)`, asked again every second while it fails, for at most `budget`.
+///
+/// # Errors
+/// The last error once `budget` has passed.
+fn job_with_retries(
+    slurm: &dyn SlurmApi,
+    id: u32,
+    budget: Duration,
+) -> Result<Option<dynmig_slurm::JobInfo>, dynmig_slurm::SlurmError> {
+    let until = std::time::Instant::now() + budget;
+    loop {
+        match slurm.job(id) {
+            Ok(j) => return Ok(j),
+            Err(e) if std::time::Instant::now() + Duration::from_secs(1) > until => return Err(e),
+            Err(e) => {
+                eprintln!("dynmig epilog: job {id}: Slurm did not answer ({e}); asking again");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
 /// Records the run in the history and starts the restart helper if it ran out of memory.
 fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::path::Path) -> Result<()> {
     let paths = NodePaths::of(config, &env.node);
@@ -215,7 +243,7 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         .ok()
         .flatten()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    let Some(job) = slurm.job(env.job)? else {
+    let Some(job) = job_with_retries(slurm, env.job, JOB_READ_BUDGET)? else {
         return Ok(()); // Slurm no longer holds it: nothing trustworthy to record.
     };
     if env.uid.is_some_and(|u| u != job.uid) {

@@ -79,6 +79,33 @@ fn the_epilog_records_the_run_from_slurms_json_and_releases_the_instance() {
     assert!(!r.oom, "exit 0 is never out of memory");
 }
 
+/// slurmctld restarting when the job ends (the fault tests' burst on 24.11 lost a record so):
+/// the Epilog asks again until Slurm answers, and the run is recorded.
+#[test]
+fn the_epilog_waits_for_a_restarting_slurmctld_and_records_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let c = config(d.path());
+    dynmig_node::setup::init_node(&c, "n1").unwrap();
+    prolog(&c, &env(8, &[0])).unwrap();
+    let mut job = pending_job(8, "gres:gpu:7g.80gb:1");
+    job.state = JobState::Other("COMPLETED".into());
+    let slurm = std::sync::Arc::new(FakeSlurm::new(vec![], vec![job]));
+    slurm.state.lock().unwrap().fail = Some("Unable to contact slurm controller".into());
+    let back = {
+        let slurm = slurm.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(2500));
+            slurm.state.lock().unwrap().fail = None;
+        })
+    };
+    let t = std::time::Instant::now();
+    epilog(&c, &env(8, &[]), &slurm, Path::new("/bin/false")).unwrap();
+    back.join().unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(2500), "{:?}", t.elapsed());
+    let spooled = dynmig_history::spool::list(&NodePaths::of(&c, "n1").history_spool);
+    assert_eq!(spooled.iter().map(|(_, r)| r.job_id).collect::<Vec<_>>(), vec![8]);
+}
+
 #[test]
 fn an_out_of_memory_job_is_restarted_even_when_its_record_cannot_be_spooled() {
     let d = tempfile::tempdir().unwrap();
