@@ -205,21 +205,7 @@ impl Cluster {
     /// node's host name, as slurm/local-dynmig.sh runs the agents (nsenter: `ip netns exec`
     /// remounts /sys, which breaks the slurmd the agent restarts).
     pub fn agent_once(&self, node: &str) -> Output {
-        Command::new("nsenter")
-            .arg(format!("--net=/run/netns/dynmig-{node}"))
-            .args(["unshare", "--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", node])
-            .arg(bin_dir().join("dynmig"))
-            .args([
-                "--config",
-                &self.dir.join("dynmig.toml").display().to_string(),
-                "agent",
-                "--node",
-                node,
-                "--once",
-            ])
-            .env("SLURM_CONF", &self.slurm_conf)
-            .output()
-            .unwrap()
+        self.agent_once_env(node, &[])
     }
 
     pub fn kill_agent(&self, node: &str) {
