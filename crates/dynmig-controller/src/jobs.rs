@@ -28,7 +28,9 @@ struct Seen {
 }
 
 /// The job events between passes (module docs). Only jobs asking for a MIG profile of a
-/// managed node's GPU model are followed; others are no MIG demand.
+/// managed node's GPU model are followed; others are no MIG demand. A pending job that is no
+/// demand ([`JobInfo::is_demand`]: held, waiting for a dependency, ...) is followed from when
+/// it becomes demand; one held after it was seen (a requeue-hold) has ended.
 #[derive(Debug, Default)]
 pub struct JobFeed {
     known: HashMap<u32, Seen>,
@@ -54,6 +56,12 @@ impl JobFeed {
             let Some((profile, gpus)) = mig_request(j, managed) else {
                 continue;
             };
+            // A pending job Slurm would not start (held, waiting for a dependency, a begin
+            // time or a limit) is not submitted yet as far as the forecast goes: it is when
+            // it becomes demand ([`JobInfo::is_demand`]).
+            if j.state == JobState::Pending && !j.is_demand(now) {
+                continue;
+            }
             let id = u64::from(j.id);
             let active = matches!(j.state, JobState::Pending | JobState::Running | JobState::Completing);
             let prev = self.known.get(&j.id).copied();

@@ -87,7 +87,9 @@ impl NodeRole {
 /// since the epoch), and says what each node is ([`NodeRole`], in `managed` order).
 ///
 /// Pending demand: each pending job's typed GPU request per node (`gres:gpu:2g.20gb:2` adds 2
-/// instances of 2g.20gb; untyped requests are not MIG demand). A node's layout is the one its
+/// instances of 2g.20gb; untyped requests are not MIG demand), for the jobs Slurm would start
+/// once an instance is free ([`JobInfo::is_demand`]): held jobs, jobs waiting for a
+/// dependency, a begin time or a limit, and jobs Slurm cannot start are no demand. A node's layout is the one its
 /// agent published ([`PublishedLayout`]) when it agrees with the node's GRES; otherwise the
 /// layout is unknown and the node is no candidate and no supply.
 pub fn build_snapshot(
@@ -97,7 +99,7 @@ pub fn build_snapshot(
     now: i64,
 ) -> (ClusterSnapshot, Vec<(String, NodeRole)>) {
     let mut pending = Pending::default();
-    for j in jobs.iter().filter(|j| j.state == JobState::Pending) {
+    for j in jobs.iter().filter(|j| j.is_demand(now)) {
         let Ok(list) = TresList::parse(&j.tres_per_node) else {
             continue;
         };

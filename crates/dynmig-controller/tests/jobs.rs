@@ -99,3 +99,30 @@ fn submissions_starts_requeues_and_ends_are_reported_once_each() {
     );
     assert!(feed.events(&[done], &m, 160).is_empty());
 }
+
+#[test]
+fn a_held_job_is_submitted_to_the_forecast_when_it_is_released() {
+    let m = managed();
+    let mut feed = JobFeed::new();
+    let held = JobInfo {
+        reason: "JobHeldUser".into(),
+        held: true,
+        ..pending(1, "gres:gpu:2g.20gb:1", 90, Some(3600), 0)
+    };
+    assert!(feed.events(&[held.clone()], &m, 100).is_empty(), "held: no submission");
+    let released = JobInfo {
+        reason: "None".into(),
+        held: false,
+        ..held.clone()
+    };
+    let e = feed.events(&[released.clone()], &m, 110);
+    assert!(
+        matches!(e.as_slice(), [JobEvent::Submitted { id: 1, at_s, .. }] if *at_s == 90.0),
+        "{e:?}"
+    );
+    // Held again while pending: it left the demand, so it ended.
+    assert_eq!(
+        feed.events(&[held], &m, 120),
+        vec![JobEvent::Ended { id: 1, at_s: 120.0 }]
+    );
+}

@@ -78,6 +78,10 @@ pub fn pending_job(id: u32, tres_per_node: &str) -> JobInfo {
         restarts: 0,
         std_err: String::new(),
         std_out: String::new(),
+        held: false,
+        eligible_time: 0,
+        tres_req: String::new(),
+        reason_detail: String::new(),
     }
 }
 
@@ -208,13 +212,16 @@ impl SlurmApi for FakeSlurm {
             j.state = JobState::Pending;
             j.restarts += 1;
             j.reason = "JobHeldUser".into();
+            j.held = true;
             Ok(())
         })
     }
 
     fn release(&self, job: u32) -> Result<(), SlurmError> {
         self.change(format!("release {job}"), |s| {
-            Self::job_mut(s, job)?.reason = "None".into();
+            let j = Self::job_mut(s, job)?;
+            j.reason = "None".into();
+            j.held = false;
             Ok(())
         })
     }

@@ -37,6 +37,24 @@ fn time_limit_s(v: Option<&Value>) -> Option<i64> {
     (1..0xffff_fffe).contains(&minutes).then(|| minutes * 60)
 }
 
+/// Whether a job is held: `"hold": true` (v0.0.39+), or a priority of 0 (22.05: a plain
+/// number, `null` for NO_VAL/INFINITE; later: `{"set": true, "number": 0}`; an unset or absent
+/// priority is no hold).
+fn held(j: &Value) -> bool {
+    if j.get("hold").and_then(Value::as_bool) == Some(true) {
+        return true;
+    }
+    match j.get("priority") {
+        Some(Value::Number(n)) => n.as_i64() == Some(0),
+        Some(Value::Object(o)) => {
+            o.get("set").and_then(Value::as_bool) != Some(false)
+                && o.get("infinite").and_then(Value::as_bool) != Some(true)
+                && o.get("number").and_then(Value::as_i64) == Some(0)
+        }
+        _ => false,
+    }
+}
+
 fn text(v: Option<&Value>) -> String {
     match v {
         Some(Value::String(s)) => s.clone(),
@@ -107,6 +125,10 @@ pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>, SlurmError> {
                 restarts: u32::try_from(num(j.get("restart_cnt"))).unwrap_or(0),
                 std_err: text(j.get("standard_error")),
                 std_out: text(j.get("standard_output")),
+                held: held(j),
+                eligible_time: num(j.get("eligible_time")),
+                tres_req: text(j.get("tres_req_str")),
+                reason_detail: text(j.get("state_description")),
             }
         })
         .collect())
@@ -304,6 +326,38 @@ mod tests {
             (job.id, job.state.clone(), job.exit_status, job.uid),
             (5, JobState::Pending, 3, 7)
         );
+    }
+
+    #[test]
+    fn hold_begin_time_and_tres_request_in_the_forms_of_each_release() {
+        // 22.05 (v0.0.38): priority a plain number (null for NO_VAL), eligible_time a number.
+        let old = r#"{"jobs":[
+            {"job_id":1,"job_state":"PENDING","state_reason":"JobHeldUser","priority":0,"eligible_time":0},
+            {"job_id":2,"job_state":"PENDING","state_reason":"Resources","priority":4294901758,"eligible_time":1700000000,
+             "tres_per_node":"gres:gpu:3g.40gb:1","tres_req_str":"cpu=1,mem=1M,node=1,billing=1,gres/gpu=2,gres/gpu:2g.20gb=1,gres/gpu:3g.40gb=1",
+             "state_description":"ReqNodeNotAvail, UnavailableNodes:catalog"},
+            {"job_id":3,"job_state":"PENDING","state_reason":"None","priority":null}]}"#;
+        let jobs = parse_jobs(old).unwrap();
+        let held: Vec<bool> = jobs.iter().map(|j| j.held).collect();
+        assert_eq!(held, [true, false, false]);
+        assert_eq!(jobs[1].eligible_time, 1_700_000_000);
+        assert_eq!(
+            jobs[1].tres_req,
+            "cpu=1,mem=1M,node=1,billing=1,gres/gpu=2,gres/gpu:2g.20gb=1,gres/gpu:3g.40gb=1"
+        );
+        assert_eq!(jobs[1].reason_detail, "ReqNodeNotAvail, UnavailableNodes:catalog");
+        // 24.11 and 26.05 (v0.0.4x): "hold" and priority/eligible_time as objects.
+        let new = r#"{"jobs":[
+            {"job_id":4,"job_state":["PENDING"],"state_reason":"JobHeldAdmin","hold":true,
+             "priority":{"set":true,"infinite":false,"number":0},"eligible_time":{"set":true,"infinite":false,"number":0}},
+            {"job_id":5,"job_state":["PENDING"],"state_reason":"BeginTime","hold":false,
+             "priority":{"set":true,"infinite":false,"number":1},"eligible_time":{"set":true,"infinite":false,"number":1900000000}},
+            {"job_id":6,"job_state":["PENDING"],"priority":{"set":false,"infinite":false,"number":0}},
+            {"job_id":7,"job_state":["PENDING"],"priority":{"set":true,"infinite":false,"number":0}}]}"#;
+        let jobs = parse_jobs(new).unwrap();
+        let held: Vec<bool> = jobs.iter().map(|j| j.held).collect();
+        assert_eq!(held, [true, false, false, true]);
+        assert_eq!(jobs[1].eligible_time, 1_900_000_000);
     }
 
     #[test]

@@ -100,6 +100,171 @@ pub struct JobInfo {
     /// The job's stdout path as the user gave it (never opened with root's rights); empty
     /// when not given (sbatch's default is `slurm-%j.out` in the working directory).
     pub std_out: String,
+    /// Held: priority 0 (what `scontrol hold`/`release` set; 22.05's `priority`, a number or
+    /// null), or `"hold": true` (v0.0.39+, where `priority` is `{"set":..,"number":..}`).
+    pub held: bool,
+    /// When the job may start at the earliest (`eligible_time`: Slurm reports the job's begin
+    /// time there, `--begin` or a requeue's delay), seconds since the epoch; 0 when not set.
+    pub eligible_time: i64,
+    /// The job's whole TRES request as slurmctld holds it (`tres_req_str`), e.g.
+    /// `cpu=1,mem=16G,node=1,billing=1,gres/gpu=1,gres/gpu:2g.20gb=1`.
+    pub tres_req: String,
+    /// Slurm's text for the reason (`state_description`), e.g. `ReqNodeNotAvail,
+    /// UnavailableNodes:catalog`; often empty.
+    pub reason_detail: String,
+}
+
+/// Why a pending job is no demand for a repartition: Slurm would not start it now even if an
+/// instance of its profile were free ([`JobInfo::blocked`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocked {
+    /// Held by its user or an administrator (`JobHeldUser`, `JobHeldAdmin`,
+    /// `JobHoldMaxRequeue`, or priority 0): the reason as Slurm gives it.
+    Held(String),
+    /// Waits for other jobs (`Dependency`), or never will start (`DependencyNeverSatisfied`).
+    Dependency(String),
+    /// Its begin time (`--begin`, or a requeue's delay) is in the future: seconds since the
+    /// epoch.
+    BeginTime(i64),
+    /// An association, QOS, partition or account limit (`AssocGrpGRES`,
+    /// `QOSMaxJobsPerUserLimit`, `PartitionDown`, `MaxJobsPerAccount`, ...).
+    Limit(String),
+    /// Its TRES request names GPU types that its per-node request no longer asks for: Slurm
+    /// 22.05 merged an update's new type into the old list (`gres_job_state_validate`), and
+    /// no node holds both. The stale types.
+    MergedGres(Vec<String>),
+    /// Slurm cannot or does not start it for another reason (`BadConstraints`,
+    /// `InvalidAccount`, `Licenses`, `NodeDown`, ..., or a reason this dynmig does not know).
+    Other(String),
+}
+
+impl std::fmt::Display for Blocked {
+    /// One phrase for a user: `held (JobHeldUser)`, `waits for a dependency (Dependency)`, ...
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blocked::Held(r) => write!(f, "held ({r}): it starts only after `scontrol release`"),
+            Blocked::Dependency(r) if r == "DependencyNeverSatisfied" => {
+                write!(f, "its dependency can never be satisfied ({r}): it will not start")
+            }
+            Blocked::Dependency(r) => write!(f, "waits for the jobs it depends on ({r})"),
+            Blocked::BeginTime(at) => write!(f, "its begin time has not come (BeginTime, eligible at {at})"),
+            Blocked::Limit(r) => write!(f, "blocked by an association, QOS, partition or account limit ({r})"),
+            Blocked::MergedGres(stale) => write!(
+                f,
+                "its request still holds the GPU type(s) {} that an update replaced (Slurm 22.05 keeps them): \
+                 it cannot start; cancel it and submit it again with the new GRES",
+                stale.join(", ")
+            ),
+            Blocked::Other(r) => write!(f, "Slurm does not start it for another reason ({r})"),
+        }
+    }
+}
+
+/// The pending reasons (`state_reason`, the names of Slurm's `job_state_reason_string()` in
+/// `src/common/slurm_protocol_defs.c` on 22.05, `src/common/job_state_reason.c` on 24.11 and
+/// 26.05) that mean "waits for nodes or GRES Slurm would give it": a job with one of these is
+/// demand. Every other reason is not ([`JobInfo::blocked`]).
+///
+/// - `None`: not looked at by the scheduler yet (a new or just released job);
+/// - `Priority`: jobs of higher priority go first;
+/// - `Resources`: the nodes or GRES it asks for are busy;
+/// - `ReqNodeNotAvail`: the nodes that could run it are down, drained or reserved: what a
+///   dynmig job shows while its profile is on no node but the catalog node;
+/// - `Reservation`: every usable node is reserved (a `dynmig_<node>` maintenance reservation,
+///   or the reservation the job asked for has not started);
+/// - `SchedDefer`: scheduling deferred to the main scheduler (`SchedulerParameters=defer`);
+/// - `Cleaning`: requeued, its previous run still cleaning up.
+///
+/// An empty reason (a JSON without the field) counts as `None`.
+pub const DEMAND_REASONS: [&str; 8] = [
+    "",
+    "None",
+    "Priority",
+    "Resources",
+    "ReqNodeNotAvail",
+    "Reservation",
+    "SchedDefer",
+    "Cleaning",
+];
+
+impl JobInfo {
+    /// Why Slurm would not start this pending job now even with a free instance of its
+    /// profile; `None`: it waits only for resources (it is demand). Checked in this order:
+    ///
+    /// 1. held (priority 0, [`JobInfo::held`]) or the reasons `JobHeldUser`, `JobHeldAdmin`,
+    ///    `JobHoldMaxRequeue`;
+    /// 2. the TRES request names a GPU type that `tres_per_node` does not (Slurm 22.05's merge
+    ///    on `scontrol update gres=`, see [`Blocked::MergedGres`]);
+    /// 3. a begin time after `now` ([`JobInfo::eligible_time`]) or the reason `BeginTime`;
+    /// 4. the reason: `Dependency`/`DependencyNeverSatisfied`; those of limits (`Assoc*`,
+    ///    `QOS*`, `Partition*`, `Max*` but `MaxPoweredUpNodes`, `AccountNotAllowed`,
+    ///    `AccountingPolicy`, `JobArrayTaskLimit`); [`DEMAND_REASONS`] are demand; any other
+    ///    (`BadConstraints`, `InvalidAccount`, `InvalidQOS`, `JobLaunchFailure`, `Licenses`,
+    ///    `NodeDown`, `DeadLine`, a reason of a later release) is [`Blocked::Other`].
+    ///
+    /// The reason list is a whitelist on purpose: a reason added by a later Slurm is no
+    /// demand until it is read here, so the controller never drains a node for a job that
+    /// would not start on it. The state is not looked at: call it for pending jobs.
+    pub fn blocked(&self, now: i64) -> Option<Blocked> {
+        let r = self.reason.as_str();
+        if self.held || matches!(r, "JobHeldUser" | "JobHeldAdmin" | "JobHoldMaxRequeue") {
+            let why = if r.starts_with("JobHeld") || r == "JobHoldMaxRequeue" {
+                r
+            } else {
+                "priority 0"
+            };
+            return Some(Blocked::Held(why.to_string()));
+        }
+        let stale = self.stale_gpu_types();
+        if !stale.is_empty() {
+            return Some(Blocked::MergedGres(stale));
+        }
+        if self.eligible_time > now || r == "BeginTime" {
+            return Some(Blocked::BeginTime(self.eligible_time));
+        }
+        if DEMAND_REASONS.contains(&r) {
+            return None;
+        }
+        if matches!(r, "Dependency" | "DependencyNeverSatisfied") {
+            return Some(Blocked::Dependency(r.to_string()));
+        }
+        let limit = ["Assoc", "QOS", "Partition", "Max"].iter().any(|p| r.starts_with(p)) && r != "MaxPoweredUpNodes"
+            || matches!(r, "AccountNotAllowed" | "AccountingPolicy" | "JobArrayTaskLimit");
+        Some(if limit {
+            Blocked::Limit(r.to_string())
+        } else {
+            Blocked::Other(r.to_string())
+        })
+    }
+
+    /// Whether the job is pending and Slurm would start it once its resources are free: the
+    /// controller's demand ([`JobInfo::blocked`]).
+    pub fn is_demand(&self, now: i64) -> bool {
+        self.state == JobState::Pending && self.blocked(now).is_none()
+    }
+
+    /// The GPU types the job's TRES request ([`JobInfo::tres_req`], `gres/gpu:TYPE=N`
+    /// entries) names but its per-node request (`tres_per_node`) does not, sorted. Empty when
+    /// either names no type (an untyped request, or no `tres_req_str` in the JSON).
+    pub fn stale_gpu_types(&self) -> Vec<String> {
+        let asked: Vec<String> = dynmig_core::gres::TresList::parse(&self.tres_per_node)
+            .map(|l| l.gpu_entries().filter_map(|g| g.gres_type.clone()).collect())
+            .unwrap_or_default();
+        if asked.is_empty() {
+            return Vec::new();
+        }
+        let mut stale: Vec<String> = self
+            .tres_req
+            .split(',')
+            .filter_map(|e| e.trim().strip_prefix("gres/gpu:"))
+            .filter_map(|e| e.split('=').next())
+            .filter(|t| !t.is_empty() && !asked.iter().any(|a| a == t))
+            .map(str::to_string)
+            .collect();
+        stale.sort();
+        stale.dedup();
+        stale
+    }
 }
 
 /// A node's base state.
@@ -326,4 +491,103 @@ pub trait SlurmApi {
     /// # Errors
     /// [`SlurmError`].
     fn reservation_exists(&self, name: &str) -> Result<bool, SlurmError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(reason: &str) -> JobInfo {
+        JobInfo {
+            reason: reason.into(),
+            ..fake::pending_job(1, "gres:gpu:2g.20gb:1")
+        }
+    }
+
+    #[test]
+    fn only_the_reasons_of_a_job_waiting_for_resources_are_demand() {
+        for r in DEMAND_REASONS {
+            assert_eq!(job(r).blocked(100), None, "{r:?}");
+            assert!(job(r).is_demand(100), "{r:?}");
+        }
+        let cases = [
+            ("JobHeldUser", Blocked::Held("JobHeldUser".into())),
+            ("JobHeldAdmin", Blocked::Held("JobHeldAdmin".into())),
+            ("JobHoldMaxRequeue", Blocked::Held("JobHoldMaxRequeue".into())),
+            ("Dependency", Blocked::Dependency("Dependency".into())),
+            (
+                "DependencyNeverSatisfied",
+                Blocked::Dependency("DependencyNeverSatisfied".into()),
+            ),
+            ("BeginTime", Blocked::BeginTime(0)),
+            ("AssocGrpGRES", Blocked::Limit("AssocGrpGRES".into())),
+            ("AssociationJobLimit", Blocked::Limit("AssociationJobLimit".into())),
+            (
+                "QOSMaxJobsPerUserLimit",
+                Blocked::Limit("QOSMaxJobsPerUserLimit".into()),
+            ),
+            ("PartitionDown", Blocked::Limit("PartitionDown".into())),
+            ("PartitionInactive", Blocked::Limit("PartitionInactive".into())),
+            ("PartitionTimeLimit", Blocked::Limit("PartitionTimeLimit".into())),
+            ("MaxJobsPerAccount", Blocked::Limit("MaxJobsPerAccount".into())),
+            ("AccountingPolicy", Blocked::Limit("AccountingPolicy".into())),
+            ("JobArrayTaskLimit", Blocked::Limit("JobArrayTaskLimit".into())),
+            ("BadConstraints", Blocked::Other("BadConstraints".into())),
+            ("InvalidAccount", Blocked::Other("InvalidAccount".into())),
+            ("InvalidQOS", Blocked::Other("InvalidQOS".into())),
+            ("JobLaunchFailure", Blocked::Other("JobLaunchFailure".into())),
+            ("Licenses", Blocked::Other("Licenses".into())),
+            ("MaxPoweredUpNodes", Blocked::Other("MaxPoweredUpNodes".into())),
+            ("SomeReasonOfSlurm27", Blocked::Other("SomeReasonOfSlurm27".into())),
+        ];
+        for (r, want) in cases {
+            assert_eq!(job(r).blocked(100), Some(want), "{r}");
+            assert!(!job(r).is_demand(100), "{r}");
+        }
+        let running = JobInfo {
+            state: JobState::Running,
+            ..job("None")
+        };
+        assert!(!running.is_demand(100), "a running job is no pending demand");
+    }
+
+    #[test]
+    fn priority_zero_and_a_future_begin_time_block_whatever_the_reason() {
+        let held = JobInfo {
+            held: true,
+            ..job("Priority")
+        };
+        assert_eq!(held.blocked(100), Some(Blocked::Held("priority 0".into())));
+        let later = JobInfo {
+            eligible_time: 160,
+            ..job("None")
+        };
+        assert_eq!(later.blocked(100), Some(Blocked::BeginTime(160)));
+        assert_eq!(later.blocked(160), None, "eligible now");
+    }
+
+    #[test]
+    fn a_request_holding_a_type_the_update_replaced_is_no_demand() {
+        let merged = JobInfo {
+            tres_req: "cpu=1,mem=16G,node=1,billing=1,gres/gpu=2,gres/gpu:2g.20gb=1,gres/gpu:3g.40gb=1".into(),
+            ..fake::pending_job(1, "gres:gpu:3g.40gb:1")
+        };
+        assert_eq!(merged.stale_gpu_types(), ["2g.20gb"]);
+        assert_eq!(merged.blocked(0), Some(Blocked::MergedGres(vec!["2g.20gb".into()])));
+        assert!(merged
+            .blocked(0)
+            .unwrap()
+            .to_string()
+            .contains("cancel it and submit it again"));
+        let fresh = JobInfo {
+            tres_req: "cpu=1,mem=16G,node=1,billing=1,gres/gpu=1,gres/gpu:3g.40gb=1".into(),
+            ..merged.clone()
+        };
+        assert_eq!(fresh.blocked(0), None);
+        let untyped = JobInfo {
+            tres_req: "cpu=1,gres/gpu=1,gres/gpu:1g.10gb=1".into(),
+            ..fake::pending_job(1, "gres:gpu:1")
+        };
+        assert!(untyped.stale_gpu_types().is_empty(), "an untyped request names no type");
+    }
 }
