@@ -36,14 +36,7 @@ fn one_pass(m: &mut ControllerMetrics) {
     failed.reason = NodeIntent::Failed("nvml: busy".into()).encode();
     let decided = |id, source| {
         let mut j = pending_job(id, "gres:gpu:1g.10gb:1");
-        j.admin_comment = DecisionRecord {
-            version: 1,
-            profile: "1g.10gb".into(),
-            count: 1,
-            mem_bytes: 8 << 30,
-            source,
-        }
-        .encode();
+        j.admin_comment = DecisionRecord::new("1g.10gb", 1, 8 << 30, source).encode();
         j
     };
     let slurm = FakeSlurm::new(

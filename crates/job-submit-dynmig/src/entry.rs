@@ -30,6 +30,19 @@ pub static plugin_version: u32 = slurm_sys::SLURM_VERSION_NUMBER;
 /// "Invalid generic resource (gres) specification".
 pub const REJECT: c_int = slurm_err_t::ESLURM_INVALID_GRES as c_int;
 
+/// The return code of a refusal that is about the Slurm release, not the request: without an
+/// `err_msg` (22.05's job_modify) the user sees this code's text, "Requested operation not
+/// supported on this system", rather than a GRES syntax error.
+pub const NOT_SUPPORTED: c_int = slurm_err_t::ESLURM_NOT_SUPPORTED as c_int;
+
+/// [`NOT_SUPPORTED`] for a refusal caused by the release, [`REJECT`] for every other.
+fn refusal_code(e: &glue::Refusal) -> c_int {
+    match e {
+        glue::Refusal::Update(dynmig_core::modify::UpdateError::ReleaseKeepsOldRequest { .. }) => NOT_SUPPORTED,
+        _ => REJECT,
+    }
+}
+
 /// Runs `body`, turning a panic into a logged `SLURM_ERROR`.
 pub fn guarded(what: &str, body: impl FnOnce() -> c_int + UnwindSafe) -> c_int {
     catch_unwind(body).unwrap_or_else(|panic| {
@@ -97,13 +110,31 @@ enum Call {
     Update,
 }
 
-/// The job id of an update: 26.05 moved it into `step_id` (a `slurm_step_id_t`).
-fn job_id(desc: &job_desc_msg_t) -> u32 {
+/// slurm.h's `NO_VAL` (`0xfffffffe`): a numeric field that is not set.
+const NO_VAL: u32 = 0xffff_fffe;
+
+/// The job id of an update as the user named it, escaped and cut: `scontrol update jobid=N`
+/// sends it as `job_id_str` (`"12"`, `"12_3"` for an array task, `"12+1"` for a
+/// heterogeneous component) and leaves the numeric `job_id` at `NO_VAL`; 26.05 moved the
+/// numeric id into `step_id`. `?` when neither is set.
+///
+/// # Safety
+/// `desc.job_id_str` is NULL or a NUL-terminated string.
+unsafe fn job_id(desc: &job_desc_msg_t) -> String {
+    if let Some(text) = xalloc::borrow_lossy(desc.job_id_str) {
+        if !text.is_empty() {
+            return shorten(&text, 40);
+        }
+    }
     #[cfg(slurm_2605_plus)]
     let id = desc.step_id.job_id;
     #[cfg(not(slurm_2605_plus))]
     let id = desc.job_id;
-    id
+    if id == 0 || id >= NO_VAL {
+        "?".into()
+    } else {
+        id.to_string()
+    }
 }
 
 /// Decode -> core -> encode -> log, for `job_submit` and `job_modify`.
@@ -166,7 +197,7 @@ unsafe fn run(call: Call, desc: *mut job_desc_msg_t, uid: u32, err_msg: *mut *mu
             let msg = e.to_string();
             log::info(&format!("dynmig: {what} uid {uid}: rejected: {msg}"));
             glue::set_err_msg(err_msg, &msg);
-            REJECT
+            refusal_code(&e)
         }
     }
 }

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::ffi::c_char;
 
 use dynmig_core::hints::{shorten, MAX_QUOTED};
-use dynmig_core::modify::{decide_update, UpdateError};
+use dynmig_core::modify::{check_release, decide_update, UpdateError};
 use dynmig_core::protocol::decision::DecisionRecord;
 use dynmig_core::submit::{JobRequest, Outcome, Rewrite, SubmitError};
 use slurm_sys::job_desc_msg_t;
@@ -197,6 +197,7 @@ pub unsafe fn submit(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled
 pub unsafe fn update(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled, Refusal> {
     let outcome = {
         let f = fields(desc);
+        check_release(&f.request(), slurm_sys::SLURM_VERSION_NUMBER)?;
         let outcome = decide_update(&f.request(), &ready.policy)?;
         f.check_utf8(&outcome)?;
         outcome

@@ -14,7 +14,12 @@
 //! - `count`: instances per unit of the field the request was in (node, job, socket or
 //!   task), 1 to `u32::MAX`;
 //! - `mem`: the memory estimate in bytes, exact (no rounding);
-//! - `source`: where the estimate came from ([`EstimateSource`], written as its `Display`).
+//! - `source`: where the estimate came from ([`EstimateSource`], written as its `Display`);
+//! - then, only for a job whose request changed after submit, three more fields together:
+//!   `restarts=N` (Slurm's restart count when it changed), `prev=P1,P2` (the profiles asked
+//!   for before, oldest first, at most [`MAX_PREV`]) and `by=oom-restart|update`
+//!   ([`ChangeCause`]): `dynmig/v1 profile=2g.20gb count=1 mem=9663676416 source=mig-mem
+//!   restarts=1 prev=1g.10gb by=oom-restart`. `mem` stays the submit's estimate.
 //!
 //! The parser is strict: the fields in this order, separated by one space, numbers in
 //! plain decimal without sign or leading zero, nothing before or after. Anything else (an
@@ -48,6 +53,51 @@ pub const MAX_PROFILE_LEN: usize = 32;
 /// is split (a record is at most about 100 bytes).
 pub const MAX_RECORD_LEN: usize = 256;
 
+/// The most earlier profiles a record keeps in `prev=` (the oldest are dropped).
+pub const MAX_PREV: usize = 4;
+
+/// Who changed a job's request after submit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeCause {
+    /// `dynmig oom-restart` requeued the job on a larger profile.
+    OomRestart,
+    /// The job's user or an operator changed its GPU request (`scontrol update`).
+    Update,
+}
+
+impl ChangeCause {
+    /// The word in `by=`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OomRestart => "oom-restart",
+            Self::Update => "update",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [Self::OomRestart, Self::Update]
+            .into_iter()
+            .find(|c| c.as_str() == text)
+    }
+}
+
+impl fmt::Display for ChangeCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What changed a job's request after submit: the record's optional fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Slurm's restart count of the job when the change was recorded.
+    pub restarts: u32,
+    /// The profiles the job asked for before, oldest first, at most [`MAX_PREV`].
+    pub prev: Vec<String>,
+    /// Who changed it.
+    pub by: ChangeCause,
+}
+
 /// The format tag that starts every record, without the version digits.
 const TAG: &str = "dynmig/v";
 
@@ -74,6 +124,8 @@ pub struct DecisionRecord {
     pub mem_bytes: u64,
     /// Where the estimate came from.
     pub source: EstimateSource,
+    /// The change after submit, if the job's request changed (restart or update).
+    pub change: Option<Change>,
 }
 
 /// A text that is not exactly a decision record. Display says what was wrong and what is
@@ -126,6 +178,27 @@ impl DecisionRecord {
             count,
             mem_bytes,
             source,
+            change: None,
+        }
+    }
+
+    /// The record after the job's request moved to `profile` (count `count`), with Slurm's
+    /// restart count `restarts` then: the current profile joins `prev` (the oldest dropped
+    /// beyond [`MAX_PREV`]); `mem` and `source` stay the submit's. Moving to the profile the
+    /// record already names changes only `restarts` and `by`.
+    pub fn changed(&self, profile: &str, count: u32, restarts: u32, by: ChangeCause) -> Self {
+        let mut prev = self.change.as_ref().map(|c| c.prev.clone()).unwrap_or_default();
+        if profile != self.profile {
+            prev.push(self.profile.clone());
+        }
+        if prev.len() > MAX_PREV {
+            prev.drain(..prev.len() - MAX_PREV);
+        }
+        Self {
+            profile: profile.to_string(),
+            count: count.max(1),
+            change: Some(Change { restarts, prev, by }),
+            ..self.clone()
         }
     }
 
@@ -137,10 +210,19 @@ impl DecisionRecord {
     /// The record as one line: `dynmig/v1 profile=2g.20gb count=1 mem=19327352832
     /// source=mig-mem` (see the [module docs](self)).
     pub fn encode(&self) -> String {
-        format!(
+        let mut out = format!(
             "{TAG}{} profile={} count={} mem={} source={}",
             self.version, self.profile, self.count, self.mem_bytes, self.source
-        )
+        );
+        if let Some(c) = &self.change {
+            let prev = if c.prev.is_empty() {
+                "-".to_string()
+            } else {
+                c.prev.join(",")
+            };
+            out.push_str(&format!(" restarts={} prev={prev} by={}", c.restarts, c.by));
+        }
+        out
     }
 
     /// Reads a text that is exactly one record, as [`encode`](Self::encode) writes it.
@@ -176,15 +258,39 @@ impl DecisionRecord {
         let count = value_of("count")?;
         let mem = value_of("mem")?;
         let source = value_of("source")?;
-        if words.next().is_some() {
-            return Err(malformed(text, "text after 'source='".into()));
-        }
-        if profile.is_empty()
-            || profile.len() > MAX_PROFILE_LEN
-            || !profile
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"+-._".contains(&b))
-        {
+        let change_words = match words.next() {
+            None => None,
+            Some(first) => {
+                let restarts = match first.split_once('=') {
+                    Some(("restarts", v)) => v,
+                    _ => {
+                        return Err(malformed(
+                            text,
+                            format!(
+                                "expected 'restarts=' or the end after 'source=' but found '{}'",
+                                cut(first)
+                            ),
+                        ))
+                    }
+                };
+                let mut value_of = |key: &'static str| -> Result<&str, DecisionError> {
+                    let Some(word) = words.next() else {
+                        return Err(malformed(text, format!("'{key}=' is missing")));
+                    };
+                    match word.split_once('=') {
+                        Some((k, v)) if k == key => Ok(v),
+                        _ => Err(malformed(text, format!("expected '{key}=' but found '{}'", cut(word)))),
+                    }
+                };
+                let prev = value_of("prev")?;
+                let by = value_of("by")?;
+                if words.next().is_some() {
+                    return Err(malformed(text, "text after 'by='".into()));
+                }
+                Some((restarts, prev, by))
+            }
+        };
+        if !profile_ok(profile) {
             return Err(bad(
                 "profile",
                 profile,
@@ -215,12 +321,17 @@ impl DecisionRecord {
             let allowed: Vec<String> = SOURCES.iter().map(ToString::to_string).collect();
             bad("source", source, format!("allowed: {}", allowed.join(", ")))
         })?;
+        let change = match change_words {
+            None => None,
+            Some((restarts, prev, by)) => Some(parse_change(restarts, prev, by)?),
+        };
         Ok(Self {
             version: VERSION,
             profile: profile.to_string(),
             count,
             mem_bytes,
             source,
+            change,
         })
     }
 }
@@ -230,6 +341,42 @@ impl fmt::Display for DecisionRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.encode())
     }
+}
+
+/// The optional fields' values: `restarts` a plain decimal u32, `prev` `-` or up to
+/// [`MAX_PREV`] profile names joined by `,`, `by` a [`ChangeCause`].
+fn parse_change(restarts: &str, prev: &str, by: &str) -> Result<Change, DecisionError> {
+    let restarts_n = decimal(restarts).and_then(|n| u32::try_from(n).ok()).ok_or_else(|| {
+        bad(
+            "restarts",
+            restarts,
+            "a whole number from 0 without sign or leading zero".into(),
+        )
+    })?;
+    let prev_list: Vec<String> = if prev == "-" {
+        Vec::new()
+    } else {
+        prev.split(',').map(str::to_string).collect()
+    };
+    if prev_list.len() > MAX_PREV || prev_list.iter().any(|p| !profile_ok(p)) {
+        return Err(bad(
+            "prev",
+            prev,
+            format!("'-' or 1 to {MAX_PREV} MIG profile names joined by ','"),
+        ));
+    }
+    let by_cause = ChangeCause::parse(by).ok_or_else(|| bad("by", by, "allowed: oom-restart, update".into()))?;
+    Ok(Change {
+        restarts: restarts_n,
+        prev: prev_list,
+        by: by_cause,
+    })
+}
+
+/// A profile name as a record holds it: 1 to [`MAX_PROFILE_LEN`] ASCII letters, digits,
+/// `.`, `+`, `-` or `_`.
+fn profile_ok(p: &str) -> bool {
+    !p.is_empty() && p.len() <= MAX_PROFILE_LEN && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-._".contains(&b))
 }
 
 /// The [`EstimateSource`] whose `Display` is `text`.
@@ -258,4 +405,58 @@ fn bad(key: &'static str, value: &str, why: String) -> DecisionError {
 
 fn cut(text: &str) -> String {
     super::clip(text, 100)
+}
+
+#[cfg(test)]
+mod change_tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_record_names_the_new_profile_the_restarts_and_what_came_before() {
+        let r = DecisionRecord::new("1g.10gb", 1, 9 << 30, EstimateSource::MigMemHint);
+        let once = r.changed("2g.20gb", 1, 1, ChangeCause::OomRestart);
+        let text = once.encode();
+        assert_eq!(
+            text,
+            "dynmig/v1 profile=2g.20gb count=1 mem=9663676416 source=mig-mem restarts=1 prev=1g.10gb by=oom-restart"
+        );
+        assert_eq!(DecisionRecord::parse(&text).unwrap(), once);
+        let twice = once.changed("3g.40gb", 1, 2, ChangeCause::Update);
+        assert_eq!(twice.change.as_ref().unwrap().prev, ["1g.10gb", "2g.20gb"]);
+        assert_eq!(DecisionRecord::parse(&twice.encode()).unwrap(), twice);
+        // The same profile again: no duplicate in prev.
+        let same = twice.changed("3g.40gb", 1, 3, ChangeCause::OomRestart);
+        assert_eq!(same.change.as_ref().unwrap().prev.len(), 2);
+        // At most MAX_PREV earlier profiles: the oldest go.
+        let mut long = r.clone();
+        for (i, p) in ["1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
+            .iter()
+            .enumerate()
+        {
+            long = long.changed(p, 1, i as u32 + 1, ChangeCause::Update);
+        }
+        let prev = &long.change.as_ref().unwrap().prev;
+        assert_eq!(prev.len(), MAX_PREV);
+        assert_eq!(prev[0], "1g.20gb");
+        assert_eq!(DecisionRecord::parse(&long.encode()).unwrap(), long);
+    }
+
+    #[test]
+    fn the_optional_fields_come_all_three_in_order_or_not_at_all() {
+        let base = "dynmig/v1 profile=2g.20gb count=1 mem=1 source=mig-mem";
+        assert!(DecisionRecord::parse(base).unwrap().change.is_none());
+        assert!(DecisionRecord::parse(&format!("{base} restarts=0 prev=- by=update")).is_ok());
+        for bad in [
+            format!("{base} restarts=1"),
+            format!("{base} restarts=1 prev=1g.10gb"),
+            format!("{base} prev=1g.10gb restarts=1 by=update"),
+            format!("{base} restarts=01 prev=1g.10gb by=update"),
+            format!("{base} restarts=1 prev=1g.10gb by=admin"),
+            format!("{base} restarts=1 prev=a,b,c,d,e by=update"),
+            format!("{base} restarts=1 prev=1g.10gb;x by=update"),
+            format!("{base} restarts=1 prev=1g.10gb by=update extra"),
+        ] {
+            assert!(DecisionRecord::parse(&bad).is_err(), "{bad}");
+        }
+    }
 }
