@@ -361,7 +361,17 @@ fn start_restart(
 ) {
     let job = env.job;
     let max = config.estimator.max_oom_restarts;
+    let blocked = next_larger_profile(models, cur)
+        .filter(|_| restarts < max)
+        .and_then(|n| oom::release_blocks_restart(oom::running_release(&config.paths.scontrol), n.name));
     let (to, msg) = match next_larger_profile(models, cur) {
+        Some(_) if blocked.is_some() => (
+            None,
+            format!(
+                "dynmig: job {job} ran out of GPU memory on {cur} ({why}); {}",
+                blocked.unwrap_or_default()
+            ),
+        ),
         Some(n) if restarts < max => (
             Some(n.name),
             format!(

@@ -26,7 +26,11 @@
 
 use crate::as_user::{self, UserIds};
 use dynmig_core::gres::TresList;
+use dynmig_core::modify::update_replaces_gpu_request;
 use dynmig_core::protocol::clip;
+use dynmig_core::protocol::decision::{ChangeCause, DecisionRecord};
+use dynmig_host::process::{run, Limits};
+use dynmig_slurm::plugin::SlurmVersion;
 use dynmig_slurm::{JobInfo, SlurmApi, SlurmError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -198,12 +202,51 @@ pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result
         }
     }
     let update = slurm.set_job_tres_per_node(job.id, &tres);
+    // The decision record follows the request (an administrator's own comment is left).
+    let record = DecisionRecord::parse(&job.admin_comment).ok().map(|r| {
+        let count = TresList::parse(&tres)
+            .ok()
+            .and_then(|l| l.gpu_entries().next().map(|g| g.count))
+            .map_or(r.count, |c| u32::try_from(c).unwrap_or(r.count));
+        r.changed(to, count, job.restarts + 1, ChangeCause::OomRestart)
+    });
+    let record = match (&update, record) {
+        (Ok(()), Some(r)) => slurm.set_job_admin_comment(job.id, &r.encode()),
+        _ => Ok(()),
+    };
     let comment = slurm.set_job_comment(job.id, &message);
     // Release even if an update failed: a held job would wait for an administrator.
     let release = slurm.release(job.id);
     update?;
     comment?;
+    record?;
     release
+}
+
+/// The Slurm release `scontrol --version` names (this node's client, which matches its
+/// slurmd), within 5 s; `None` when it cannot be read.
+pub fn running_release(scontrol: &Path) -> Option<SlurmVersion> {
+    let limits = Limits {
+        timeout: Duration::from_secs(5),
+        max_output: 4096,
+    };
+    run(scontrol.as_os_str(), &["--version"], limits)
+        .ok()
+        .and_then(|v| SlurmVersion::parse(&v))
+}
+
+/// Why a job that ran out of memory is not requeued on `to` under Slurm `release`, if the
+/// release cannot change a submitted job's GPU type (before 23.02.6: the update is merged
+/// into the old request and the job would never start, see
+/// [`dynmig_core::modify::update_replaces_gpu_request`]): the text says what to do instead.
+pub fn release_blocks_restart(release: Option<SlurmVersion>, to: &str) -> Option<String> {
+    let v = release?;
+    (!update_replaces_gpu_request(v.0)).then(|| {
+        format!(
+            "not requeued: Slurm {v} cannot move a submitted job to another MIG profile (SchedMD bug 17184, \
+             fixed in 23.02.6); submit it again with --gres=gpu:{to}:1"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -276,5 +319,67 @@ mod tests {
             Some("gres/gpu:2g.20gb:3")
         );
         assert_eq!(next_request("gres:gpu:2", "2g.20gb"), None);
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+    use dynmig_core::types::EstimateSource;
+    use dynmig_slurm::fake::{pending_job, FakeSlurm};
+
+    fn failed_job(admin_comment: &str) -> JobInfo {
+        let mut j = pending_job(7, "gres:gpu:1g.10gb:1");
+        j.state = dynmig_slurm::JobState::Other("FAILED".into());
+        j.admin_comment = admin_comment.into();
+        j.cwd = std::env::temp_dir().to_string_lossy().into_owned();
+        j
+    }
+
+    fn request() -> RestartRequest {
+        RestartRequest {
+            job: 7,
+            to: Some("2g.20gb".into()),
+            message: "dynmig: job 7 ran out of GPU memory".into(),
+            requeue_for: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn a_restart_writes_the_record_of_the_profile_the_job_now_asks_for() {
+        let record = DecisionRecord::new("1g.10gb", 1, 9 << 30, EstimateSource::MigMemHint);
+        let slurm = FakeSlurm::new(vec![], vec![failed_job(&record.encode())]);
+        restart(&slurm, &request(), "n1").unwrap();
+        let job = slurm.job(7).unwrap().unwrap();
+        assert_eq!(job.tres_per_node, "gres:gpu:2g.20gb:1");
+        let now = DecisionRecord::parse(&job.admin_comment).unwrap();
+        assert_eq!(now.profile, "2g.20gb");
+        let change = now.change.expect("a change");
+        assert_eq!(
+            (change.restarts, change.prev, change.by),
+            (1, vec!["1g.10gb".to_string()], ChangeCause::OomRestart)
+        );
+    }
+
+    #[test]
+    fn an_administrators_own_comment_is_left_as_it_is() {
+        let slurm = FakeSlurm::new(vec![], vec![failed_job("keep-me")]);
+        restart(&slurm, &request(), "n1").unwrap();
+        assert_eq!(slurm.job(7).unwrap().unwrap().admin_comment, "keep-me");
+        assert!(
+            !slurm.calls().iter().any(|c| c.starts_with("admincomment")),
+            "{:?}",
+            slurm.calls()
+        );
+    }
+
+    #[test]
+    fn releases_before_23_02_6_do_not_requeue_and_say_what_to_do() {
+        let why = release_blocks_restart(SlurmVersion::parse("slurm 22.05.8"), "2g.20gb").unwrap();
+        assert!(why.contains("Slurm 22.05.8 cannot move"), "{why}");
+        assert!(why.contains("--gres=gpu:2g.20gb:1"), "{why}");
+        assert!(release_blocks_restart(SlurmVersion::parse("slurm 24.11.5"), "2g.20gb").is_none());
+        assert!(release_blocks_restart(SlurmVersion::parse("slurm 23.02.6"), "2g.20gb").is_none());
+        assert!(release_blocks_restart(None, "2g.20gb").is_none());
     }
 }

@@ -176,6 +176,10 @@ impl SlurmApi for SlurmCommands {
         self.update_job(job, "Comment", comment)
     }
 
+    fn set_job_admin_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError> {
+        self.update_job(job, "AdminComment", comment)
+    }
+
     fn create_reservation(&self, r: &MaintReservation) -> Result<(), SlurmError> {
         self.scontrol(&[
             "create",

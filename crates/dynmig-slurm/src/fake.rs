@@ -238,6 +238,12 @@ impl SlurmApi for FakeSlurm {
         self.change(format!("comment {job} {comment}"), |s| Self::job_mut(s, job).map(drop))
     }
 
+    fn set_job_admin_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError> {
+        self.change(format!("admincomment {job} {comment}"), |s| {
+            Self::job_mut(s, job).map(|j| j.admin_comment = comment.to_string())
+        })
+    }
+
     fn create_reservation(&self, r: &MaintReservation) -> Result<(), SlurmError> {
         self.change(
             format!(
@@ -321,6 +327,9 @@ impl SlurmApi for std::sync::Arc<FakeSlurm> {
     }
     fn set_job_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError> {
         self.as_ref().set_job_comment(job, comment)
+    }
+    fn set_job_admin_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError> {
+        self.as_ref().set_job_admin_comment(job, comment)
     }
     fn create_reservation(&self, r: &MaintReservation) -> Result<(), SlurmError> {
         self.as_ref().create_reservation(r)

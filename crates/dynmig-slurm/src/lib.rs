@@ -467,6 +467,13 @@ pub trait SlurmApi {
     /// [`SlurmError`].
     fn set_job_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError>;
 
+    /// Sets a job's `AdminComment` (where job_submit/dynmig keeps its decision record):
+    /// only root, SlurmUser or an operator may.
+    ///
+    /// # Errors
+    /// [`SlurmError`].
+    fn set_job_admin_comment(&self, job: u32, comment: &str) -> Result<(), SlurmError>;
+
     /// Creates a maintenance reservation (refused if one of that name exists).
     ///
     /// # Errors
