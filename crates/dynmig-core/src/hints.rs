@@ -11,16 +11,26 @@
 //!
 //! - `--mig-mem` is the GPU memory the job needs, a size as [`crate::size::parse_size`] reads
 //!   it (binary units; a bare number is MiB).
-//! - `--mig-profile` names a MIG profile of a GPU model dynmig knows
-//!   ([`crate::geometry::MODELS`]), case-insensitively; media-extension profiles (`+me`) are
-//!   not scheduled by dynmig and are refused.
+//! - `--mig-profile` names a MIG profile, case-insensitively; media-extension profiles
+//!   (`+me`) are not scheduled by dynmig and are refused.
 //! - `--mig-model-params` is the model's parameter count (`7B`, `350M`; 1M to 2T);
-//!   `--mig-dtype` one of fp32, fp16, bf16, int8, int4 (default bf16); `--mig-phase` train or
-//!   infer (default train); `--mig-batch` 1 to 65536 (default 1); `--mig-seq` 1 to 1Mi tokens
-//!   (default 2048). The last four need `--mig-model-params`; int8/int4 are for inference.
+//!   `--mig-dtype` one of fp32, fp16, bf16, fp8, int8, int4 (default bf16; fp8 only where a
+//!   configured GPU model runs it, [`crate::geometry::GpuModel::fp8`]); `--mig-phase` train
+//!   or infer (default train); `--mig-batch` 1 to 65536 (default 1); `--mig-seq` 1 to 1Mi
+//!   tokens (default 2048). The last four need `--mig-model-params`; int8/int4 are for
+//!   inference.
+//!
+//! What a check knows of the cluster decides what it refuses and what its message lists
+//! ([`parse_hint_for`]): job_submit/dynmig in slurmctld knows the configured GPU models, so a
+//! profile or dtype none of them has is refused there and the message lists exactly the
+//! configured models' profiles and dtypes. The SPANK plugin on the login node does not read
+//! dynmig.toml ([`parse_hint`], docs/architecture.md "Where a hint is checked"): it refuses
+//! what is wrong on every cluster (a value that is not a profile name, an unknown dtype) and
+//! leaves the cluster check to slurmctld, so it never lists another cluster's profiles.
 //!
 //! Every [`HintError`] displays as the complete message for the user, starting `dynmig: `;
-//! the user's value is quoted cut to [`MAX_QUOTED`] characters.
+//! the user's value is quoted cut to [`MAX_QUOTED`] characters with its control characters
+//! escaped ([`shorten`], [`escape_control`]), as it may reach slurmctld's log.
 
 use crate::estimate::model_formula::{
     parse_params, Dtype, ModelSpec, Phase, DEFAULT_BATCH, DEFAULT_SEQ, MAX_BATCH, MAX_SEQ,
@@ -32,18 +42,74 @@ use crate::size::{format_size, parse_size, SizeError, MIB};
 /// end in `...`.
 pub const MAX_QUOTED: usize = 100;
 
-/// `text` cut to at most `max` characters (at a character boundary), with `...` appended
-/// when something was cut; for quoting user strings in messages.
+/// `text` for quoting in a message or a log line: its control characters escaped
+/// ([`escape_control`]), then cut to at most `max` characters (escapes included, never
+/// inside one), with `...` appended when something was cut. Every user string that a
+/// message or log line quotes (job names, hint values, GRES strings) goes through it.
 ///
 /// ```
-/// assert_eq!(dynmig_core::hints::shorten("abcdef", 3), "abc...");
-/// assert_eq!(dynmig_core::hints::shorten("abc", 3), "abc");
+/// use dynmig_core::hints::shorten;
+/// assert_eq!(shorten("abcdef", 3), "abc...");
+/// assert_eq!(shorten("abc", 3), "abc");
+/// assert_eq!(shorten("a\nb", 10), "a\\nb");
 /// ```
 pub fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text.to_string(),
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let piece = escaped(c);
+        let n = piece.as_deref().map_or(1, |e| e.chars().count());
+        if used + n > max {
+            out.push_str("...");
+            return out;
+        }
+        match piece {
+            Some(e) => out.push_str(&e),
+            None => out.push(c),
+        }
+        used += n;
     }
+    out
+}
+
+/// `text` with every character that could break a log line or drive a terminal written as
+/// an escape: newline, carriage return and tab as `\n`, `\r`, `\t`; the other ASCII
+/// control characters and DEL as `\xNN` (ESC is `\x1b`); the C1 controls (U+0080 to
+/// U+009F), the line and paragraph separators (U+2028, U+2029) and the bidirectional
+/// overrides and isolates (U+202A to U+202E, U+2066 to U+2069) as `\u{NNNN}`. Everything
+/// else, backslashes included, is kept as it is (an escape is for reading, not for parsing
+/// back). [`shorten`] applies it and cuts.
+///
+/// ```
+/// use dynmig_core::hints::escape_control;
+/// assert_eq!(escape_control("job\n\x1b[31mred"), "job\\n\\x1b[31mred");
+/// assert_eq!(escape_control("plain é"), "plain é");
+/// ```
+pub fn escape_control(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match escaped(c) {
+            Some(e) => out.push_str(&e),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// The escape of `c` for [`escape_control`], or `None` when `c` is kept.
+fn escaped(c: char) -> Option<String> {
+    let needs =
+        c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !needs {
+        return None;
+    }
+    Some(match c {
+        '\n' => "\\n".to_string(),
+        '\r' => "\\r".to_string(),
+        '\t' => "\\t".to_string(),
+        c if c.is_ascii() => format!("\\x{:02x}", c as u32),
+        c => format!("\\u{{{:04x}}}", c as u32),
+    })
 }
 
 /// Prefix of the SPANK option variables of the plugin named `dynmig` in `spank_job_env`.
@@ -154,12 +220,24 @@ pub enum HintError {
         /// Why it is not a size.
         source: SizeError,
     },
-    /// `--mig-profile` names no profile of a known GPU model.
-    #[error("dynmig: --mig-profile={value}: unknown MIG profile; allowed: {allowed}")]
+    /// `--mig-profile` names no profile of the cluster's GPU models (or, where the models are
+    /// not known, is not a profile name at all).
+    #[error("dynmig: --mig-profile={value}: unknown MIG profile; {help}")]
     UnknownProfile {
-        /// The value as given.
+        /// The value as given, cut and escaped ([`shorten`]).
         value: String,
-        /// Every profile name dynmig schedules, comma separated.
+        /// `allowed: ` and the profiles of the cluster's GPU models ([`profile_names`]), or,
+        /// where the models are not known, how a profile is named.
+        help: String,
+    },
+    /// `--mig-dtype` names a format no GPU model of the cluster runs (fp8 on Ampere).
+    #[error("dynmig: --mig-dtype={dtype}: no GPU model of this cluster runs {dtype} ({models}); allowed: {allowed}")]
+    DtypeNotOnCluster {
+        /// The format asked for.
+        dtype: Dtype,
+        /// The cluster's GPU models, comma separated.
+        models: String,
+        /// The formats the cluster runs, comma separated ([`dtypes_on`]).
         allowed: String,
     },
     /// A model option's value cannot be used.
@@ -179,10 +257,15 @@ pub enum HintError {
         option: &'static str,
     },
     /// Training with an integer format.
-    #[error("dynmig: --mig-dtype={dtype} with --mig-phase=train: training in {dtype} is not supported; train in fp32, fp16 or bf16")]
+    #[error(
+        "dynmig: --mig-dtype={dtype} with --mig-phase=train: training in {dtype} is not supported; train in {formats}"
+    )]
     IntegerTraining {
         /// The dtype.
         dtype: Dtype,
+        /// The formats the cluster trains in, e.g. `fp32, fp16 or bf16` (with fp8 where a
+        /// GPU model runs it).
+        formats: String,
     },
     /// The option is not one of dynmig's.
     #[error("dynmig: unknown option --{option}; dynmig's options are --mig-mem, --mig-profile, --mig-model-params, --mig-dtype, --mig-phase, --mig-batch and --mig-seq")]
@@ -207,8 +290,10 @@ pub enum HintError {
     },
 }
 
-/// Checks one option's value: `option` is the name without `--` (`"mig-mem"`,
-/// `"mig-profile"`; the underscore forms of the SPANK variables are accepted too).
+/// Checks one option's value where the cluster's GPU models are not known (the SPANK plugin
+/// on the login node): [`parse_hint_for`] with `cluster` `None`. A `--mig-profile` of the
+/// right shape (`5g.50gb`) passes here and is checked against the configured models by
+/// job_submit/dynmig.
 ///
 /// # Errors
 /// [`HintError`] with the user-facing message.
@@ -220,6 +305,34 @@ pub enum HintError {
 /// assert_eq!(err, "dynmig: --mig-mem=18Q: unknown unit 'Q'; use a number with K, M, G or T (binary units), e.g. --mig-mem=18G");
 /// ```
 pub fn parse_hint(option: &str, value: &str) -> Result<Hint, HintError> {
+    parse_hint_for(option, value, None)
+}
+
+/// Checks one option's value: `option` is the name without `--` (`"mig-mem"`,
+/// `"mig-profile"`; the underscore forms of the SPANK variables are accepted too).
+/// `cluster` is the cluster's GPU models when known (job_submit/dynmig: the configured
+/// node groups' models), else `None`:
+/// - `--mig-profile`: with the models, a profile one of them has (else refused, listing
+///   their profiles); without, a profile of any known model or a name of the profile shape
+///   (`<compute slices>g.<memory>gb`), never `+me`.
+/// - `--mig-dtype`: fp8 only if one of the models runs it ([`GpuModel::fp8`]); without the
+///   models, every format. An unknown format's message lists the formats the models run.
+///
+/// # Errors
+/// [`HintError`] with the user-facing message.
+///
+/// ```
+/// use dynmig_core::geometry::{A100_80GB, H100_80GB};
+/// use dynmig_core::hints::{parse_hint_for, Hint};
+/// let e = parse_hint_for("mig-profile", "5g.50gb", Some(&[&A100_80GB])).unwrap_err();
+/// assert_eq!(
+///     e.to_string(),
+///     "dynmig: --mig-profile=5g.50gb: unknown MIG profile; allowed: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
+/// );
+/// assert!(parse_hint_for("mig-dtype", "fp8", Some(&[&A100_80GB])).is_err());
+/// assert!(parse_hint_for("mig-dtype", "fp8", Some(&[&A100_80GB, &H100_80GB])).is_ok());
+/// ```
+pub fn parse_hint_for(option: &str, value: &str, cluster: Option<&[&'static GpuModel]>) -> Result<Hint, HintError> {
     match option.replace('_', "-").as_str() {
         MIG_MEM => parse_size(value)
             .map(Hint::MigMem)
@@ -227,23 +340,11 @@ pub fn parse_hint(option: &str, value: &str) -> Result<Hint, HintError> {
                 value: shorten(value, MAX_QUOTED),
                 source: shorten_size_error(source),
             }),
-        MIG_PROFILE => find_profile(value.trim())
-            .map(|p| Hint::MigProfile(p.name.to_string()))
-            .ok_or_else(|| HintError::UnknownProfile {
-                value: shorten(value, MAX_QUOTED),
-                allowed: all_profile_names().join(", "),
-            }),
+        MIG_PROFILE => parse_profile(value, cluster),
         MIG_MODEL_PARAMS => parse_params(value)
             .map(Hint::ModelParams)
             .map_err(|reason| bad_model(MIG_MODEL_PARAMS, value, reason)),
-        MIG_DTYPE => Dtype::parse(value).map(Hint::Dtype).ok_or_else(|| {
-            let allowed: Vec<String> = Dtype::ALL.iter().map(|d| d.to_string()).collect();
-            bad_model(
-                MIG_DTYPE,
-                value,
-                format!("unknown number format; allowed: {}", allowed.join(", ")),
-            )
-        }),
+        MIG_DTYPE => parse_dtype(value, cluster),
         MIG_PHASE => Phase::parse(value)
             .map(Hint::Phase)
             .ok_or_else(|| bad_model(MIG_PHASE, value, "unknown phase; allowed: train, infer".into())),
@@ -255,12 +356,80 @@ pub fn parse_hint(option: &str, value: &str) -> Result<Hint, HintError> {
     }
 }
 
+/// `--mig-profile`: see [`parse_hint_for`].
+fn parse_profile(value: &str, cluster: Option<&[&'static GpuModel]>) -> Result<Hint, HintError> {
+    let name = value.trim();
+    if let Some(p) = find_profile(cluster.unwrap_or(MODELS), name) {
+        return Ok(Hint::MigProfile(p.name.to_string()));
+    }
+    let help = match cluster {
+        None if is_profile_name(name) && !name.to_ascii_lowercase().ends_with("+me") => {
+            return Ok(Hint::MigProfile(name.to_ascii_lowercase()));
+        }
+        None => "a MIG profile is named <compute slices>g.<memory>gb as nvidia-smi lists it, e.g. \
+                 3g.40gb (media-extension +me profiles are not scheduled)"
+            .to_string(),
+        Some(models) => format!("allowed: {}", profile_names(models).join(", ")),
+    };
+    Err(HintError::UnknownProfile {
+        value: shorten(value, MAX_QUOTED),
+        help,
+    })
+}
+
+/// `--mig-dtype`: see [`parse_hint_for`].
+fn parse_dtype(value: &str, cluster: Option<&[&'static GpuModel]>) -> Result<Hint, HintError> {
+    let models = cluster.unwrap_or(MODELS);
+    let list = |d: Vec<Dtype>| d.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    match Dtype::parse(value) {
+        Some(d) if !dtypes_on(models).contains(&d) => Err(HintError::DtypeNotOnCluster {
+            dtype: d,
+            models: models.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
+            allowed: list(dtypes_on(models)),
+        }),
+        Some(d) => Ok(Hint::Dtype(d)),
+        None => Err(bad_model(
+            MIG_DTYPE,
+            value,
+            format!("unknown number format; allowed: {}", list(dtypes_on(models))),
+        )),
+    }
+}
+
+/// The number formats a job may ask for on a cluster of `models`, in [`Dtype::ALL`] order:
+/// fp8 only when one of them runs it ([`GpuModel::fp8`]).
+///
+/// ```
+/// use dynmig_core::geometry::{A100_80GB, H100_80GB};
+/// use dynmig_core::hints::dtypes_on;
+/// assert_eq!(dtypes_on(&[&A100_80GB]).len(), 5);
+/// assert_eq!(dtypes_on(&[&A100_80GB, &H100_80GB]).len(), 6);
+/// ```
+pub fn dtypes_on(models: &[&'static GpuModel]) -> Vec<Dtype> {
+    let fp8 = models.iter().any(|m| m.fp8);
+    Dtype::ALL.into_iter().filter(|d| fp8 || !d.needs_fp8()).collect()
+}
+
+/// `Ng.Mgb` or `Ng.Mgb+me` (any case): the shape of a MIG profile name.
+pub(crate) fn is_profile_name(t: &str) -> bool {
+    let t = t.to_ascii_lowercase();
+    let t = t.strip_suffix("+me").unwrap_or(&t);
+    let Some((g, m)) = t.split_once("g.") else {
+        return false;
+    };
+    let Some(m) = m.strip_suffix("gb") else {
+        return false;
+    };
+    !g.is_empty() && !m.is_empty() && g.bytes().all(|b| b.is_ascii_digit()) && m.bytes().all(|b| b.is_ascii_digit())
+}
+
 fn bad_model(option: &'static str, value: &str, reason: String) -> HintError {
-    // Some reasons quote the (trimmed) value: cut it there too.
+    // Some reasons quote the (trimmed) value: cut and escape it there too.
     let mut reason = reason;
     for v in [value, value.trim()] {
-        if v.chars().count() > MAX_QUOTED {
-            reason = reason.replace(v, &shorten(v, MAX_QUOTED));
+        let shown = shorten(v, MAX_QUOTED);
+        if shown != v {
+            reason = reason.replace(v, &shown);
         }
     }
     HintError::BadModelValue {
@@ -292,11 +461,23 @@ fn count(option: &'static str, value: &str, max: u32) -> Result<u32, HintError> 
 /// plugins, entries without `=`, and dynmig options this version does not know are ignored
 /// (so that a newer SPANK plugin does not break submission); a later entry of the same
 /// option replaces an earlier one, as in an environment. Checks the pair with
-/// [`Hints::check`].
+/// [`Hints::check`]. The cluster's models are not known here ([`parse_hint`]); job_submit/
+/// dynmig uses [`hints_from_spank_env_for`].
 ///
 /// # Errors
 /// The first bad value, or a profile smaller than the memory hint.
 pub fn hints_from_spank_env(entries: &[&str]) -> Result<Hints, HintError> {
+    hints_from_spank_env_for(entries, None)
+}
+
+/// [`hints_from_spank_env`] on a cluster of `cluster`'s GPU models: each value is checked
+/// with [`parse_hint_for`] and the pair with [`Hints::check`] on those models, so every
+/// message lists only their profiles and formats.
+///
+/// # Errors
+/// The first bad value (a profile or format none of the models has), or a profile smaller
+/// than the memory hint.
+pub fn hints_from_spank_env_for(entries: &[&str], cluster: Option<&[&'static GpuModel]>) -> Result<Hints, HintError> {
     let mut hints = Hints::default();
     for entry in entries {
         let Some((name, value)) = entry.split_once('=') else {
@@ -305,13 +486,13 @@ pub fn hints_from_spank_env(entries: &[&str]) -> Result<Hints, HintError> {
         let Some(option) = name.strip_prefix(SPANK_ENV_PREFIX) else {
             continue;
         };
-        match parse_hint(option, value) {
+        match parse_hint_for(option, value, cluster) {
             Ok(hint) => hints.set(hint),
             Err(HintError::UnknownOption { .. }) => continue,
             Err(e) => return Err(e),
         }
     }
-    hints.check(MODELS)?;
+    hints.check(cluster.unwrap_or(MODELS))?;
     Ok(hints)
 }
 
@@ -348,22 +529,32 @@ impl Hints {
     /// one of `models` that has the profile (the profile then wins).
     ///
     /// # Errors
-    /// [`HintError::ProfileTooSmall`], suggesting the smallest profile that fits if any.
+    /// [`HintError::ProfileTooSmall`], suggesting the smallest profile that fits on the
+    /// models that have the named one (the GPUs the job would run on), if any.
     /// Also checks the model options: the others need `--mig-model-params`, and int8/int4
     /// are for inference only.
     pub fn check(&self, models: &[&'static GpuModel]) -> Result<(), HintError> {
-        self.check_model()?;
+        self.check_model(models)?;
         let (Some(profile), Some(mem)) = (&self.profile, self.mem_bytes) else {
             return Ok(());
         };
-        let specs: Vec<_> = models.iter().filter_map(|m| m.profile(profile)).collect();
-        let Some(best) = specs.iter().map(|p| p.memory_mib * MIB).max() else {
+        let having: Vec<&'static GpuModel> = models
+            .iter()
+            .copied()
+            .filter(|m| m.profile(profile).is_some())
+            .collect();
+        let Some(best) = having
+            .iter()
+            .filter_map(|m| m.profile(profile))
+            .map(|p| p.memory_mib * MIB)
+            .max()
+        else {
             return Ok(()); // the caller reports a profile missing from these models
         };
         if best >= mem {
             return Ok(());
         }
-        let larger = smallest_fitting(models, mem)
+        let larger = smallest_fitting(&having, mem)
             .map(|(_, p)| format!(" (e.g. {})", p.name))
             .unwrap_or_default();
         Err(HintError::ProfileTooSmall {
@@ -376,7 +567,7 @@ impl Hints {
 }
 
 impl Hints {
-    fn check_model(&self) -> Result<(), HintError> {
+    fn check_model(&self, models: &[&'static GpuModel]) -> Result<(), HintError> {
         let m = &self.model;
         if m.params.is_none() {
             let given = [
@@ -390,27 +581,43 @@ impl Hints {
             }
         }
         if let Some(spec) = m.spec() {
-            if spec.phase == Phase::Train && matches!(spec.dtype, Dtype::Int8 | Dtype::Int4) {
-                return Err(HintError::IntegerTraining { dtype: spec.dtype });
+            if spec.phase == Phase::Train && !spec.dtype.trainable() {
+                let mut formats: Vec<String> = dtypes_on(models)
+                    .into_iter()
+                    .filter(|d| d.trainable())
+                    .map(|d| d.to_string())
+                    .collect();
+                let last = formats.pop().unwrap_or_default();
+                return Err(HintError::IntegerTraining {
+                    dtype: spec.dtype,
+                    formats: format!("{} or {last}", formats.join(", ")),
+                });
             }
         }
         Ok(())
     }
 }
 
-/// The profile named `name` (case-insensitive) on any known model, excluding `+me`.
-fn find_profile(name: &str) -> Option<&'static ProfileSpec> {
-    MODELS
+/// The profile named `name` (case-insensitive) on one of `models`, excluding `+me`.
+fn find_profile(models: &[&'static GpuModel], name: &str) -> Option<&'static ProfileSpec> {
+    models
         .iter()
         .filter_map(|m| m.profile(name))
         .find(|p| !p.media_extensions)
 }
 
-/// Names of every profile dynmig schedules on any known model, smallest first, without
-/// repeats.
-pub fn all_profile_names() -> Vec<&'static str> {
+/// Names of every profile dynmig schedules on `models` (their
+/// [`GpuModel::schedulable_profiles`]: no `+me`), model by model, each smallest first,
+/// without repeats: the "allowed" list of the messages.
+///
+/// ```
+/// use dynmig_core::geometry::A100_80GB;
+/// let names = dynmig_core::hints::profile_names(&[&A100_80GB]);
+/// assert_eq!(names, ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]);
+/// ```
+pub fn profile_names(models: &[&'static GpuModel]) -> Vec<&'static str> {
     let mut names = Vec::new();
-    for m in MODELS {
+    for m in models {
         for p in m.schedulable_profiles() {
             if !names.contains(&p.name) {
                 names.push(p.name);
@@ -456,17 +663,62 @@ mod tests {
         );
     }
 
+    /// Issue 25: `--mig-profile=5g.50gb` listed the ~40 profiles of every known model; the
+    /// list is the configured models' profiles.
     #[test]
-    fn messages_say_what_is_wrong_and_allowed() {
-        let e = parse_hint("mig-profile", "9g.1gb").unwrap_err().to_string();
+    fn an_unknown_profile_lists_only_the_clusters_profiles() {
+        let a100 = [&A100_80GB];
+        let e = parse_hint_for("mig-profile", "5g.50gb", Some(&a100))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "dynmig: --mig-profile=5g.50gb: unknown MIG profile; allowed: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"
+        );
+        // A profile of another model is not on this cluster.
+        let e = parse_hint_for("mig-profile", "1g.5gb", Some(&a100))
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.starts_with("dynmig: --mig-profile=9g.1gb: unknown MIG profile; allowed: 1g.5gb,"),
+            e.ends_with("allowed: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"),
             "{e}"
         );
-        assert!(e.contains("2g.20gb") && e.contains("7g.80gb"), "{e}");
-        assert!(!e.contains("+me"), "{e}");
-        let e = parse_hint("mig-profile", "1g.10gb+me").unwrap_err();
+        let e = parse_hint_for("mig-profile", "1g.10gb+me", Some(&a100)).unwrap_err();
         assert!(matches!(e, HintError::UnknownProfile { .. }));
+        let mixed = [&A100_80GB, &H200_141GB];
+        let e = parse_hint_for("mig-profile", "5g.50gb", Some(&mixed))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("7g.80gb, 1g.18gb,") && e.ends_with("7g.141gb"), "{e}");
+        assert!(!e.contains("1g.5gb") && !e.contains("+me"), "{e}");
+        assert_eq!(
+            parse_hint_for("mig-profile", "3G.40GB", Some(&a100)),
+            Ok(Hint::MigProfile("3g.40gb".into()))
+        );
+    }
+
+    /// Without the cluster's models (the SPANK plugin), only the shape is checked and no
+    /// model's profiles are listed.
+    #[test]
+    fn without_the_models_only_the_profile_shape_is_checked() {
+        assert_eq!(
+            parse_hint("mig-profile", "5G.50GB"),
+            Ok(Hint::MigProfile("5g.50gb".into()))
+        );
+        let e = parse_hint("mig-profile", "big").unwrap_err().to_string();
+        assert!(
+            e.starts_with("dynmig: --mig-profile=big: unknown MIG profile; a MIG profile is named"),
+            "{e}"
+        );
+        assert!(!e.contains("1g.5gb") && !e.contains("allowed"), "{e}");
+        for me in ["1g.10gb+me", "5g.50gb+ME"] {
+            let e = parse_hint("mig-profile", me).unwrap_err();
+            assert!(matches!(e, HintError::UnknownProfile { .. }), "{me}");
+        }
+    }
+
+    #[test]
+    fn messages_say_what_is_wrong_and_allowed() {
         let e = parse_hint("mig-mem", "-1G").unwrap_err().to_string();
         assert_eq!(
             e,
@@ -512,8 +764,42 @@ mod tests {
         let e = hints_from_spank_env(&env).unwrap_err().to_string();
         // The largest 2g.20gb of the known models: the H100's 20096 MiB (NVML).
         assert!(e.contains("--mig-profile=2g.20gb has 19.6GiB"), "{e}");
-        // The smallest profile holding 30G over every known model (H200's 2g.35gb).
-        assert!(e.contains("(e.g. 2g.35gb)"), "{e}");
+        // The smallest profile holding 30G on the models that have a 2g.20gb (A100-80GB,
+        // H100-80GB), not another model's (the H200's 2g.35gb).
+        assert!(e.contains("(e.g. 3g.40gb)"), "{e}");
+        let e = hints_from_spank_env_for(&env, Some(&[&A100_80GB]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has 19.5GiB") && e.contains("(e.g. 3g.40gb)"), "{e}");
+    }
+
+    /// Issue 25: user text reaches slurmctld's log; a newline or an ESC in it must come out
+    /// escaped, so it can neither start a forged log line nor drive a terminal.
+    #[test]
+    fn control_characters_in_user_text_are_escaped() {
+        let name = "train\nslurmctld: fake line\x1b[2J\r\t\x7f\u{85}\u{202e}end\\n";
+        let shown = escape_control(name);
+        assert_eq!(
+            shown,
+            "train\\nslurmctld: fake line\\x1b[2J\\r\\t\\x7f\\u{0085}\\u{202e}end\\n"
+        );
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown}");
+        assert_eq!(shorten(name, MAX_QUOTED), shown);
+        // Cut after escaping, never inside an escape.
+        assert_eq!(shorten("ab\x1bcd", 4), "ab...");
+        assert_eq!(shorten("ab\x1bcd", 6), "ab\\x1b...");
+        assert_eq!(shorten("\x1b", 4), "\\x1b");
+        // Values quoted in messages are escaped too.
+        let e = parse_hint("mig-mem", "18\nQ").unwrap_err().to_string();
+        assert!(e.starts_with("dynmig: --mig-mem=18\\nQ:"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        let e = parse_hint("mig-model-params", "7\x1bX").unwrap_err().to_string();
+        assert!(
+            !e.contains('\x1b') && e.contains("'7\\x1bX' is not a parameter count"),
+            "{e}"
+        );
+        let e = parse_hint("mig-profile", "big\n").unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]
@@ -562,12 +848,58 @@ mod model_tests {
         assert_eq!(h.describe().as_deref(), Some("--mig-model-params=7000000000"));
     }
 
+    /// Issue 25: fp8 was refused everywhere; it is refused only where no configured model
+    /// runs it, and the formats listed are the cluster's.
+    #[test]
+    fn fp8_where_a_configured_model_runs_it() {
+        use crate::geometry::{A100_80GB, A30_24GB, B200_180GB, H100_80GB};
+        let e = parse_hint_for("mig-dtype", "fp8", Some(&[&A100_80GB])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "dynmig: --mig-dtype=fp8: no GPU model of this cluster runs fp8 (A100-80GB); allowed: fp32, fp16, bf16, int8, int4"
+        );
+        let e = parse_hint_for("mig-dtype", "FP8", Some(&[&A100_80GB, &A30_24GB])).unwrap_err();
+        assert!(e.to_string().contains("(A100-80GB, A30-24GB)"), "{e}");
+        for cluster in [&[&H100_80GB][..], &[&A100_80GB, &B200_180GB][..]] {
+            assert_eq!(
+                parse_hint_for("mig-dtype", "fp8", Some(cluster)),
+                Ok(Hint::Dtype(Dtype::Fp8))
+            );
+        }
+        // The SPANK plugin does not know the cluster: fp8 passes there.
+        assert_eq!(parse_hint("mig-dtype", "fp8"), Ok(Hint::Dtype(Dtype::Fp8)));
+        let e = parse_hint_for("mig-dtype", "fp4", Some(&[&A100_80GB]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("unknown number format; allowed: fp32, fp16, bf16, int8, int4"),
+            "{e}"
+        );
+        let e = parse_hint_for("mig-dtype", "fp4", Some(&[&H100_80GB]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("allowed: fp32, fp16, bf16, fp8, int8, int4"), "{e}");
+        // Integer training names the formats the cluster trains in.
+        let env = [
+            "_SLURM_SPANK_OPTION_dynmig_mig_model_params=7B",
+            "_SLURM_SPANK_OPTION_dynmig_mig_dtype=int8",
+        ];
+        let e = hints_from_spank_env_for(&env, Some(&[&A100_80GB]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("train in fp32, fp16 or bf16"), "{e}");
+        let e = hints_from_spank_env_for(&env, Some(&[&H100_80GB]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("train in fp32, fp16, bf16 or fp8"), "{e}");
+    }
+
     #[test]
     fn bad_model_options_say_what_is_allowed() {
-        let e = parse_hint("mig-dtype", "fp8").unwrap_err().to_string();
+        let e = parse_hint("mig-dtype", "fp4").unwrap_err().to_string();
         assert_eq!(
             e,
-            "dynmig: --mig-dtype=fp8: unknown number format; allowed: fp32, fp16, bf16, int8, int4"
+            "dynmig: --mig-dtype=fp4: unknown number format; allowed: fp32, fp16, bf16, fp8, int8, int4"
         );
         let e = parse_hint("mig-phase", "serve").unwrap_err().to_string();
         assert!(e.ends_with("allowed: train, infer"), "{e}");

@@ -6,7 +6,11 @@
 //! back to the user as it displays (it starts with `dynmig: `).
 //!
 //! Rules, in order:
-//! 1. The hints are read from `spank_env` ([`crate::hints`]); a bad hint is an error.
+//! 1. The hints are read from `spank_env` and checked against the configured GPU models
+//!    ([`crate::hints::hints_from_spank_env_for`]); a bad hint is an error, and its message
+//!    lists only those models' profiles and formats (`--mig-profile=5g.50gb` on an A100-80GB
+//!    cluster: `allowed: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`;
+//!    `--mig-dtype=fp8` where no configured model runs fp8).
 //! 2. No GPU entry with a count above 0 in any field: [`Outcome::NoGpu`], or an error if a
 //!    hint was given (a hint needs a GPU request).
 //! 3. A GPU request with a type is left to Slurm ([`Outcome::Unchanged`]): a MIG profile of a
@@ -35,7 +39,8 @@ use crate::estimate::{describe_breakdown, estimate, EstimateContext};
 use crate::geometry::{GpuModel, ProfileSpec};
 use crate::gres::{GresEntry, GresError, GresPrefix, TresList};
 use crate::hints::{
-    hints_from_spank_env, smallest_fitting, HintError, Hints, MAX_QUOTED, MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE,
+    hints_from_spank_env_for, is_profile_name, profile_names, shorten, smallest_fitting, HintError, Hints, MAX_QUOTED,
+    MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE,
 };
 use crate::size::{format_size, MIB};
 pub use crate::types::{EstimateSource, MultiGpu, WholeGpu};
@@ -176,7 +181,9 @@ pub enum SubmitError {
         /// `mig-mem` or `mig-profile`.
         option: &'static str,
     },
-    /// `--mig-profile` names a profile no configured model has.
+    /// `--mig-profile` names a profile no configured model has. [`decide_with`] reads the
+    /// hints against the configured models, which refuses such a profile first
+    /// ([`HintError::UnknownProfile`], same list); this guards the decision itself.
     #[error("dynmig: --mig-profile={profile}: no GPU of this cluster has that profile; available: {available}")]
     ProfileNotOnCluster {
         /// The profile hint.
@@ -323,7 +330,10 @@ pub fn decide(req: &JobRequest, policy: &SubmitPolicy) -> Result<Outcome, Submit
 /// # Errors
 /// [`SubmitError`], whose Display is the message for the user.
 pub fn decide_with(req: &JobRequest, policy: &SubmitPolicy, cx: &EstimateContext) -> Result<Outcome, SubmitError> {
-    let hints = hints_from_spank_env(&req.spank_env)?;
+    // With no model configured the hints are checked as on a login node; a GPU request is
+    // then refused below with NoModels.
+    let cluster = Some(policy.models.as_slice()).filter(|m| !m.is_empty());
+    let hints = hints_from_spank_env_for(&req.spank_env, cluster)?;
     let mut lists: Vec<(Field, TresList)> = Vec::new();
     for field in Field::ALL {
         if let Some(text) = field.get(req) {
@@ -358,7 +368,7 @@ pub fn decide_with(req: &JobRequest, policy: &SubmitPolicy, cx: &EstimateContext
         let mut what = gpus
             .iter()
             .take(MAX_LISTED)
-            .map(|(f, g)| format!("{} {}", f.option(), crate::hints::shorten(&g.to_string(), MAX_QUOTED)))
+            .map(|(f, g)| format!("{} {}", f.option(), shorten(&g.to_string(), MAX_QUOTED)))
             .collect::<Vec<_>>()
             .join(", ");
         if gpus.len() > MAX_LISTED {
@@ -381,10 +391,10 @@ pub fn decide_with(req: &JobRequest, policy: &SubmitPolicy, cx: &EstimateContext
 fn check_typed(types: &[&str], hints: &Hints, policy: &SubmitPolicy) -> Result<Outcome, SubmitError> {
     for t in types {
         // The type is the user's text and may be huge (found by fuzzing): quoted cut.
-        let shown = crate::hints::shorten(t, MAX_QUOTED);
+        let shown = shorten(t, MAX_QUOTED);
         let specs: Vec<&ProfileSpec> = policy.models.iter().filter_map(|m| m.profile(t)).collect();
         if specs.is_empty() {
-            if looks_like_profile(t) {
+            if is_profile_name(t) {
                 return Err(SubmitError::TypeNotOnCluster {
                     gres_type: shown.clone(),
                     available: available_profiles(policy),
@@ -422,10 +432,7 @@ fn check_typed(types: &[&str], hints: &Hints, policy: &SubmitPolicy) -> Result<O
         }
     }
     Ok(Outcome::Unchanged {
-        reason: format!(
-            "GPU type {} already given",
-            crate::hints::shorten(&types.join(","), MAX_QUOTED)
-        ),
+        reason: format!("GPU type {} already given", shorten(&types.join(","), MAX_QUOTED)),
     })
 }
 
@@ -608,7 +615,7 @@ fn profile_on_cluster(name: &str, policy: &SubmitPolicy) -> Result<&'static Prof
         .filter_map(|m| m.profile(name))
         .find(|p| !p.media_extensions)
         .ok_or_else(|| SubmitError::ProfileNotOnCluster {
-            profile: name.to_string(),
+            profile: shorten(name, MAX_QUOTED),
             available: available_profiles(policy),
         })
 }
@@ -627,36 +634,17 @@ fn too_large(mem: u64, policy: &SubmitPolicy) -> SubmitError {
     }
 }
 
-/// Profile names of the configured models that dynmig schedules, smallest first.
+/// Profile names of the configured models that dynmig schedules, smallest first
+/// ([`profile_names`]).
 pub(crate) fn available_profiles(policy: &SubmitPolicy) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for m in &policy.models {
-        for p in m.schedulable_profiles() {
-            if !names.contains(&p.name) {
-                names.push(p.name);
-            }
-        }
-    }
-    names.join(", ")
-}
-
-/// `Ng.Mgb` or `Ng.Mgb+me`: the shape of a MIG profile name.
-fn looks_like_profile(t: &str) -> bool {
-    let t = t.to_ascii_lowercase();
-    let t = t.strip_suffix("+me").unwrap_or(&t);
-    let Some((g, m)) = t.split_once("g.") else {
-        return false;
-    };
-    let Some(m) = m.strip_suffix("gb") else {
-        return false;
-    };
-    !g.is_empty() && !m.is_empty() && g.bytes().all(|b| b.is_ascii_digit()) && m.bytes().all(|b| b.is_ascii_digit())
+    profile_names(&policy.models).join(", ")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{decide, looks_like_profile, JobRequest, SubmitPolicy};
+    use super::{decide, JobRequest, SubmitPolicy};
     use crate::config::Config;
+    use crate::hints::is_profile_name as looks_like_profile;
 
     #[test]
     fn a_huge_gpu_type_is_quoted_cut() {
@@ -700,6 +688,159 @@ mod tests {
             );
             assert!(e.contains(more), "{e}");
         }
+    }
+
+    /// The default config with its node group's model replaced by `model`, whose full
+    /// profile is `full`.
+    fn policy_of(model: &str, full: &str) -> SubmitPolicy {
+        let text = crate::config::EXAMPLE_TOML
+            .replace("gpu_model = \"A100-80GB\"", &format!("gpu_model = \"{model}\""))
+            .replace(
+                "initial_layout = \"1x7g.80gb\"",
+                &format!("initial_layout = \"1x{full}\""),
+            );
+        assert!(text.contains(model));
+        SubmitPolicy::from_config(&crate::config::parse_config(&text).unwrap())
+    }
+
+    fn fp8_job(phase: &'static str) -> JobRequest<'static> {
+        let env = match phase {
+            "infer" => vec![
+                "_SLURM_SPANK_OPTION_dynmig_mig_model_params=7B",
+                "_SLURM_SPANK_OPTION_dynmig_mig_dtype=fp8",
+                "_SLURM_SPANK_OPTION_dynmig_mig_phase=infer",
+            ],
+            _ => vec![
+                "_SLURM_SPANK_OPTION_dynmig_mig_model_params=1B",
+                "_SLURM_SPANK_OPTION_dynmig_mig_dtype=fp8",
+            ],
+        };
+        JobRequest {
+            tres_per_node: Some("gres:gpu:1"),
+            spank_env: env,
+            ..Default::default()
+        }
+    }
+
+    /// Issue 25: `--mig-dtype=fp8` is refused on the default A100-80GB cluster with the
+    /// formats it runs, and sized at 1 byte per weight where the config lists an H100.
+    #[test]
+    fn fp8_is_refused_on_ampere_and_sized_on_hopper() {
+        let a100 = SubmitPolicy::from_config(&Config::default_embedded());
+        let e = decide(&fp8_job("infer"), &a100).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "dynmig: --mig-dtype=fp8: no GPU model of this cluster runs fp8 (A100-80GB); allowed: fp32, fp16, bf16, int8, int4"
+        );
+        // Also with a typed request: the format is checked before the type.
+        let typed = JobRequest {
+            tres_per_node: Some("gres:gpu:3g.40gb:1"),
+            ..fp8_job("infer")
+        };
+        assert!(decide(&typed, &a100).unwrap_err().to_string().contains("runs fp8"));
+
+        let h100 = policy_of("H100-80GB", "7g.80gb");
+        assert_eq!(h100.models[0].name, "H100-80GB");
+        let Ok(super::Outcome::Rewrite(r)) = decide(&fp8_job("infer"), &h100) else {
+            panic!("fp8 refused on an H100 cluster");
+        };
+        assert_eq!(r.decision.source, crate::types::EstimateSource::Model);
+        // 7e9 weights at 1 byte + 16-bit KV cache and transients + context, times 1.15:
+        // 10.07e9 bytes, within the H100's 1g.10gb (9984 MiB); bf16 weights alone (14e9
+        // bytes) need a 2g.20gb.
+        assert_eq!(r.tres_per_node.as_deref(), Some("gres:gpu:1g.10gb:1"));
+        assert!(
+            (7_000_000_000..10_400_000_000).contains(&r.decision.memory_bytes),
+            "{:?}",
+            r.decision
+        );
+        let bf16 = JobRequest {
+            spank_env: fp8_job("infer")
+                .spank_env
+                .into_iter()
+                .map(|e| {
+                    if e.ends_with("=fp8") {
+                        "_SLURM_SPANK_OPTION_dynmig_mig_dtype=bf16"
+                    } else {
+                        e
+                    }
+                })
+                .collect(),
+            ..fp8_job("infer")
+        };
+        let Ok(super::Outcome::Rewrite(r16)) = decide(&bf16, &h100) else {
+            panic!("bf16 refused");
+        };
+        assert_eq!(r16.tres_per_node.as_deref(), Some("gres:gpu:2g.20gb:1"));
+        assert!(r16.decision.memory_bytes > r.decision.memory_bytes + 6_000_000_000);
+        // fp8 training is sized as bf16 training (weights, gradients and Adam state stay
+        // in higher precision).
+        let Ok(super::Outcome::Rewrite(t)) = decide(&fp8_job("train"), &h100) else {
+            panic!("fp8 training refused on an H100 cluster");
+        };
+        assert!(t.decision.memory_bytes > 16_000_000_000, "{:?}", t.decision);
+    }
+
+    /// Issue 25: every list of a refusal names this cluster's profiles only.
+    #[test]
+    fn refusals_list_the_configured_profiles_only() {
+        let a100 = SubmitPolicy::from_config(&Config::default_embedded());
+        let only = "1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb";
+        let req = |tres: &'static str, env: Vec<&'static str>| JobRequest {
+            tres_per_node: Some(tres),
+            spank_env: env,
+            ..Default::default()
+        };
+        for (r, policy) in [
+            (
+                req("gres:gpu:1", vec!["_SLURM_SPANK_OPTION_dynmig_mig_profile=5g.50gb"]),
+                &a100,
+            ),
+            (req("gres:gpu:5g.50gb:1", vec![]), &a100),
+            (req("gres:gpu:1g.5gb:1", vec![]), &a100),
+        ] {
+            let e = decide(&r, policy).unwrap_err().to_string();
+            assert!(e.ends_with(only), "{e}");
+            assert!(!e.contains("1g.5gb,") && !e.contains("1g.18gb"), "{e}");
+        }
+        let reject = SubmitPolicy {
+            whole_gpu: crate::types::WholeGpu::Reject,
+            ..a100.clone()
+        };
+        let e = decide(&req("gres:gpu:1", vec![]), &reject).unwrap_err().to_string();
+        assert!(e.contains(&format!("(available: {only})")), "{e}");
+        let h200 = policy_of("H200-141GB", "7g.141gb");
+        let e = decide(
+            &req("gres:gpu:1", vec!["_SLURM_SPANK_OPTION_dynmig_mig_profile=3g.40gb"]),
+            &h200,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.ends_with("allowed: 1g.18gb, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb"),
+            "{e}"
+        );
+    }
+
+    /// Issue 25: a GRES type is quoted in the refusal and in the log's "unchanged" reason
+    /// with its control characters escaped.
+    #[test]
+    fn gres_types_are_quoted_escaped() {
+        let policy = SubmitPolicy::from_config(&Config::default_embedded());
+        let req = |tres: &'static str| JobRequest {
+            tres_per_node: Some(tres),
+            ..Default::default()
+        };
+        let reason = match decide(&req("gres:gpu:v1\u{1b}[2J:1"), &policy) {
+            Ok(super::Outcome::Unchanged { reason }) => reason,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            reason.contains("'v1\\x1b[2J'") && !reason.contains('\u{1b}'),
+            "{reason}"
+        );
+        let e = decide(&req("gres:gpu:1,gpu:x\ny:1"), &policy).unwrap_err().to_string();
+        assert!(e.contains("x\\ny") && !e.contains('\n'), "{e}");
     }
 
     #[test]

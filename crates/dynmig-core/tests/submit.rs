@@ -221,18 +221,19 @@ fn profile_hint_wins_when_it_holds_the_memory() {
     ];
     let e = error(&node("gres:gpu:1", &env), &policy());
     assert!(
-        // The largest 2g.20gb of the known models: the H100's 20096 MiB as NVML reports it.
-        e.contains("2g.20gb has 19.6GiB of GPU memory, less than --mig-mem=30.0GiB"),
+        // The 2g.20gb of this cluster's A100-80GB (19968 MiB), not another model's.
+        e.contains("2g.20gb has 19.5GiB of GPU memory, less than --mig-mem=30.0GiB"),
         "{e}"
     );
 
-    // Known profile, but not on this cluster's GPUs.
+    // Known profile, but not on this cluster's GPUs: the list is this cluster's profiles
+    // only (issue 25).
     let e = error(
         &node("gres:gpu:1", &["_SLURM_SPANK_OPTION_dynmig_mig_profile=1g.5gb"]),
         &policy(),
     );
     assert!(
-        e.contains("no GPU of this cluster has that profile; available: 1g.10gb"),
+        e.contains("--mig-profile=1g.5gb: unknown MIG profile; allowed: 1g.10gb"),
         "{e}"
     );
 }

@@ -6,7 +6,7 @@
 //!
 //! | term | train | infer | source |
 //! |---|---|---|---|
-//! | weights | `P x w` | `P x w` | `w` = bytes of the dtype |
+//! | weights | `P x w` | `P x w` | `w` = bytes of the dtype: fp32 4, fp16/bf16 2, fp8/int8 1, int4 0.5 (fp8 training stores bf16: [`Dtype::Fp8`]) |
 //! | gradients | `P x w` | - | one gradient per weight, same dtype |
 //! | optimizer | `12 P` (16/bf16: fp32 master weights + 2 fp32 Adam moments) or `8 P` (fp32: 2 moments) | - | Rajbhandari et al., "ZeRO", SC 2020, section 3.1: mixed-precision Adam needs 2+2+12 = 16 bytes per parameter |
 //! | activations | `L x s b h (34 + 5 a s / h) x w/2` | `8 s b h x w` (one layer's MLP transients; fused attention) | Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1 (16-bit activations, no recomputation) |
@@ -14,7 +14,8 @@
 //! | CUDA context | `C` | `C` | ~500 MiB measured for a PyTorch process (configurable, `estimator.cuda_context`) |
 //!
 //! `P` parameters, `w` bytes per value, `L` layers, `h` hidden size, `a` attention heads,
-//! `s` sequence length, `b` batch size. Training with `int8`/`int4` is refused.
+//! `s` sequence length, `b` batch size. Training with `int8`/`int4` is refused; fp8 is for
+//! GPU models with FP8 Tensor Cores only (checked by [`crate::hints`] against the cluster).
 //!
 //! The shape (`L`, `h`, `a`) is not given by the user: [`shape_for`] takes the published
 //! shape with the nearest parameter count (GPT-3, Brown et al. 2020, Table 2.1; LLaMA,
@@ -51,6 +52,17 @@ pub enum Dtype {
     Fp16,
     /// bfloat16.
     Bf16,
+    /// 8-bit floating point (E4M3 or E5M2: 1 sign bit, 4 or 5 exponent bits, 3 or 2 mantissa
+    /// bits), 1 byte per weight; only on GPU models with FP8 Tensor Cores
+    /// ([`crate::geometry::GpuModel::fp8`]: Hopper and later). Source: NVIDIA Transformer
+    /// Engine, "Using FP8 with Transformer Engine"
+    /// (<https://docs.nvidia.com/deeplearning/transformer-engine/user-guide/examples/fp8_primer.html>).
+    /// Inference keeps 16-bit activations and KV cache (as the integer formats; an FP8 KV
+    /// cache is a serving option, not assumed). Training counts as bf16 training
+    /// ([`Dtype::stored_for_training`]): Transformer Engine's `fp8_autocast` casts the inputs
+    /// of the matrix multiplies to FP8 while the parameters, gradients and Adam state stay in
+    /// their higher-precision formats.
+    Fp8,
     /// 8-bit integer weights (inference only).
     Int8,
     /// 4-bit integer weights (inference only); activations and KV cache stay 16-bit.
@@ -59,32 +71,61 @@ pub enum Dtype {
 
 impl Dtype {
     /// Every dtype, in the order messages list them.
-    pub const ALL: [Dtype; 5] = [Dtype::Fp32, Dtype::Fp16, Dtype::Bf16, Dtype::Int8, Dtype::Int4];
+    pub const ALL: [Dtype; 6] = [
+        Dtype::Fp32,
+        Dtype::Fp16,
+        Dtype::Bf16,
+        Dtype::Fp8,
+        Dtype::Int8,
+        Dtype::Int4,
+    ];
 
-    /// Reads `fp32`, `float32`, `fp16`, `float16`, `half`, `bf16`, `bfloat16`, `int8`, `int4`
-    /// (any case).
+    /// Reads `fp32`, `float32`, `fp16`, `float16`, `half`, `bf16`, `bfloat16`, `fp8`,
+    /// `float8`, `int8`, `int4` (any case).
     pub fn parse(s: &str) -> Option<Dtype> {
         Some(match s.trim().to_ascii_lowercase().as_str() {
             "fp32" | "float32" | "float" => Dtype::Fp32,
             "fp16" | "float16" | "half" => Dtype::Fp16,
             "bf16" | "bfloat16" => Dtype::Bf16,
+            "fp8" | "float8" => Dtype::Fp8,
             "int8" => Dtype::Int8,
             "int4" => Dtype::Int4,
             _ => return None,
         })
     }
 
-    /// Bytes of one weight, in tenths of a byte (int4 is half a byte).
+    /// Whether the format needs FP8 Tensor Cores ([`crate::geometry::GpuModel::fp8`]).
+    pub fn needs_fp8(self) -> bool {
+        self == Dtype::Fp8
+    }
+
+    /// Whether the format can be trained in (int8 and int4 are for inference only).
+    pub fn trainable(self) -> bool {
+        !matches!(self, Dtype::Int8 | Dtype::Int4)
+    }
+
+    /// The format whose bytes training in `self` keeps: fp8 training keeps bf16 weights and
+    /// gradients (FP8 is the matrix multiplies' input format only, per Transformer Engine's
+    /// FP8 primer); every other format keeps its own.
+    pub fn stored_for_training(self) -> Dtype {
+        match self {
+            Dtype::Fp8 => Dtype::Bf16,
+            d => d,
+        }
+    }
+
+    /// Bytes of one weight, in tenths of a byte: fp32 4, fp16/bf16 2, fp8 and int8 1 (8 bits),
+    /// int4 0.5.
     fn weight_tenths(self) -> u64 {
         match self {
             Dtype::Fp32 => 40,
             Dtype::Fp16 | Dtype::Bf16 => 20,
-            Dtype::Int8 => 10,
+            Dtype::Fp8 | Dtype::Int8 => 10,
             Dtype::Int4 => 5,
         }
     }
 
-    /// Bytes of one activation or KV-cache value (16-bit for the integer formats).
+    /// Bytes of one activation or KV-cache value (16-bit for fp8 and the integer formats).
     fn activation_bytes(self) -> u64 {
         match self {
             Dtype::Fp32 => 4,
@@ -99,6 +140,7 @@ impl fmt::Display for Dtype {
             Dtype::Fp32 => "fp32",
             Dtype::Fp16 => "fp16",
             Dtype::Bf16 => "bf16",
+            Dtype::Fp8 => "fp8",
             Dtype::Int8 => "int8",
             Dtype::Int4 => "int4",
         })
@@ -260,7 +302,12 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
         u128::from(shape.heads),
     );
     let (s, b) = (u128::from(spec.seq), u128::from(spec.batch));
-    let weights = p * u128::from(spec.dtype.weight_tenths()) / 10;
+    // What is stored: fp8 training keeps bf16 weights and gradients (Dtype::Fp8).
+    let stored = match spec.phase {
+        Phase::Train => spec.dtype.stored_for_training(),
+        Phase::Infer => spec.dtype,
+    };
+    let weights = p * u128::from(stored.weight_tenths()) / 10;
     let clamp = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
     let mut out = Breakdown {
         weights: clamp(weights),
@@ -269,13 +316,13 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
     };
     match spec.phase {
         Phase::Train => {
-            if matches!(spec.dtype, Dtype::Int8 | Dtype::Int4) {
+            if !spec.dtype.trainable() {
                 return Err(ModelError::IntegerTraining(spec.dtype));
             }
             out.gradients = clamp(weights);
             // ZeRO, section 3.1: 16-bit training keeps fp32 master weights + 2 fp32 moments
             // (12 bytes per parameter); fp32 training keeps the 2 moments (8 bytes).
-            out.optimizer = clamp(p * if spec.dtype == Dtype::Fp32 { 8 } else { 12 });
+            out.optimizer = clamp(p * if stored == Dtype::Fp32 { 8 } else { 12 });
             // Korthikanti et al. 2022, eq. 1: s b h (34 + 5 a s / h) bytes per layer with
             // 16-bit activations; scaled by w/2 for fp32.
             let per_layer_2byte = s * b * h * 34 + 5 * a * s * s * b;
@@ -369,6 +416,50 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("train in fp32, fp16 or bf16"));
+    }
+
+    /// fp8 weights are 1 byte per parameter for inference (Transformer Engine's FP8 primer:
+    /// E4M3/E5M2 are 8-bit formats); fp8 training stores what bf16 training does.
+    #[test]
+    fn fp8_is_one_byte_per_weight_for_inference_and_bf16_for_training() {
+        let infer = ModelSpec {
+            params: 7_000_000_000,
+            dtype: Dtype::Fp8,
+            phase: Phase::Infer,
+            batch: 1,
+            seq: 2048,
+        };
+        let fp8 = breakdown(&infer, 0).unwrap();
+        let bf16 = breakdown(
+            &ModelSpec {
+                dtype: Dtype::Bf16,
+                ..infer
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!(fp8.weights, 7_000_000_000);
+        assert_eq!(bf16.weights, 14_000_000_000);
+        assert_eq!((fp8.kv_cache, fp8.activations), (bf16.kv_cache, bf16.activations));
+        let train = ModelSpec {
+            phase: Phase::Train,
+            ..infer
+        };
+        let t8 = breakdown(&train, 0).unwrap();
+        let t16 = breakdown(
+            &ModelSpec {
+                dtype: Dtype::Bf16,
+                ..train
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!(t8, t16);
+        assert_eq!(t8.weights + t8.gradients + t8.optimizer, 16 * 7_000_000_000);
+        assert_eq!(Dtype::parse("FP8"), Some(Dtype::Fp8));
+        assert_eq!(Dtype::parse("float8"), Some(Dtype::Fp8));
+        assert_eq!(Dtype::Fp8.to_string(), "fp8");
+        assert!(Dtype::Fp8.needs_fp8() && Dtype::Fp8.trainable() && !Dtype::Bf16.needs_fp8());
     }
 
     #[test]

@@ -58,6 +58,16 @@ pub struct GpuModel {
     pub verified: bool,
     /// Board power figures (TDP, idle), for the power model of [`crate::energy`].
     pub power: BoardPower,
+    /// Whether the model's Tensor Cores run FP8 (8-bit floating point, E4M3/E5M2), so that
+    /// `--mig-dtype=fp8` may be asked for: Hopper (H100, H200, GH200) and Blackwell (B200)
+    /// do, Ampere (A100, A30) does not. Sources: "NVIDIA H100 Tensor Core GPU Architecture"
+    /// whitepaper (Hopper's fourth-generation Tensor Cores add FP8), "NVIDIA A100 Tensor
+    /// Core GPU Architecture" whitepaper (Ampere's Tensor Cores: FP64, TF32, BF16, FP16,
+    /// INT8, INT4, no FP8), "NVIDIA Blackwell Architecture Technical Brief" (FP8, FP6, FP4),
+    /// and Transformer Engine's "Using FP8 with Transformer Engine"
+    /// (<https://docs.nvidia.com/deeplearning/transformer-engine/user-guide/examples/fp8_primer.html>:
+    /// "H100 GPU introduced support for a new datatype, FP8").
+    pub fp8: bool,
 }
 
 /// Board power figures of a GPU model, in watts.
@@ -225,6 +235,7 @@ pub static A100_40GB: GpuModel = GpuModel {
         [4864, 9856, 19968, 40192]),
     source: "NVIDIA MIG User Guide, A100 profile and placement tables; MiB from one driver's nvidia-smi mig -lgip",
     verified: true,
+    fp8: false,
     power: BoardPower {
         tdp_w: A100_TDP_W,
         idle_w: A100_IDLE_W,
@@ -259,6 +270,7 @@ pub static A100_80GB: GpuModel = GpuModel {
     ),
     source: "NVIDIA MIG User Guide, A100-80GB profile table; MiB nominal (unverified)",
     verified: false,
+    fp8: false,
     power: BoardPower {
         tdp_w: A100_TDP_W,
         idle_w: A100_IDLE_W,
@@ -296,6 +308,7 @@ pub static H100_80GB: GpuModel = GpuModel {
     ),
     source: "NVIDIA MIG User Guide, H100 profile table; IDs, slices, counts, placements and MiB verified by a read-only NVML probe, driver 580.159.04, 2026-11-26, docs/results/hardware-2026-11-26/ (H100 80GB HBM3, PCI 0x2330; the PCIe board 0x2331 is not probed)",
     verified: true,
+    fp8: true,
     power: BoardPower {
         tdp_w: 700.0,
         idle_w: 71.5,
@@ -373,6 +386,7 @@ pub static A30_24GB: GpuModel = GpuModel {
     ],
     source: "NVIDIA MIG User Guide, A30 profile and placement tables; MiB nominal (unverified)",
     verified: false,
+    fp8: false,
     power: scaled_board(
         165.0,
         "TDP: NVIDIA A30 datasheet (165 W); idle: A100 measurement scaled by TDP",
@@ -411,6 +425,7 @@ pub static H100_NVL_94GB: GpuModel = GpuModel {
     ),
     source: "NVIDIA MIG User Guide, H100 NVL profile names; placements as H100; MiB nominal (unverified)",
     verified: false,
+    fp8: true,
     power: scaled_board(
         400.0,
         "TDP: NVIDIA H100 NVL datasheet (350-400 W); idle: A100 measurement scaled by TDP",
@@ -443,6 +458,7 @@ pub static H200_141GB: GpuModel = GpuModel {
     ),
     source: "NVIDIA MIG User Guide, H200 profile names; IDs, slices, counts, placements and MiB verified by a read-only NVML probe, driver 580.159.04, 2026-11-26, docs/results/hardware-2026-11-26/ (H200 SXM, PCI 0x2335; the NVL board 0x233B is not probed)",
     verified: true,
+    fp8: true,
     power: BoardPower {
         tdp_w: 700.0,
         idle_w: 80.2,
@@ -472,6 +488,7 @@ pub static GH200_96GB: GpuModel = GpuModel {
     source:
         "NVIDIA MIG User Guide, GH200 96GB profile names; placements as H100; MiB nominal (unverified)",
     verified: false,
+    fp8: true,
     power: scaled_board(900.0, "TDP: NVIDIA GH200 product page (module up to 900 W, CPU and memory included); idle: A100 measurement scaled by TDP"),
 };
 
@@ -496,6 +513,7 @@ pub static GH200_144GB: GpuModel = GpuModel {
     source:
         "names only, by analogy with GH200 96GB: profile names, IDs, placements and MiB all unverified",
     verified: false,
+    fp8: true,
     power: scaled_board(900.0, "TDP: NVIDIA GH200 product page (module up to 900 W, CPU and memory included); idle: A100 measurement scaled by TDP"),
 };
 
@@ -519,6 +537,7 @@ pub static B200_180GB: GpuModel = GpuModel {
     ),
     source: "profile names from the NVIDIA MIG User Guide (names only); IDs and placements assumed as H100: unverified",
     verified: false,
+    fp8: true,
     power: scaled_board(
         1000.0,
         "TDP: NVIDIA HGX B200 product page (1000 W per GPU); idle: A100 measurement scaled by TDP",
@@ -668,6 +687,25 @@ mod tests {
         assert!(H200_141GB.profile("1g.18gb").unwrap().memory_mib < nominal_mib(18));
         assert!(H200_141GB.profile("2g.35gb").unwrap().memory_mib < nominal_mib(35));
         assert_eq!((H100_80GB.power.idle_w, H200_141GB.power.idle_w), (71.5, 80.2));
+    }
+
+    /// FP8 Tensor Cores came with Hopper: every Hopper and Blackwell table runs fp8, no
+    /// Ampere one does.
+    #[test]
+    fn fp8_is_hopper_and_later() {
+        let runs: Vec<&str> = MODELS.iter().filter(|m| m.fp8).map(|m| m.name).collect();
+        assert_eq!(
+            runs,
+            [
+                "H100-80GB",
+                "H100-NVL-94GB",
+                "H200-141GB",
+                "GH200-96GB",
+                "GH200-144GB",
+                "B200-180GB"
+            ]
+        );
+        assert!(!A100_40GB.fp8 && !A100_80GB.fp8 && !A30_24GB.fp8);
     }
 
     #[test]
