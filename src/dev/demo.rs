@@ -393,11 +393,226 @@ pub fn report(jobs: &[JobInfo], pods: &BTreeMap<u32, String>, events: &[Event], 
     if !returns.is_empty() {
         let _ = writeln!(
             s,
-            "Time from the last job's end (or the drain, if later) to the node's return to service with its new layout: median {:.2} s, max {:.2} s",
+            "Time from the last job's end (or the drain, if later) to the node's return to service with its new layout: median {:.2} s, p95 {:.2} s, max {:.2} s",
             quantile(&returns, 0.5),
+            quantile(&returns, 0.95),
             quantile(&returns, 1.0)
         );
     }
+    s += &repartition_section(events, t0);
+    s
+}
+/// One repartition as the event log tells it ([`repartitions`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepartitionRecord {
+    /// Slurm node name.
+    pub node: String,
+    /// When the node was back in service with the new layout (seconds since the epoch).
+    pub at: f64,
+    /// The layout before and after.
+    pub from: String,
+    /// The new layout.
+    pub to: String,
+    /// Seconds from the later of the node's last job's end and its drain to back in service.
+    pub back_s: f64,
+    /// Seconds from that moment to the agent's start of the apply (noticing the idle drained
+    /// node).
+    pub noticed_s: f64,
+    /// The agent's time per step ([`dynmig_node::agent::StepTimes`]).
+    pub steps: dynmig_node::agent::StepTimes,
+    /// Instances the repartition made: per GPU, the profiles (with count) it holds more of.
+    pub made: Vec<BTreeMap<String, u32>>,
+    /// Jobs that started on an instance of a profile it made on that GPU before the node's
+    /// next apply began (job id, `profile@gpuN`).
+    pub served: Vec<(u64, String)>,
+}
+
+/// Per GPU of a layout text (`1x4g.40gb+1x3g.40gb,1x7g.80gb`), instances per profile.
+fn layout_counts(text: &str) -> Vec<BTreeMap<String, u32>> {
+    text.split(',')
+        .map(|g| {
+            let mut m = BTreeMap::new();
+            for part in g.split('+').filter(|p| !p.is_empty()) {
+                let (n, p) = part.split_once('x').unwrap_or(("1", part));
+                *m.entry(p.trim().to_string()).or_insert(0) += n.trim().parse::<u32>().unwrap_or(1);
+            }
+            m
+        })
+        .collect()
+}
+
+/// The repartitions of the event log, per node in order, with what each made and which jobs
+/// started on it before the node's next apply.
+pub fn repartitions(events: &[Event]) -> Vec<RepartitionRecord> {
+    let mut nodes: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    for e in events.iter().filter(|e| !e.node.is_empty()) {
+        nodes.entry(e.node.as_str()).or_default().push(e);
+    }
+    let mut out = Vec::new();
+    for (node, mut evs) in nodes {
+        evs.sort_by(|a, b| a.time.total_cmp(&b.time));
+        let mut layout = String::new();
+        let mut last_job_end: Option<f64> = None;
+        let mut drain_at: Option<f64> = None;
+        let mut apply_start: Option<f64> = None;
+        // Index in `out` of this node's last repartition, while its instances may serve.
+        let mut open: Option<usize> = None;
+        for e in evs {
+            match e.kind {
+                EventKind::Init => layout = e.layout.clone().unwrap_or_default(),
+                EventKind::Drain => drain_at = Some(e.time),
+                EventKind::JobEnd => last_job_end = Some(e.time),
+                EventKind::ApplyStart => {
+                    apply_start = Some(e.time);
+                    open = None;
+                }
+                EventKind::JobStart => {
+                    let Some(i) = open else { continue };
+                    let r: &mut RepartitionRecord = &mut out[i];
+                    for claim in e.detail.as_deref().unwrap_or("").split_whitespace() {
+                        let mut parts = claim.split('@');
+                        let (Some(p), Some(gpu)) = (parts.next(), parts.nth(1)) else {
+                            continue;
+                        };
+                        let g: usize = gpu.trim_start_matches("gpu").parse().unwrap_or(usize::MAX);
+                        if r.made.get(g).is_some_and(|m| m.contains_key(p)) {
+                            r.served.push((e.job.unwrap_or(0), format!("{p}@{gpu}")));
+                        }
+                    }
+                }
+                EventKind::Applied => {
+                    let to = e.layout.clone().unwrap_or_default();
+                    let (before, after) = (layout_counts(&layout), layout_counts(&to));
+                    let made = after
+                        .iter()
+                        .enumerate()
+                        .map(|(g, a)| {
+                            a.iter()
+                                .filter_map(|(p, n)| {
+                                    let had = before.get(g).and_then(|b| b.get(p)).copied().unwrap_or(0);
+                                    (*n > had).then(|| (p.clone(), n - had))
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    // From the later of the drain and the last job's end to back in service.
+                    let from = match (last_job_end, drain_at) {
+                        (Some(j), Some(d)) => j.max(d),
+                        (a, b) => a.or(b).unwrap_or(e.time),
+                    };
+                    out.push(RepartitionRecord {
+                        node: node.to_string(),
+                        at: e.time,
+                        from: layout.clone(),
+                        to: to.clone(),
+                        back_s: e.time - from,
+                        noticed_s: apply_start.map_or(0.0, |a| (a - from).max(0.0)),
+                        steps: dynmig_node::agent::StepTimes::parse(e.detail.as_deref().unwrap_or("")),
+                        made,
+                        served: Vec::new(),
+                    });
+                    open = Some(out.len() - 1);
+                    layout = to;
+                    drain_at = None;
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The report's sections on repartitions: each with what it made and whether that served a
+/// job, the repartitions per node, and the time of each step (p50, p95, max).
+pub fn repartition_section(events: &[Event], t0: f64) -> String {
+    let reps = repartitions(events);
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## Repartitions\n");
+    if reps.is_empty() {
+        let _ = writeln!(s, "None.");
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "| node | in service at s | from | to | instances made | back in service s | served by |\n|---|---|---|---|---|---|---|"
+    );
+    for r in &reps {
+        let made: Vec<String> = r
+            .made
+            .iter()
+            .enumerate()
+            .flat_map(|(g, m)| m.iter().map(move |(p, n)| format!("{n}x{p}@gpu{g}")))
+            .collect();
+        let served = if r.made.iter().all(BTreeMap::is_empty) {
+            "- (nothing made)".to_string()
+        } else if r.served.is_empty() {
+            "**no job**".to_string()
+        } else {
+            r.served
+                .iter()
+                .map(|(j, i)| format!("job {j} ({i})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {:.1} | {} | {} | {} | {:.2} | {} |",
+            r.node,
+            r.at - t0,
+            r.from,
+            r.to,
+            made.join(" "),
+            r.back_s,
+            served
+        );
+    }
+    let made_any = reps.iter().filter(|r| r.made.iter().any(|m| !m.is_empty())).count();
+    let served = reps.iter().filter(|r| !r.served.is_empty()).count();
+    let mut per_node: BTreeMap<&str, u32> = BTreeMap::new();
+    for r in &reps {
+        *per_node.entry(r.node.as_str()).or_insert(0) += 1;
+    }
+    let per_node: Vec<String> = per_node.iter().map(|(n, c)| format!("{n} {c}")).collect();
+    let _ = writeln!(
+        s,
+        "\nRepartitions per node: {}. Of the {made_any} that made instances, {served} served a job before the node's next repartition.",
+        per_node.join(", ")
+    );
+    let _ = writeln!(
+        s,
+        "\n## Time per step of a repartition (s, nearest rank over {} repartitions)\n",
+        reps.len()
+    );
+    let _ = writeln!(s, "| step | n | p50 | p95 | max |\n|---|---|---|---|---|");
+    let mut row = |name: &str, v: Vec<f64>| {
+        if !v.is_empty() {
+            let _ = writeln!(
+                s,
+                "| {name} | {} | {:.3} | {:.3} | {:.3} |",
+                v.len(),
+                quantile(&v, 0.5),
+                quantile(&v, 0.95),
+                quantile(&v, 1.0)
+            );
+        }
+    };
+    row(
+        "noticed (drain or last job end -> apply start)",
+        reps.iter().map(|r| r.noticed_s).collect(),
+    );
+    for name in dynmig_node::agent::STEP_NAMES {
+        row(
+            name,
+            reps.iter()
+                .filter_map(|r| r.steps.get(name))
+                .map(|d| d.as_secs_f64())
+                .collect(),
+        );
+    }
+    row(
+        "**back in service** (drain or last job end -> Slurm shows the new GRES)",
+        reps.iter().map(|r| r.back_s).collect(),
+    );
     s
 }
 
@@ -426,6 +641,51 @@ mod tests {
         assert_eq!(rows, managed.len(), "one row per node of the config");
         let e = write_timeline(&d.path().join("none/report.md"), &events, &managed, t0, t0 + 1.0).unwrap_err();
         assert!(format!("{e:#}").contains("cannot write"), "{e:#}");
+    }
+
+    #[test]
+    fn each_repartition_says_what_it_made_whether_it_served_and_the_time_of_each_step() {
+        let ev = |t: f64, kind: EventKind| Event::at(t, kind, "n1");
+        let events = vec![
+            ev(0.0, EventKind::Init).layout("1x7g.80gb,1x7g.80gb"),
+            ev(10.0, EventKind::JobEnd).job(1),
+            ev(10.5, EventKind::Drain).layout("2x3g.40gb,1x7g.80gb"),
+            ev(10.7, EventKind::ApplyStart),
+            ev(11.9, EventKind::Applied)
+                .layout("2x3g.40gb,1x7g.80gb")
+                .detail("2 instance operations, 1.20 s; steps instances=0.010 slurmd_stop=0.100 registration=0.900"),
+            ev(13.0, EventKind::JobStart).job(7).detail("3g.40gb@1@gpu0"),
+            ev(14.0, EventKind::JobStart).job(8).detail("7g.80gb@0@gpu1"),
+            ev(20.0, EventKind::Drain).layout("1x7g.80gb,1x7g.80gb"),
+            ev(20.2, EventKind::ApplyStart),
+            ev(21.0, EventKind::Applied)
+                .layout("1x7g.80gb,1x7g.80gb")
+                .detail("2 instance operations, 0.80 s; steps registration=0.700"),
+            ev(25.0, EventKind::JobStart).job(9).detail("3g.40gb@1@gpu0"),
+        ];
+        let reps = repartitions(&events);
+        assert_eq!(reps.len(), 2, "{reps:?}");
+        assert_eq!(reps[0].made[0].get("3g.40gb"), Some(&2));
+        assert!(reps[0].made[1].is_empty(), "GPU 1 kept its 7g");
+        assert_eq!(
+            reps[0].served,
+            vec![(7, "3g.40gb@gpu0".to_string())],
+            "job 8 ran on the kept 7g"
+        );
+        assert!((reps[0].back_s - 1.4).abs() < 1e-9, "{}", reps[0].back_s);
+        assert!((reps[0].noticed_s - 0.2).abs() < 1e-9, "{}", reps[0].noticed_s);
+        assert_eq!(reps[0].steps.get("slurmd_stop"), Some(Duration::from_millis(100)));
+        assert!(
+            reps[1].served.is_empty(),
+            "the 3g job at 25 s is not on a 7g: {:?}",
+            reps[1]
+        );
+        let text = repartition_section(&events, 0.0);
+        assert!(text.contains("job 7 (3g.40gb@gpu0)"), "{text}");
+        assert!(text.contains("**no job**"), "{text}");
+        assert!(text.contains("Repartitions per node: n1 2."), "{text}");
+        assert!(text.contains("| registration | 2 | 0.700 | 0.900 | 0.900 |"), "{text}");
+        assert!(text.contains("| slurmd_stop | 1 | 0.100 | 0.100 | 0.100 |"), "{text}");
     }
 
     #[test]

@@ -57,6 +57,17 @@ pub const GRES_CONF_TRIES: u32 = 3;
 /// The largest journal the agent reads, bytes.
 pub const MAX_JOURNAL: u64 = 64 << 10;
 
+/// How often the Wait step asks Slurm whether the node is back.
+pub const REGISTER_POLL: Duration = Duration::from_millis(50);
+
+/// How often the agent looks at its node while it may be about to be drained: for
+/// [`FAST_WINDOW`] after the node was seen free of jobs following a job's end (the controller
+/// drains an idle node on its next pass). Otherwise it looks every [`AgentSettings::poll`].
+pub const FAST_POLL: Duration = Duration::from_millis(200);
+
+/// How long the agent looks every [`FAST_POLL`] after its node became free of jobs.
+pub const FAST_WINDOW: Duration = Duration::from_secs(5);
+
 /// Everything the agent of one node needs to know.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -103,7 +114,15 @@ pub struct Agent {
     pub events: LineLog,
     /// The agent's metrics ([`run_forever`] serves them when the config asks).
     pub metrics: AgentMetrics,
+    /// The step times of the last apply that finished.
+    pub last_steps: Option<StepTimes>,
     last_refusal: Option<String>,
+    /// The target the node was first seen drained for with jobs still on it, and when.
+    drained_seen: Option<(NodeLayout, Instant)>,
+    /// Whether the last look found jobs on the node, and since when it has had none (after
+    /// having had some): the window of [`FAST_POLL`].
+    had_jobs: bool,
+    free_since: Option<Instant>,
 }
 
 /// Whether a node's GRES `(type, count)` list holds exactly the target's instances.
@@ -115,6 +134,82 @@ pub fn same_gres(gres: &[(String, u32)], target: &NodeLayout) -> bool {
     have.retain(|_, n| *n > 0);
     let want = target.totals();
     have.len() == want.len() && want.iter().all(|(t, n)| have.get(t) == Some(n))
+}
+
+/// The steps of an apply whose time the agent records, in order ([`StepTimes`]):
+/// - `idle_wait`: from the first look that found the node drained for this target (with jobs
+///   still on it) until the apply began: the running jobs ending and Slurm noticing (absent
+///   when the node was idle at that first look, or the apply resumes a journal);
+/// - `instances`: GPU instances deleted and created;
+/// - `gres_conf`: gres.conf written;
+/// - `slurmd_stop`, `delete`, `slurmd_start`: the re-registration ([`Reregister`]; the
+///   `register:*` points of the module docs), each until its point;
+/// - `registration`: from the started slurmd until Slurm shows the node in service with the
+///   new GRES (the Wait step);
+/// - `publish`: the layout written into the node's `Extra`.
+pub const STEP_NAMES: [&str; 8] = [
+    "idle_wait",
+    "instances",
+    "gres_conf",
+    "slurmd_stop",
+    "delete",
+    "slurmd_start",
+    "registration",
+    "publish",
+];
+
+/// How long each step of one apply took (seconds per name of [`STEP_NAMES`], in order; a step
+/// not done is absent). The agent logs them, observes them in its metrics and writes them
+/// into the `applied` event's detail, where the demo's report reads them back.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepTimes(pub Vec<(&'static str, Duration)>);
+
+impl StepTimes {
+    /// Adds `took` to the step `name` (a step may be done twice: a re-registration again).
+    pub fn add(&mut self, name: &'static str, took: Duration) {
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, d)) => *d += took,
+            None => self.0.push((name, took)),
+        }
+    }
+
+    /// The time of step `name`, if it was done.
+    pub fn get(&self, name: &str) -> Option<Duration> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, d)| *d)
+    }
+
+    /// `steps idle_wait=0.052 instances=0.001 ...` (seconds, 3 decimals, in [`STEP_NAMES`]
+    /// order).
+    pub fn encode(&self) -> String {
+        let mut s = String::from("steps");
+        for name in STEP_NAMES {
+            if let Some(d) = self.get(name) {
+                s.push_str(&format!(" {name}={:.3}", d.as_secs_f64()));
+            }
+        }
+        s
+    }
+
+    /// The step times in a text that holds [`StepTimes::encode`]'s words (an `applied`
+    /// event's detail); unknown names and unreadable numbers are skipped.
+    pub fn parse(text: &str) -> Self {
+        let mut out = Self::default();
+        let Some(at) = text.find("steps ") else {
+            return out;
+        };
+        for word in text[at + "steps ".len()..].split_whitespace() {
+            let Some((k, v)) = word.split_once('=') else { break };
+            let Some(name) = STEP_NAMES.iter().find(|n| **n == k) else {
+                continue;
+            };
+            if let Ok(secs) = v.trim_end_matches([',', ';']).parse::<f64>() {
+                if secs.is_finite() && secs >= 0.0 {
+                    out.add(name, Duration::from_secs_f64(secs));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// The journal on disk, read with a bound.
@@ -140,7 +235,11 @@ impl Agent {
             slurm,
             reregister,
             events,
+            last_steps: None,
             last_refusal: None,
+            drained_seen: None,
+            had_jobs: false,
+            free_since: None,
         }
     }
 
@@ -181,6 +280,13 @@ impl Agent {
     /// is marked.
     pub fn step(&mut self) -> Result<Step> {
         let node = self.slurm.node(&self.settings.node)?;
+        let has_jobs = node.as_ref().is_some_and(NodeInfo::has_jobs);
+        if has_jobs {
+            self.free_since = None;
+        } else if self.had_jobs {
+            self.free_since = Some(Instant::now());
+        }
+        self.had_jobs = has_jobs;
         let step = match self.load_journal() {
             OnDisk::Corrupt(why) => {
                 let moved = self.settings.paths.journal().with_extension("json.corrupt");
@@ -189,7 +295,7 @@ impl Agent {
                 return Ok(self.fail(why));
             }
             OnDisk::Journal(j) => match self.may_resume(&j, node.as_ref()) {
-                Ok(()) => self.run_apply(&j.target),
+                Ok(()) => self.run_apply(&j.target, false, None),
                 Err(why) => {
                     if self.last_refusal.as_deref() != Some(&why) {
                         log::warn!("{}: {why}", self.settings.node);
@@ -206,11 +312,12 @@ impl Agent {
                 };
                 match NodeIntent::parse(&n.reason, self.settings.model, self.settings.gpus) {
                     Ok(Some(NodeIntent::Repartition(target))) if n.is_drain() => {
+                        let seen = self.drained_seen.take().filter(|(t, _)| *t == target);
                         if n.has_jobs() {
-                            let _ = write_atomically(&self.settings.paths.waiting_marker(), b"", 0o644);
+                            self.drained_seen = Some(seen.unwrap_or_else(|| (target, Instant::now())));
                             Step::WaitingForJobs
                         } else {
-                            self.run_apply(&target)
+                            self.run_apply(&target, true, seen.map(|(_, at)| at.elapsed()))
                         }
                     }
                     _ => {
@@ -223,8 +330,16 @@ impl Agent {
         if !matches!(step, Step::Refused(_)) {
             self.last_refusal = None;
         }
-        if !matches!(step, Step::WaitingForJobs) {
-            let _ = remove_if_present(&self.settings.paths.waiting_marker());
+        // The marker asks the Epilog to wake the agent when a job ends: while the node runs
+        // jobs, drained or not, so that the agent looks at once when its node frees (the
+        // controller drains a free node on its next pass).
+        let marker = self.settings.paths.waiting_marker();
+        if has_jobs && !matches!(step, Step::Applied(_) | Step::Failed(_)) {
+            if !marker.exists() {
+                let _ = write_atomically(&marker, b"", 0o644);
+            }
+        } else {
+            let _ = remove_if_present(&marker);
         }
         Ok(step)
     }
@@ -272,8 +387,15 @@ impl Agent {
         ))
     }
 
-    fn run_apply(&mut self, target: &NodeLayout) -> Step {
-        match self.apply(target) {
+    /// Whether the agent should look again soon ([`FAST_POLL`]): its node became free of
+    /// jobs less than [`FAST_WINDOW`] ago.
+    pub fn may_be_drained_soon(&self) -> bool {
+        self.free_since.is_some_and(|t| t.elapsed() < FAST_WINDOW)
+    }
+
+    /// [`Agent::apply_timed`], the outcome as a [`Step`].
+    fn run_apply(&mut self, target: &NodeLayout, drained: bool, idle_wait: Option<Duration>) -> Step {
+        match self.apply_timed(target, drained, idle_wait) {
             Ok(()) => Step::Applied(target.clone()),
             Err(e) => self.fail(format!("{e:#}")),
         }
@@ -342,8 +464,20 @@ impl Agent {
     /// A backend refusal or a busy instance in the way, gres.conf not written, re-registration
     /// failed, or Slurm not taking the node back in time.
     pub fn apply(&mut self, target: &NodeLayout) -> Result<()> {
+        self.apply_timed(target, false, None)
+    }
+
+    /// [`Agent::apply`], timing each step ([`StepTimes`]). `drained`: the caller has just
+    /// seen the node drained for `target` (so it cannot already be back with it: the Register
+    /// step need not ask Slurm again); `idle_wait`: how long the node was seen drained with
+    /// jobs before.
+    fn apply_timed(&mut self, target: &NodeLayout, drained: bool, idle_wait: Option<Duration>) -> Result<()> {
         let s = self.settings.clone();
         let started = Instant::now();
+        let mut times = StepTimes::default();
+        if let Some(w) = idle_wait {
+            times.add("idle_wait", w);
+        }
         let mut journal = Journal {
             target: target.clone(),
             step: JournalStep::Instances,
@@ -355,36 +489,42 @@ impl Agent {
         self.metrics.apply_started();
         log::info!("{}: applying {target}", s.node);
 
+        let t = Instant::now();
         let ops = apply_transition(self.backend.as_mut(), s.model, target)?;
+        times.add("instances", t.elapsed());
 
         journal.step = JournalStep::GresConf;
         self.save_journal(&journal)?;
+        let t = Instant::now();
         let gres = self.write_gres_conf(target)?;
+        times.add("gres_conf", t.elapsed());
 
         journal.step = JournalStep::Register;
         self.save_journal(&journal)?;
-        let registered = self.slurm.node(&s.node)?;
-        let already = registered
-            .as_ref()
-            .is_some_and(|n| !n.is_drain() && same_gres(&parse_node_gres(&n.gres), target));
+        let already = !drained
+            && self
+                .slurm
+                .node(&s.node)?
+                .is_some_and(|n| !n.is_drain() && same_gres(&parse_node_gres(&n.gres), target));
         if !already {
-            let backend = &mut self.backend;
-            self.reregister
-                .reregister(self.slurm.as_ref(), &s.node, &gres, &mut |p| backend.checkpoint(p))?;
+            self.reregister_timed(&s.node, &gres, &mut times)?;
         }
 
         journal.step = JournalStep::Wait;
         self.save_journal(&journal)?;
-        let until = Instant::now() + s.register_timeout;
+        let t = Instant::now();
+        let until = t + s.register_timeout;
         // When the node's daemon was seen gone (killed during its registration).
         let mut gone_since: Option<Instant> = None;
         let mut again = 0;
-        loop {
+        // Time spent registering again within the wait (counted in its own steps).
+        let mut inside = Duration::ZERO;
+        let back_at = loop {
             let running = self.reregister.daemon_running();
             if let Some(n) = self.slurm.node(&s.node)? {
                 let back = !n.is_drain() && !n.is_down() && same_gres(&parse_node_gres(&n.gres), target);
                 if back && running != Some(false) {
-                    break;
+                    break dynmig_host::clock::now_secs_f64();
                 }
             }
             // Gone for a while (its pid file may name the old daemon for a moment after a
@@ -401,9 +541,9 @@ impl Agent {
                         "{}: slurmd is gone before the node came back; registering again ({again})",
                         s.node
                     );
-                    let backend = &mut self.backend;
-                    self.reregister
-                        .reregister(self.slurm.as_ref(), &s.node, &gres, &mut |p| backend.checkpoint(p))?;
+                    let r = Instant::now();
+                    self.reregister_timed(&s.node, &gres, &mut times)?;
+                    inside += r.elapsed();
                 }
             } else {
                 gone_since = None;
@@ -415,25 +555,61 @@ impl Agent {
                     s.register_timeout
                 );
             }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            std::thread::sleep(REGISTER_POLL);
+        };
+        times.add("registration", t.elapsed().saturating_sub(inside));
+        let in_service = started.elapsed();
+        let t = Instant::now();
         self.slurm
             .set_node_extra(&s.node, &PublishedLayout(target.clone()).encode())
             .map_err(|e| anyhow!("publishing the layout: {e}"))?;
         self.backend.checkpoint("published");
         remove_if_present(&s.paths.journal())?;
-        self.metrics.apply_finished(started.elapsed());
-        self.events.append(
-            &self
-                .event(EventKind::Applied)
-                .layout(target)
-                .detail(&format!(
-                    "{ops} instance operations, {:.2} s",
-                    started.elapsed().as_secs_f64()
-                ))
-                .encode(),
+        times.add("publish", t.elapsed());
+        self.metrics.apply_finished(in_service);
+        self.metrics.steps(&times);
+        log::info!(
+            "{}: {target} in service after {:.3} s; {}",
+            s.node,
+            in_service.as_secs_f64(),
+            times.encode()
         );
+        // Stamped when Slurm showed the node back: that is when it serves again (publishing
+        // the layout for the controller comes after, its time is the `publish` step).
+        let mut ev = self.event(EventKind::Applied).layout(target).detail(&format!(
+            "{ops} instance operations, {:.2} s; {}",
+            in_service.as_secs_f64(),
+            times.encode()
+        ));
+        ev.time = back_at;
+        self.events.append(&ev.encode());
+        self.last_steps = Some(times);
         Ok(())
+    }
+
+    /// Re-registers the node ([`Reregister`]), adding the time up to each `register:*` point to
+    /// its step in `times`.
+    fn reregister_timed(&mut self, node: &str, gres: &str, times: &mut StepTimes) -> Result<()> {
+        let backend = &mut self.backend;
+        let mut last = Instant::now();
+        let mut marks: Vec<(&'static str, Duration)> = Vec::new();
+        let r = self.reregister.reregister(self.slurm.as_ref(), node, gres, &mut |p| {
+            let step = match p {
+                "register:stopped" => Some("slurmd_stop"),
+                "register:deleted" => Some("delete"),
+                "register:started" => Some("slurmd_start"),
+                _ => None,
+            };
+            if let Some(step) = step {
+                marks.push((step, last.elapsed()));
+                last = Instant::now();
+            }
+            backend.checkpoint(p);
+        });
+        for (step, d) in marks {
+            times.add(step, d);
+        }
+        r
     }
 }
 
@@ -480,9 +656,10 @@ pub struct Control<'a> {
 }
 
 /// Runs the agent until `control.stop` is set: takes the single-instance lock, writes its pid
-/// file, serves its metrics on `metrics_listen` when given, looks at the node every `poll`,
-/// and at once when woken by SIGUSR1 (the Epilog sends it when a job ends on a node the
-/// agent waits for). A step under way (an apply: journalled, bounded by `register_timeout`)
+/// file, serves its metrics on `metrics_listen` when given, looks at the node every `poll`
+/// (every [`FAST_POLL`] for [`FAST_WINDOW`] after a job ended there), and at once when woken
+/// by SIGUSR1 (the Epilog sends it when a job ends on the node while the agent's waiting
+/// marker is there: while the node runs jobs). A step under way (an apply: journalled, bounded by `register_timeout`)
 /// is finished before it stops; a stopped agent leaves the journal for the next one to
 /// resume.
 ///
@@ -504,6 +681,7 @@ pub fn run_forever(
     let woken = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, woken.clone())?;
     crate::pidfile::write_own(&paths.agent_pid())?;
+    let mut woke_at: Option<Instant> = None;
     let signalled =
         || woken.load(Ordering::SeqCst) || control.stop.load(Ordering::SeqCst) || control.reload.load(Ordering::SeqCst);
     loop {
@@ -517,6 +695,9 @@ pub fn run_forever(
             (control.on_reload)(agent);
         }
         let node = agent.settings.node.clone();
+        if woken.load(Ordering::SeqCst) {
+            woke_at = Some(Instant::now());
+        }
         let mut step = agent.step();
         // After a wake-up the last job may still be completing: look again quickly for a while.
         let fast_until = Instant::now() + Duration::from_secs(15);
@@ -546,7 +727,14 @@ pub fn run_forever(
             Ok(_) => {}
             Err(e) => log::error!("{node}: {e:#}"),
         }
-        let until = Instant::now() + agent.settings.poll;
+        // Soon after a job's end (a wake-up, or the node seen free of jobs) the controller may
+        // drain the node: look every FAST_POLL for a while, so that the apply starts at once.
+        let poll = if agent.may_be_drained_soon() || woke_at.is_some_and(|t| t.elapsed() < FAST_WINDOW) {
+            FAST_POLL.min(agent.settings.poll)
+        } else {
+            agent.settings.poll
+        };
+        let until = Instant::now() + poll;
         while Instant::now() < until && !signalled() {
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -24,6 +24,14 @@ type Labels = Vec<(&'static str, String)>;
 /// GPUs; a re-registration with a slurmd restart tens of seconds.
 pub const APPLY_BUCKETS: [f64; 10] = [1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 
+/// The buckets of one step of an apply, seconds ([`crate::agent::StepTimes`]): most steps
+/// take milliseconds; the registration about a second; waiting for jobs up to their limits.
+pub const STEP_BUCKETS: [f64; 12] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 60.0, 600.0];
+
+fn step_histogram() -> Histogram {
+    Histogram::new(STEP_BUCKETS)
+}
+
 /// The agent's metrics (module docs).
 #[derive(Clone)]
 pub struct AgentMetrics {
@@ -32,6 +40,7 @@ pub struct AgentMetrics {
     finished: Counter,
     failed: Counter,
     apply_seconds: Histogram,
+    step_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     instances: Family<Labels, Gauge>,
     watts: Family<Labels, Gauge<f64, AtomicU64>>,
     job_joules: Family<Labels, Gauge<f64, AtomicU64>>,
@@ -54,6 +63,7 @@ impl AgentMetrics {
             finished: Counter::default(),
             failed: Counter::default(),
             apply_seconds: Histogram::new(APPLY_BUCKETS),
+            step_seconds: Family::new_with_constructor(step_histogram),
             instances: Family::default(),
             watts: Family::default(),
             job_joules: Family::default(),
@@ -78,6 +88,11 @@ impl AgentMetrics {
             "dynmig_agent_apply_duration_seconds",
             "Time a finished apply took: instance changes, gres.conf, re-registration, until Slurm shows the node with the new GRES",
             m.apply_seconds.clone(),
+        );
+        r.register(
+            "dynmig_agent_apply_step_seconds",
+            "Time of each step of a finished apply (step: idle_wait, instances, gres_conf, slurmd_stop, delete, slurmd_start, registration, publish)",
+            m.step_seconds.clone(),
         );
         r.register(
             "dynmig_agent_instances",
@@ -119,6 +134,15 @@ impl AgentMetrics {
     pub fn apply_finished(&self, took: Duration) {
         self.finished.inc();
         self.apply_seconds.observe(took.as_secs_f64());
+    }
+
+    /// The step times of a finished apply.
+    pub fn steps(&self, times: &crate::agent::StepTimes) {
+        for (step, took) in &times.0 {
+            self.step_seconds
+                .get_or_create(&vec![("step", (*step).to_string())])
+                .observe(took.as_secs_f64());
+        }
     }
 
     /// An apply failed.

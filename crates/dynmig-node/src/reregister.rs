@@ -70,12 +70,15 @@ impl Reregister for DynamicNode {
     /// error is returned. Both found by tests/cluster/faults.rs (slurmd SIGKILLed during
     /// the re-registration): the node stayed down with its slurmd gone.
     fn reregister(&self, slurm: &dyn SlurmApi, node: &str, gres: &str, checkpoint: &mut dyn FnMut(&str)) -> Result<()> {
-        let registered = slurm
-            .node(node)
-            .ok()
-            .flatten()
-            .is_some_and(|n| same_gres_text(&n.gres, gres));
-        if registered && self.daemon_running() == Some(false) {
+        // Slurm is asked only when slurmd is gone (a call less in the usual case).
+        let registered = || {
+            slurm
+                .node(node)
+                .ok()
+                .flatten()
+                .is_some_and(|n| same_gres_text(&n.gres, gres))
+        };
+        if self.daemon_running() == Some(false) && registered() {
             return self.start(node, gres, checkpoint);
         }
         pidfile::stop_foreign(&self.pid_file, "slurmd", self.timeout);
