@@ -126,6 +126,16 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
+    /// Why a job waits: its profile and how it was chosen, the node being repartitioned for
+    /// it and when it should start, or why nothing is planned (docs/why.md). Root may ask of
+    /// any job, a user of their own.
+    Why {
+        /// Job id.
+        job: u32,
+        /// Print the answer as JSON (`WhyReport`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Real GPUs: the NVML probe, and the reconfiguration cost table.
     Gpu {
         #[command(subcommand)]
@@ -572,6 +582,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", if json { st.render_json() } else { st.render_text() });
             Ok(())
         }
+        Cmd::Why { job, json } => dynmig::cli::why::why(explicit, job, json),
         Cmd::Trace {
             cmd:
                 TraceCmd::Slice {

@@ -6,6 +6,7 @@ pub mod gpu;
 pub mod logging;
 pub mod pictures;
 pub mod signals;
+pub mod why;
 
 use anyhow::{anyhow, Context, Result};
 use dynmig_core::config::{parse_config, Config};

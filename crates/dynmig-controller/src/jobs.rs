@@ -140,7 +140,7 @@ fn event_id(e: &JobEvent) -> u64 {
 
 /// The MIG profile (of a managed node's GPU model) and count of `job`'s first typed GPU
 /// request per node; `None` for a job asking for no MIG profile.
-fn mig_request(job: &JobInfo, managed: &[ManagedNode]) -> Option<(&'static ProfileSpec, u32)> {
+pub(crate) fn mig_request(job: &JobInfo, managed: &[ManagedNode]) -> Option<(&'static ProfileSpec, u32)> {
     let list = TresList::parse(&job.tres_per_node).ok()?;
     let found = list.gpu_entries().find_map(|g| {
         let t = g.gres_type.as_deref()?;

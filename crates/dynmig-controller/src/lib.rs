@@ -14,6 +14,7 @@ pub mod metrics;
 mod plans;
 mod snapshot;
 pub mod status;
+pub mod why;
 
 pub use jobs::{JobFeed, UNLIMITED_TIME_LIMIT_S};
 pub use plans::{load_plans, save_plans, LoadedPlans};
