@@ -88,6 +88,51 @@ impl Cluster {
         (next(), next())
     }
 
+    /// (major, minor, micro) of the running release.
+    pub fn slurm_release(&self) -> (u32, u32, u32) {
+        let v = String::from_utf8_lossy(&self.cmd("slurmctld", &["-V"]).stdout).into_owned();
+        let mut parts = v.split_whitespace().last().unwrap_or("").split(['.', '-']);
+        let mut next = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        (next(), next(), next())
+    }
+
+    /// Whether this release replaces a pending job's GRES on update (23.02.6 on; before, it
+    /// merges and job_submit/dynmig refuses GPU updates: dynmig_core::modify).
+    pub fn updates_replace_gres(&self) -> bool {
+        self.slurm_release() >= (23, 2, 6)
+    }
+
+    /// The harness's invariant for a job a test submits: it ends in `want` (`COMPLETED`, or
+    /// what the test expects) within `timeout`. A job still pending then fails the test with
+    /// its Reason; one that ended otherwise fails it with its record.
+    pub fn wait_ends(&self, id: u64, want: &str, timeout: Duration) {
+        let start = Instant::now();
+        loop {
+            let job = self.job(id);
+            let state = field(&job, "JobState");
+            let active = [
+                "PENDING",
+                "RUNNING",
+                "COMPLETING",
+                "CONFIGURING",
+                "REQUEUED",
+                "SUSPENDED",
+            ];
+            if !active.contains(&state.as_str()) {
+                assert_eq!(state, want, "job {id} ended {state}, not {want}: {job}");
+                return;
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "job {id} is still {state} after {timeout:?} (Reason={}): {job}\n{}",
+                    field(&job, "Reason"),
+                    self.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
     /// An ordinary user made for the tests (`slurm/cluster.sh user`: on the host and in the
     /// release's chroot, and in the cluster's accounting); its uid.
     pub fn user(&self, name: &str) -> u32 {

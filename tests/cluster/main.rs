@@ -109,14 +109,27 @@ fn users_and_an_operator_submit_update_hold_release_and_cancel_and_the_admin_com
         assert!(job.contains("AdminComment=keep-me"), "after {what}: {job}");
         job
     };
-    // The user changes the GPU request: accepted (job_modify), the comment stays.
-    user(&["scontrol", "update", &jid, "gres=gpu:3g.40gb:1"]);
+    // The user changes the GPU request: accepted (job_modify) where Slurm replaces the
+    // request, refused before 23.02.6 (Slurm would merge it into the old one and the job
+    // would never start); the comment stays either way.
+    let retype = c.updates_replace_gres();
+    let out = c.as_user(uid, "scontrol", &["update", &jid, "gres=gpu:3g.40gb:1"]);
+    let now = if retype {
+        "gres:gpu:3g.40gb:1"
+    } else {
+        "gres:gpu:2g.20gb:1"
+    };
+    assert_eq!(out.status.success(), retype, "{}", String::from_utf8_lossy(&out.stderr));
+    if !retype {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not supported"), "{err}");
+    }
     let job = kept("the GRES update");
-    assert_eq!(tres(&job), "gres:gpu:3g.40gb:1", "{job}");
+    assert_eq!(tres(&job), now, "{job}");
     // An untyped single GPU cannot be sized without the job's hints: refused, job unchanged.
     let out = c.as_user(uid, "scontrol", &["update", &jid, "gres=gpu:1"]);
     assert!(!out.status.success(), "an untyped single-GPU update was accepted");
-    assert_eq!(tres(&kept("a refused update")), "gres:gpu:3g.40gb:1");
+    assert_eq!(tres(&kept("a refused update")), now);
     // From 23.02 job_modify hands its reason back (err_msg) and scontrol prints it; 22.05
     // has no err_msg there, so the user sees only Slurm's text for the code.
     let err = String::from_utf8_lossy(&out.stderr);
@@ -148,7 +161,7 @@ fn users_and_an_operator_submit_update_hold_release_and_cancel_and_the_admin_com
         assert!(!out.status.success(), "another user's {args:?} succeeded");
     }
     let job = kept("another user's attempts");
-    assert_eq!(tres(&job), "gres:gpu:3g.40gb:1", "{job}");
+    assert_eq!(tres(&job), now, "{job}");
     assert_eq!(field(&job, "TimeLimit"), "00:05:00", "{job}");
     assert_ne!(field(&job, "Priority"), "0", "{job}");
     assert_ne!(c.job_state(id), "CANCELLED", "another user cancelled the job");
@@ -157,7 +170,8 @@ fn users_and_an_operator_submit_update_hold_release_and_cancel_and_the_admin_com
     // through job_modify like the owner's updates; the admin's comment stays throughout.
     let op = c.user_with_level("dynmig-operator", "Operator");
     let operator = |args: &[&str]| as_ok(op, "dynmig-operator", args);
-    operator(&["scontrol", "update", &jid, "gres=gpu:2g.20gb:1"]);
+    let out = c.as_user(op, "scontrol", &["update", &jid, "gres=gpu:2g.20gb:1"]);
+    assert_eq!(out.status.success(), retype, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(tres(&kept("the operator's GRES update")), "gres:gpu:2g.20gb:1");
     let out = c.as_user(op, "scontrol", &["update", &jid, "gres=gpu:1"]);
     assert!(
@@ -195,6 +209,73 @@ fn users_and_an_operator_submit_update_hold_release_and_cancel_and_the_admin_com
     c.wait_for("the user's own job to be cancelled", Duration::from_secs(10), || {
         c.job_state(own) == "CANCELLED"
     });
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn a_job_whose_user_changes_its_gpu_request_runs_on_what_it_asks_now_or_the_change_is_refused() {
+    // The issue-25 case: submitted with --mig-mem=18G (2g.20gb, on no node yet), changed by
+    // its user to 3g.40gb. With the controller on, whatever the job asks must then run.
+    let c = Cluster::up(true);
+    let uid = c.user("dynmig-user");
+    let retype = c.updates_replace_gres();
+    let submit = |args: &[&str]| -> u64 {
+        let mut a = vec!["sbatch", "--parsable", "--output=/dev/null", "--hold", "--time=5"];
+        a.extend_from_slice(args);
+        let out = c.as_user(uid, a[0], &a[1..]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("job id")
+    };
+    let as_user = |args: &[&str]| c.as_user(uid, args[0], &args[1..]);
+    // 1. The user's typed update.
+    let a = submit(&["--gres=gpu:1", "--mig-mem=18G", "--wrap=true"]);
+    assert_eq!(tres(&c.job(a)), "gres:gpu:2g.20gb:1");
+    let out = as_user(&["scontrol", "update", &format!("jobid={a}"), "gres=gpu:3g.40gb:1"]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.success(), retype, "{err}");
+    let want_a = if retype {
+        "gres:gpu:3g.40gb:1"
+    } else {
+        "gres:gpu:2g.20gb:1"
+    };
+    assert_eq!(tres(&c.job(a)), want_a);
+    if !retype {
+        // 22.05's job_modify has no err_msg: Slurm's text for the code, the reason in the log.
+        assert!(err.contains("not supported"), "{err}");
+        let log = std::fs::read_to_string(c.dir.join("log/slurmctld.log")).unwrap_or_default();
+        assert!(
+            log.contains(&format!("update of job {a} uid {uid}: rejected: dynmig: Slurm 22.05")),
+            "no log line naming job {a}"
+        );
+    }
+    // 2. Root's update of another job, from 1g.10gb to the whole GPU.
+    let b = submit(&["--gres=gpu:1", "--mig-mem=5G", "--wrap=true"]);
+    assert_eq!(tres(&c.job(b)), "gres:gpu:1g.10gb:1");
+    let out = c.cmd("scontrol", &["update", &format!("jobid={b}"), "gres=gpu:7g.80gb:1"]);
+    assert_eq!(out.status.success(), retype, "{}", String::from_utf8_lossy(&out.stderr));
+    let want_b = if retype {
+        "gres:gpu:7g.80gb:1"
+    } else {
+        "gres:gpu:1g.10gb:1"
+    };
+    assert_eq!(tres(&c.job(b)), want_b);
+    // 3. A time limit update and a hold/release cycle change nothing dynmig looks at.
+    assert!(as_user(&["scontrol", "update", &format!("jobid={a}"), "timelimit=4"])
+        .status
+        .success());
+    // Released, both run on what they ask now, with the controller repartitioning for them.
+    for id in [a, b] {
+        assert!(as_user(&["scontrol", "release", &id.to_string()]).status.success());
+    }
+    for id in [a, b] {
+        c.wait_ends(id, "COMPLETED", Duration::from_secs(150));
+    }
+    if retype {
+        // The controller brought the decision record in step with the update.
+        let job = c.job(a);
+        assert!(job.contains("AdminComment=dynmig/v1 profile=3g.40gb count=1"), "{job}");
+        assert!(job.contains("restarts=0 prev=2g.20gb by=update"), "{job}");
+    }
 }
 
 #[test]

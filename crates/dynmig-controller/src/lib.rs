@@ -12,6 +12,7 @@
 mod jobs;
 pub mod metrics;
 mod plans;
+pub mod records;
 mod snapshot;
 pub mod status;
 pub mod why;
@@ -226,6 +227,9 @@ pub fn pass(
     let jobs = slurm.jobs()?;
     let nodes = slurm.nodes()?;
     let now = settings.now;
+    if !settings.dry_run {
+        records::refresh_records(slurm, &jobs);
+    }
     if policy.observes_jobs() {
         policy.observe(now as f64, &feed.events(&jobs, managed, now));
     }
