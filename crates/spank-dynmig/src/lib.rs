@@ -17,6 +17,16 @@
 //! `--mig-mem`, model options without `--mig-model-params`) run in `init_post_opt`; with
 //! `optional` in plugstack.conf Slurm may go on after that failure, and job_submit/dynmig
 //! then refuses the job with the same message.
+//!
+//! The plugin does not read dynmig.toml, so it does not know the cluster's GPU models
+//! ([`dynmig_core::hints::parse_hint`]): it refuses what is wrong on every cluster (not a
+//! size, not a profile name, a `+me` profile, an unknown number format) and lets a profile
+//! of the right shape (`5g.50gb`) and `--mig-dtype=fp8` through. job_submit/dynmig in
+//! slurmctld checks them against the configured models and refuses the job at sbatch time
+//! with a message that lists only those models' profiles and formats. A login node's copy of
+//! the configuration may be missing, unreadable or older than slurmctld's, and the
+//! `DYNMIG_CONFIG` variable there is the user's: one list, slurmctld's, is never wrong
+//! (docs/architecture.md, "Where a hint is checked").
 
 use std::error::Error;
 use std::ffi::OsStr;
@@ -35,7 +45,8 @@ SPANK_PLUGIN!(b"dynmig", SLURM_VERSION_NUMBER, DynMig);
 pub const MIG_MEM_USAGE: &str = "GPU memory the job needs (e.g. 18G; K/M/G/T, binary units, \
     bare number = MiB); dynmig runs it on the smallest MIG instance that fits";
 /// Usage text of `--mig-profile` in `sbatch --help`.
-pub const MIG_PROFILE_USAGE: &str = "MIG profile to run on (e.g. 2g.20gb); overrides --mig-mem";
+pub const MIG_PROFILE_USAGE: &str =
+    "MIG profile to run on (e.g. 2g.20gb; checked against this cluster's GPUs at submission); overrides --mig-mem";
 
 /// Usage text and value name of every option, in [`OPTIONS`] order.
 pub fn usage(option: &str) -> (&'static str, &'static str) {
@@ -43,7 +54,10 @@ pub fn usage(option: &str) -> (&'static str, &'static str) {
         MIG_MEM => ("size", MIG_MEM_USAGE),
         MIG_PROFILE => ("name", MIG_PROFILE_USAGE),
         MIG_MODEL_PARAMS => ("count", "model parameters for dynmig's memory estimate (e.g. 7B, 350M)"),
-        MIG_DTYPE => ("type", "model number format: fp32, fp16, bf16 (default), int8, int4"),
+        MIG_DTYPE => (
+            "type",
+            "model number format: fp32, fp16, bf16 (default), fp8 (Hopper and later GPUs), int8, int4",
+        ),
         MIG_PHASE => ("phase", "train (default; Adam) or infer"),
         MIG_BATCH => ("n", "batch size for the memory estimate (default 1)"),
         MIG_SEQ => ("n", "sequence length for the memory estimate (default 2048)"),
@@ -191,9 +205,44 @@ mod tests {
     fn rejects_bad_hints_with_core_message() {
         let e = check_options(Some("18Q"), None).unwrap_err().to_string();
         assert!(e.starts_with("dynmig: --mig-mem=18Q"), "{e}");
-        let e = check_options(None, Some("9g.99gb")).unwrap_err().to_string();
+        let e = check_options(None, Some("9gb")).unwrap_err().to_string();
         assert!(e.contains("unknown MIG profile"), "{e}");
         let e = check_options(Some("30G"), Some("1g.10gb")).unwrap_err();
         assert!(e.to_string().starts_with("dynmig: "), "{e}");
+    }
+
+    /// Issue 25: the login node does not know the cluster's models, so it never lists
+    /// profiles (it listed ~40 of every model); a profile of the right shape and fp8 are
+    /// left to job_submit/dynmig, which checks them against the configuration.
+    #[test]
+    fn the_login_node_checks_the_shape_and_lists_no_profiles() {
+        let profile = VALIDATORS[OPTIONS.iter().position(|o| *o == MIG_PROFILE).unwrap()];
+        assert_eq!(profile(Some(OsStr::new("5g.50gb"))), Ok(()));
+        assert_eq!(
+            check_options(None, Some("5G.50GB")).unwrap().profile.as_deref(),
+            Some("5g.50gb")
+        );
+        for bad in ["big", "1g.10gb+me", "5g"] {
+            let e = profile(Some(OsStr::new(bad))).unwrap_err();
+            assert!(
+                e.starts_with(&format!("dynmig: --mig-profile={bad}: unknown MIG profile")),
+                "{e}"
+            );
+            assert!(!e.contains("allowed") && !e.contains("1g.5gb"), "{e}");
+        }
+        let dtype = VALIDATORS[OPTIONS.iter().position(|o| *o == MIG_DTYPE).unwrap()];
+        assert_eq!(dtype(Some(OsStr::new("fp8"))), Ok(()));
+        let e = dtype(Some(OsStr::new("fp4"))).unwrap_err();
+        assert!(e.ends_with("allowed: fp32, fp16, bf16, fp8, int8, int4"), "{e}");
+        assert!(usage(MIG_DTYPE).1.contains("fp8"));
+    }
+
+    /// Issue 25: the value quoted in a message has its control characters escaped.
+    #[test]
+    fn a_quoted_value_has_its_control_characters_escaped() {
+        let mem = VALIDATORS[OPTIONS.iter().position(|o| *o == MIG_MEM).unwrap()];
+        let e = mem(Some(OsStr::new("18\n\x1b[2JQ"))).unwrap_err();
+        assert!(e.starts_with("dynmig: --mig-mem=18\\n\\x1b[2JQ:"), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e}");
     }
 }
