@@ -109,13 +109,16 @@ fn a_held_job_is_submitted_to_the_forecast_when_it_is_released() {
         held: true,
         ..pending(1, "gres:gpu:2g.20gb:1", 90, Some(3600), 0)
     };
-    assert!(feed.events(&[held.clone()], &m, 100).is_empty(), "held: no submission");
+    assert!(
+        feed.events(std::slice::from_ref(&held), &m, 100).is_empty(),
+        "held: no submission"
+    );
     let released = JobInfo {
         reason: "None".into(),
         held: false,
         ..held.clone()
     };
-    let e = feed.events(&[released.clone()], &m, 110);
+    let e = feed.events(std::slice::from_ref(&released), &m, 110);
     assert!(
         matches!(e.as_slice(), [JobEvent::Submitted { id: 1, at_s, .. }] if *at_s == 90.0),
         "{e:?}"
