@@ -7,9 +7,11 @@
 //! The policies here:
 //! - [`NoChange`]: never repartitions (static layouts, or whole GPUs).
 //! - [`DemandDriven`]: the supply of each profile follows pending demand, with hysteresis
-//!   (a layout lives at least `min_layout_lifetime`), a minimum gain, and a limit on how many
-//!   nodes repartition at once. Draining costs capacity, so idle nodes are preferred and a busy
-//!   node is only drained when no idle node can serve the demand.
+//!   (a layout lives at least `min_layout_lifetime`, and one it made is kept until it served
+//!   a job), a minimum gain, a payback rule ([`payback`]: a change must gain more pending
+//!   work than its drain costs), and a limit on how many nodes repartition at once. Draining
+//!   costs capacity, so idle nodes are preferred and a busy node is only drained when no idle
+//!   node can serve the demand.
 //! - [`planner::Planner`]: plans the cluster's layout mix from pending and running demand and
 //!   a time-of-day forecast learned online, changes the nodes whose running work ends soonest,
 //!   and changes nothing unless the change serves demand the current mix cannot
@@ -17,6 +19,7 @@
 
 pub mod events;
 pub mod forecast;
+pub mod payback;
 pub mod planner;
 pub mod wanted;
 
@@ -122,12 +125,21 @@ impl Policy for NoChange {
 pub struct DemandDriven {
     /// Limits and hysteresis.
     pub limits: PolicyLimits,
+    /// The payback rule.
+    pub payback: payback::Payback,
+    /// The pending jobs' time limits seen in job events.
+    times: payback::PendingTimes,
+    /// Per node, the last layout this policy chose for it.
+    made: BTreeMap<String, payback::Made>,
 }
 
 impl DemandDriven {
-    /// A demand-driven policy with these limits.
+    /// A demand-driven policy with these limits and the default payback rule.
     pub fn new(limits: PolicyLimits) -> Self {
-        Self { limits }
+        Self {
+            limits,
+            ..Self::default()
+        }
     }
 }
 
@@ -136,7 +148,23 @@ impl Policy for DemandDriven {
         "demand"
     }
 
+    fn observes_jobs(&self) -> bool {
+        self.payback.enabled
+    }
+
+    fn observe(&mut self, _now_s: f64, events: &[events::JobEvent]) {
+        self.times.observe(events);
+    }
+
     fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
+        // Whether the layouts this policy made have served a job yet.
+        if !self.made.is_empty() {
+            for n in nodes {
+                if let Some(m) = self.made.get_mut(&n.name) {
+                    m.look(n);
+                }
+            }
+        }
         // Nothing can change when the concurrency limit is reached or no node may change:
         // checked first, as they cost less than the demand.
         let under_way = nodes.iter().filter(|n| n.repartitioning).count();
@@ -147,9 +175,13 @@ impl Policy for DemandDriven {
         }
         // Candidates: available nodes whose layout is old enough. Idle nodes first, then the
         // nodes with the fewest busy instances (they drain soonest); name breaks ties.
+        let hold = self.limits.min_layout_lifetime * self.payback.hold_factor;
+        let held = |n: &NodeSnapshot| self.payback.enabled && self.made.get(&n.name).is_some_and(|m| m.holds(n, hold));
         let mut cands: Vec<(u32, &NodeSnapshot)> = nodes
             .iter()
-            .filter(|n| !n.unavailable && n.planned.is_none() && n.layout_age >= self.limits.min_layout_lifetime)
+            .filter(|n| {
+                !n.unavailable && n.planned.is_none() && n.layout_age >= self.limits.min_layout_lifetime && !held(n)
+            })
             .map(|n| (n.busy.values().sum::<u32>(), n))
             .collect();
         if cands.is_empty() {
@@ -205,6 +237,14 @@ impl Policy for DemandDriven {
             let Some((target, served)) = answer else {
                 continue;
             };
+            if self.payback.enabled
+                && !self
+                    .payback
+                    .balance(node, &target, &served, &demand.pending, &self.times)
+                    .pays()
+            {
+                continue;
+            }
             for (p, n) in &served {
                 if let Some(u) = unmet.get_mut(p) {
                     *u = u.saturating_sub(*n);
@@ -212,6 +252,7 @@ impl Policy for DemandDriven {
             }
             unmet.retain(|_, u| *u > 0);
             memo.clear();
+            self.made.insert(node.name.clone(), payback::Made::new(node, &target));
             out.push(Repartition {
                 node: node.name.clone(),
                 target,
@@ -225,7 +266,9 @@ impl Policy for DemandDriven {
 
 /// Chooses per GPU the allowed layout that serves the most unmet demand (weighted by compute
 /// slices, so a 3g job counts more than a 1g job). When two layouts serve as much, the GPU's
-/// current layout wins (no change, no cost); then the one closer to the overall pending mix.
+/// current layout wins (no change, no cost); then the one closer to the overall pending mix;
+/// then the one with fewer compute slices in profiles no pending or running job asks for
+/// (the demo's 4g.40gb, which no job is typed to, beside the 3g.40gb it was made for).
 ///
 /// Returns the node's target and the unmet instances it serves.
 pub fn best_target(
@@ -257,10 +300,14 @@ pub fn best_target(
                 continue;
             }
         }
-        let score = |l: &ProfileCounts, t: &Terms, left: &BTreeMap<String, u32>| -> (u64, u64, u64) {
+        let score = |l: &ProfileCounts, t: &Terms, left: &BTreeMap<String, u32>| {
             let mut unmet_score = 0u64;
             let mut pending_score = 0u64;
+            let mut unasked = 0u64;
             for (p, c, w, pend) in t {
+                if *pend == 0 && node.running.get(*p).copied().unwrap_or(0) == 0 {
+                    unasked += w * u64::from(*c);
+                }
                 // Only instances the GPU does not hold today are new supply.
                 let new = c.saturating_sub(current.count(p));
                 if new > 0 {
@@ -269,7 +316,7 @@ pub fn best_target(
                 pending_score += pend;
             }
             let keep = u64::from(l == current);
-            (unmet_score, keep, pending_score)
+            (unmet_score, keep, pending_score, std::cmp::Reverse(unasked))
         };
         let mut best = current;
         // With nothing left unmet, every other layout scores (0, 0, _) and the current one
@@ -390,6 +437,158 @@ mod tests {
         assert!(
             p.plan(&[draining, other], &demand(&[("3g.40gb", 1)])).is_empty(),
             "one repartition at a time"
+        );
+    }
+
+    /// `node` after the controller applied `target`, `age` later, with `busy` instances.
+    fn applied(n: &NodeSnapshot, target: &NodeLayout, age_s: u64, busy: &[(&str, u32)]) -> NodeSnapshot {
+        let mut m = n.clone();
+        m.layout = target.clone();
+        m.layout_age = Duration::from_secs(age_s);
+        m.busy = busy.iter().map(|(p, n)| (p.to_string(), *n)).collect();
+        m.running = m.busy.clone();
+        m
+    }
+
+    fn limits_10s() -> PolicyLimits {
+        PolicyLimits {
+            max_concurrent: 1,
+            min_layout_lifetime: Duration::from_secs(10),
+            min_gain: 1,
+        }
+    }
+
+    #[test]
+    fn demand_that_alternates_every_pass_does_not_change_the_node_every_pass() {
+        // The demo's n1: 3g jobs, then a whole-GPU job, then 3g jobs again, each pass
+        // (20 s apart, twice min_layout_lifetime): the 3g jobs started elsewhere before n1's
+        // 3g instances served.
+        let run = |payback: bool| {
+            let mut p = DemandDriven::new(limits_10s());
+            p.payback.enabled = payback;
+            let mut n1 = node("n1", &["1x7g.80gb", "1x7g.80gb"], &[]);
+            let mut changes = 0;
+            for pass in 0..8 {
+                let d = if pass % 2 == 0 {
+                    demand(&[("3g.40gb", 4)])
+                } else {
+                    demand(&[("7g.80gb", 1)])
+                };
+                if let Some(r) = p.plan(std::slice::from_ref(&n1), &d).pop() {
+                    changes += 1;
+                    n1 = applied(&n1, &r.target, 20, &[]);
+                } else {
+                    n1.layout_age += Duration::from_secs(20);
+                }
+            }
+            changes
+        };
+        assert_eq!(run(false), 8, "without the rule: a change every pass");
+        let with = run(true);
+        assert!(with <= 3, "{with} changes in 8 passes");
+        assert!(with >= 1, "the first demand is served");
+    }
+
+    #[test]
+    fn a_layout_that_served_may_change_when_the_change_pays() {
+        let mut p = DemandDriven::new(limits_10s());
+        let n1 = node("n1", &["1x7g.80gb", "1x7g.80gb"], &[]);
+        let r = p
+            .plan(std::slice::from_ref(&n1), &demand(&[("3g.40gb", 4)]))
+            .pop()
+            .unwrap();
+        // Two of its 3g instances run jobs until their limits in 600 s: it has served, so it
+        // may change, and the change pays (a 7g job of 1 h, 7 x 3600, against 2 x 3g idle for
+        // 600 s and the reconfiguration of its 12 slices, 2 x 3 x 600 + 12 x 2).
+        let mut served = applied(&n1, &r.target, 20, &[("3g.40gb", 2)]);
+        served.work_ends_in = Duration::from_secs(600);
+        let b = p.payback.balance(
+            &served,
+            &NodeLayout {
+                gpus: vec![layout("1x7g.80gb"), layout("2x3g.40gb")],
+            },
+            &[("7g.80gb".to_string(), 1)].into(),
+            &BTreeMap::new(),
+            &p.times,
+        );
+        assert_eq!((b.gain, b.cost), (7.0 * 3600.0, 3600.0 + 24.0));
+        assert_eq!(
+            p.plan(std::slice::from_ref(&served), &demand(&[("7g.80gb", 1)])).len(),
+            1
+        );
+        // Never served, but held past hold_factor x min_layout_lifetime: it may change too.
+        let mut q = DemandDriven::new(limits_10s());
+        let r = q
+            .plan(std::slice::from_ref(&n1), &demand(&[("3g.40gb", 4)]))
+            .pop()
+            .unwrap();
+        assert!(q
+            .plan(&[applied(&n1, &r.target, 59, &[])], &demand(&[("7g.80gb", 1)]))
+            .is_empty());
+        assert_eq!(
+            q.plan(&[applied(&n1, &r.target, 60, &[])], &demand(&[("7g.80gb", 1)]))
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_busy_node_is_drained_only_when_the_pending_work_outweighs_the_idle_instances() {
+        // n1: one 3g job runs on 2x3g,2x3g until its limit in 600 s; 3 x 3g free idle meanwhile.
+        let mut n1 = node("n1", &["2x3g.40gb", "2x3g.40gb"], &[("3g.40gb", 1)]);
+        n1.work_ends_in = Duration::from_secs(600);
+        let submitted = |id: u64, limit_s: f64| events::JobEvent::Submitted {
+            id,
+            at_s: 0.0,
+            profile: "1g.10gb",
+            gpus: 1,
+            time_limit_s: limit_s,
+            deadline_s: None,
+        };
+        // Seven 1g jobs of 60 s: gain 7 x 1 x 60 = 420 < cost 3 x 3 x 600 = 5400.
+        let mut p = DemandDriven::new(limits_10s());
+        assert!(p.observes_jobs());
+        p.observe(0.0, &(0..7).map(|i| submitted(i, 60.0)).collect::<Vec<_>>());
+        let d = demand(&[("1g.10gb", 7)]);
+        let b = p.payback.balance(
+            &n1,
+            &NodeLayout {
+                gpus: vec![layout("2x3g.40gb"), layout("7x1g.10gb")],
+            },
+            &[("1g.10gb".to_string(), 7)].into(),
+            &d.pending,
+            &p.times,
+        );
+        assert_eq!(b.gain, 420.0);
+        assert!(!b.pays(), "{b:?}");
+        assert!(p.plan(std::slice::from_ref(&n1), &d).is_empty());
+        // The same jobs with 2 h limits: 7 x 7200 = 50400 > 5400 + reconfiguration: it pays.
+        let mut q = DemandDriven::new(limits_10s());
+        q.observe(0.0, &(0..7).map(|i| submitted(i, 7200.0)).collect::<Vec<_>>());
+        assert_eq!(q.plan(std::slice::from_ref(&n1), &d).len(), 1);
+        // Started jobs are no longer pending: their limits no longer count.
+        q.observe(
+            1.0,
+            &(0..7)
+                .map(|id| events::JobEvent::Started {
+                    id,
+                    at_s: 1.0,
+                    node: "n2".into(),
+                    slices: 1,
+                })
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(q.times.mean("1g.10gb"), None);
+    }
+
+    #[test]
+    fn between_layouts_that_serve_as_much_the_one_without_unasked_profiles_is_chosen() {
+        let nodes = [node("n1", &["1x7g.80gb", "1x7g.80gb"], &[])];
+        let plan = DemandDriven::default().plan(&nodes, &demand(&[("3g.40gb", 1)]));
+        assert_eq!(
+            plan[0].target.gpus[0].to_string(),
+            "2x3g.40gb",
+            "not 1x4g.40gb+1x3g.40gb: no job asks for 4g"
         );
     }
 
