@@ -228,7 +228,7 @@ pub fn explain(slurm: &dyn SlurmApi, inputs: WhyInputs<'_>, id: u32, caller: u32
             end_time: job.end_time,
         },
         JobState::Pending => match (request, job.blocked(now)) {
-            (_, Some(b)) => blocked(&b),
+            (_, Some(b)) => blocked(&b, now),
             (None, None) => Outcome::NotMig {
                 request: job.tres_per_node.clone(),
             },
@@ -250,7 +250,7 @@ fn source_words(s: EstimateSource) -> &'static str {
     }
 }
 
-fn blocked(b: &Blocked) -> Outcome {
+fn blocked(b: &Blocked, now: i64) -> Outcome {
     let class = match b {
         Blocked::Held(_) => "held",
         Blocked::Dependency(_) => "dependency",
@@ -259,9 +259,16 @@ fn blocked(b: &Blocked) -> Outcome {
         Blocked::MergedGres(_) => "merged_gres",
         Blocked::Other(_) => "other",
     };
+    let why = match b {
+        Blocked::BeginTime(at) => format!(
+            "its begin time has not come (BeginTime): it may start {}",
+            when(*at, now)
+        ),
+        b => b.to_string(),
+    };
     Outcome::Blocked {
         class: class.into(),
-        why: b.to_string(),
+        why,
     }
 }
 
@@ -498,7 +505,7 @@ impl WhyReport {
                 printable(request)
             ),
             Outcome::Blocked { why, .. } => format!(
-                "no repartition is planned for it: it {why}. dynmig counts it once Slurm would start it"
+                "no repartition is planned for it: {why}. dynmig counts it once Slurm would start it"
             ),
             Outcome::Free { nodes } => format!(
                 "a {} instance is free on {}: Slurm should start it at its next scheduling pass, after jobs of higher priority",
@@ -519,10 +526,14 @@ impl WhyReport {
                     ),
                     _ => format!("the controller's next pass takes {node} to be repartitioned to {target}"),
                 };
-                format!(
-                    "{what}; it should be free {} (the running jobs' time limits), and the job start shortly after",
-                    t(*start)
-                )
+                if *start > self.time {
+                    format!(
+                        "{what}; it should be free {} (the running jobs' time limits), and the job start shortly after",
+                        t(*start)
+                    )
+                } else {
+                    format!("{what}; the node is free of jobs: the job should start within seconds, once the new layout is in service")
+                }
             }
             Outcome::Busy { nodes, frees_at } => {
                 let when = frees_at.map_or("when one of their jobs ends".to_string(), |at| {
@@ -548,7 +559,7 @@ impl WhyReport {
                 t(*earliest)
             ),
             Outcome::NotPlanned { policy } => format!(
-                "no repartition is planned: the policy ({policy}) found no change worth draining a node for now (the pending demand is too small, or other jobs are served first); it decides again every pass"
+                "no repartition is planned: the policy ({policy}) found no change worth draining a node for now (too little demand for a change, a drain that would not pay back, or other jobs served first); it decides again every pass"
             ),
         };
         let _ = writeln!(s, "{line}");

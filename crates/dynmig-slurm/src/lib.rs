@@ -139,23 +139,30 @@ pub enum Blocked {
 }
 
 impl std::fmt::Display for Blocked {
-    /// One phrase for a user: `held (JobHeldUser)`, `waits for a dependency (Dependency)`, ...
+    /// One clause for a user: `it is held (JobHeldUser): ...`, `it waits for the jobs it
+    /// depends on (Dependency)`, ...
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Blocked::Held(r) => write!(f, "held ({r}): it starts only after `scontrol release`"),
+            Blocked::Held(r) => write!(f, "it is held ({r}): it starts only after `scontrol release`"),
             Blocked::Dependency(r) if r == "DependencyNeverSatisfied" => {
-                write!(f, "its dependency can never be satisfied ({r}): it will not start")
+                write!(
+                    f,
+                    "its dependency can never be satisfied ({r}): it will not start; cancel it"
+                )
             }
-            Blocked::Dependency(r) => write!(f, "waits for the jobs it depends on ({r})"),
-            Blocked::BeginTime(at) => write!(f, "its begin time has not come (BeginTime, eligible at {at})"),
-            Blocked::Limit(r) => write!(f, "blocked by an association, QOS, partition or account limit ({r})"),
+            Blocked::Dependency(r) => write!(f, "it waits for the jobs it depends on ({r})"),
+            Blocked::BeginTime(at) => write!(f, "its begin time has not come (BeginTime; eligible at {at})"),
+            Blocked::Limit(r) => write!(
+                f,
+                "it is blocked by a limit of its association, QOS, account or partition ({r})"
+            ),
             Blocked::MergedGres(stale) => write!(
                 f,
                 "its request still holds the GPU type(s) {} that an update replaced (Slurm 22.05 keeps them): \
                  it cannot start; cancel it and submit it again with the new GRES",
                 stale.join(", ")
             ),
-            Blocked::Other(r) => write!(f, "Slurm does not start it for another reason ({r})"),
+            Blocked::Other(r) => write!(f, "Slurm does not start it now ({r})"),
         }
     }
 }
