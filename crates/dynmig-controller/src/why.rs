@@ -19,7 +19,7 @@ use crate::snapshot::{build_snapshot, work_ends, ManagedNode, NodeRole};
 use crate::{pass, JobFeed, PassSettings};
 use dynmig_core::geometry::NodeLayout;
 use dynmig_core::policy::{Policy, PolicyLimits};
-use dynmig_core::protocol::decision::DecisionRecord;
+use dynmig_core::protocol::decision::{ChangeCause, DecisionRecord};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_core::types::EstimateSource;
 use dynmig_host::fs::LineLog;
@@ -96,6 +96,9 @@ pub struct Choice {
     pub source: String,
     /// The same, in words.
     pub how: String,
+    /// How the request changed after submission (an out-of-memory restart on a larger
+    /// profile, or an update), in words; `None` when it did not.
+    pub changed: Option<String>,
 }
 
 /// The answer of `dynmig why`.
@@ -215,6 +218,17 @@ pub fn explain(slurm: &dyn SlurmApi, inputs: WhyInputs<'_>, id: u32, caller: u32
         count: request.map_or(0, |(_, c)| c),
         chosen: DecisionRecord::parse(&job.admin_comment).ok().map(|d| Choice {
             how: source_words(d.source).to_string(),
+            changed: d.change.as_ref().map(|c| {
+                let by = match c.by {
+                    ChangeCause::OomRestart => "an out-of-memory restart on a larger profile",
+                    ChangeCause::Update => "an update of its request",
+                };
+                format!(
+                    "changed by {by} (restart {}); asked before: {}",
+                    c.restarts,
+                    c.prev.join(", ")
+                )
+            }),
             profile: d.profile,
             count: d.count,
             mem_bytes: d.mem_bytes,
@@ -493,6 +507,9 @@ impl WhyReport {
                 );
             }
             (None, _) => {}
+        }
+        if let Some(changed) = self.chosen.as_ref().and_then(|c| c.changed.as_ref()) {
+            let _ = writeln!(s, "{changed}");
         }
         let t = |at: i64| when(at, self.time);
         let line = match &self.outcome {

@@ -155,6 +155,41 @@ fn a_busy_node_planned_for_the_job_says_which_node_and_when() {
 }
 
 #[test]
+fn a_request_changed_by_an_out_of_memory_restart_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let restarted = JobInfo {
+        admin_comment:
+            "dynmig/v1 profile=3g.40gb count=1 mem=19327352832 source=mig-mem restarts=1 prev=2g.20gb by=oom-restart"
+                .into(),
+        tres_per_node: "gres:gpu:3g.40gb:1".into(),
+        ..job1()
+    };
+    let slurm = FakeSlurm::new(
+        vec![published_node("n1", &layout("1x4g.40gb+1x3g.40gb,1x7g.80gb"))],
+        vec![restarted],
+    );
+    let r = ask(
+        &slurm,
+        &[managed("n1", all_layouts(&A100_80GB))],
+        limits(),
+        dir.path(),
+        ALICE,
+    )
+    .unwrap();
+    let text = r.render_text();
+    assert!(
+        text.contains("changed by an out-of-memory restart on a larger profile (restart 1); asked before: 2g.20gb"),
+        "{text}"
+    );
+    assert_eq!(
+        r.outcome,
+        Outcome::Free {
+            nodes: vec!["n1".into()]
+        }
+    );
+}
+
+#[test]
 fn a_held_job_is_told_it_is_held() {
     let dir = tempfile::tempdir().unwrap();
     let held = JobInfo {
