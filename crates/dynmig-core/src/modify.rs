@@ -96,7 +96,7 @@ pub const GRES_UPDATE_REPLACES_SINCE: u32 = 0x17_02_06;
 
 /// Whether a job update on Slurm `version` (`0xAABBCC`) replaces the job's GPU request, so
 /// that a pending job can move to another MIG profile.
-pub fn update_replaces_gpu_request(version: u32) -> bool {
+pub const fn update_replaces_gpu_request(version: u32) -> bool {
     version >= GRES_UPDATE_REPLACES_SINCE
 }
 

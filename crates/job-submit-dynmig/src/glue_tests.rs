@@ -10,6 +10,10 @@ use slurm_sys::job_desc_msg_t;
 
 use super::*;
 
+/// Whether the Slurm of these headers replaces a job's GRES on update (else every GPU update
+/// is refused: dynmig_core::modify).
+const RETYPE: bool = dynmig_core::modify::update_replaces_gpu_request(slurm_sys::SLURM_VERSION_NUMBER);
+
 /// xmalloc puts `{ magic = 0x42, size }` (two size_t) before the pointer it returns.
 /// Checked on Debian's 22.05.8: slurm_xfree clears the word at -16 and frees p - 16.
 unsafe fn is_xmalloced(p: *const c_char) -> bool {
@@ -163,6 +167,18 @@ fn update_never_writes_admin_comment() {
             d.tres_per_node = xalloc::xstrdup("gres:gpu:2");
             d.admin_comment = comment.map_or(std::ptr::null_mut(), |c| xalloc::xstrdup(c));
             let before = d.admin_comment;
+            if !RETYPE {
+                // Before 23.02.6 every GPU update is refused, the description untouched.
+                let e = update(&mut d, &ready()).unwrap_err();
+                assert!(
+                    matches!(e, Refusal::Update(UpdateError::ReleaseKeepsOldRequest { .. })),
+                    "{e:?}"
+                );
+                assert_eq!(d.admin_comment, before, "the very same pointer: untouched");
+                assert_eq!(s(d.tres_per_node).as_deref(), Some("gres:gpu:2"));
+                free_all(&mut d);
+                continue;
+            }
             let Handled::Rewritten { in_admin_comment, .. } = update(&mut d, &ready()).unwrap() else {
                 panic!("expected a rewrite");
             };
@@ -181,7 +197,12 @@ fn an_untyped_single_gpu_update_is_refused_and_desc_is_untouched() {
         d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
         let before = d.tres_per_node;
         let e = update(&mut d, &ready()).unwrap_err().to_string();
-        assert!(e.contains("gres=gpu:2g.20gb:1"), "{e}");
+        let want = if RETYPE {
+            "gres=gpu:2g.20gb:1"
+        } else {
+            "cancel the job and submit it again"
+        };
+        assert!(e.contains(want), "{e}");
         assert_eq!(d.tres_per_node, before);
         assert!(d.admin_comment.is_null());
         free_all(&mut d);

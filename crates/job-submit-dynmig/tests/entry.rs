@@ -3,9 +3,12 @@
 use std::ffi::{c_char, CString};
 use std::sync::Mutex;
 
-use job_submit_dynmig::entry::{fini, init, job_modify, job_submit, REJECT};
+use job_submit_dynmig::entry::{fini, init, job_modify, job_submit, NOT_SUPPORTED, REJECT};
 use job_submit_dynmig::{state, xalloc};
 use slurm_sys::{job_desc_msg_t, SLURM_SUCCESS};
+
+/// Whether these headers' Slurm replaces a job's GRES on update (dynmig_core::modify).
+const RETYPE: bool = dynmig_core::modify::update_replaces_gpu_request(slurm_sys::SLURM_VERSION_NUMBER);
 
 /// The tests share the process environment and the plugin's global state.
 static GLOBAL: Mutex<()> = Mutex::new(());
@@ -84,6 +87,14 @@ fn a_users_gres_update_keeps_the_admin_comment_and_is_not_refused_for_it() {
             d.step_id.job_id = 42;
         }
         d.tres_per_node = xalloc::xstrdup("gres:gpu:3g.40gb:1");
+        if !RETYPE {
+            // Before 23.02.6 a GPU update is refused with its own code; nothing changes.
+            assert_eq!(modify(&mut d, &mut err), NOT_SUPPORTED);
+            assert!(d.admin_comment.is_null(), "an update must not set admin_comment");
+            assert_eq!(xalloc::borrow(d.tres_per_node), Some("gres:gpu:3g.40gb:1"));
+            xalloc::xfree(&mut d.tres_per_node);
+            return;
+        }
         assert_eq!(modify(&mut d, &mut err), SLURM_SUCCESS);
         assert!(d.admin_comment.is_null(), "an update must not set admin_comment");
         d.admin_comment = xalloc::xstrdup(record);
@@ -103,7 +114,7 @@ fn an_untyped_single_gpu_update_is_refused() {
         let mut d = zeroed();
         let mut err: *mut c_char = std::ptr::null_mut();
         d.tres_per_node = xalloc::xstrdup("gres:gpu:1");
-        assert_eq!(modify(&mut d, &mut err), REJECT);
+        assert_eq!(modify(&mut d, &mut err), if RETYPE { REJECT } else { NOT_SUPPORTED });
         assert!(d.admin_comment.is_null());
         #[cfg(slurm_2302_plus)]
         assert!(xalloc::borrow(err).unwrap_or("").contains("gres=gpu:"));

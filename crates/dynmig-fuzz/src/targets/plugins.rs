@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use dynmig_core::hints::{parse_hint, Hints, OPTIONS};
 use dynmig_core::protocol::decision::DecisionRecord;
-use job_submit_dynmig::entry::{fini, init, job_modify, job_submit, REJECT};
+use job_submit_dynmig::entry::{fini, init, job_modify, job_submit, NOT_SUPPORTED, REJECT};
 use proptest::prelude::*;
 use slurm_sys::{job_desc_msg_t, slurm_xfree, slurm_xstrdup, SLURM_SUCCESS};
 
@@ -274,7 +274,8 @@ fn judge(input: &JobDesc, after: &After, which: Call) -> Result<(), String> {
     let now: Vec<Option<&[u8]>> = after.tres.iter().map(Option::as_deref).collect();
     let comment_before = bytes(&input.admin_comment);
     let err_before = bytes(&input.err_msg);
-    if after.rc == REJECT {
+    // NOT_SUPPORTED: an update the running release cannot carry out (dynmig_core::modify).
+    if after.rc == REJECT || (which == Call::Modify && after.rc == NOT_SUPPORTED) {
         if before != now {
             return Err(format!("refused, yet a TRES field changed: {before:?} -> {now:?}"));
         }
@@ -392,7 +393,7 @@ pub fn outcome(input: &JobDesc, modify: bool) -> (bool, bool) {
     let after = call(input, if modify { Call::Modify } else { Call::Submit });
     let before: Vec<Option<&[u8]>> = input.tres.iter().map(bytes).collect();
     let now: Vec<Option<&[u8]>> = after.tres.iter().map(Option::as_deref).collect();
-    (after.rc == REJECT, before != now)
+    (after.rc == REJECT || after.rc == NOT_SUPPORTED, before != now)
 }
 
 /// `job_modify` property check.
