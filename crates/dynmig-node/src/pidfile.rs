@@ -28,6 +28,17 @@ pub fn process_identity(pid: i32) -> Option<(String, u64)> {
     Some((comm, start))
 }
 
+/// Whether process `pid` has exited and waits for its parent to reap it (state `Z`): it holds
+/// no socket and no file any more.
+pub fn is_zombie(pid: i32) -> bool {
+    pid > 0
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+            st.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+}
+
 /// Writes this process's pid file (`<pid> <start time>`, mode 0644).
 ///
 /// # Errors
@@ -66,13 +77,16 @@ pub fn signal(pid: i32, signal: i32) -> bool {
 }
 
 /// Stops the process named `comm` in the foreign pid file `path`: SIGTERM, then SIGKILL after
-/// `wait`. Returns whether a process was stopped.
+/// `wait`. Returns whether a process was stopped. A process that has exited counts as stopped
+/// even before its parent reaps it: a daemonised slurmd's parent is PID 1, which in a
+/// container may reap it seconds later (the demo of 2026-11-27: 1.2-2.0 s per
+/// re-registration spent waiting for the zombie).
 pub fn stop_foreign(path: &Path, comm: &str, wait: Duration) -> bool {
     let Some(pid) = live_foreign(path, comm) else {
         return false;
     };
     let (_, start) = process_identity(pid).unwrap_or_default();
-    let same = || process_identity(pid).is_some_and(|(c, s)| c == comm && s == start);
+    let same = || process_identity(pid).is_some_and(|(c, s)| c == comm && s == start) && !is_zombie(pid);
     signal(pid, libc::SIGTERM);
     let until = Instant::now() + wait;
     while same() {
@@ -128,5 +142,27 @@ mod tests {
             Duration::from_secs(5)
         ));
         let _ = sleep.wait();
+    }
+
+    #[test]
+    fn a_stopped_process_its_parent_has_not_reaped_yet_counts_as_stopped() {
+        let d = tempfile::tempdir().unwrap();
+        let daemon = d.path().join("slurmd");
+        std::fs::copy("/bin/sleep", &daemon).unwrap();
+        // Our child: it stays a zombie after SIGTERM until we wait for it.
+        let mut child = std::process::Command::new(&daemon).arg("30").spawn().unwrap();
+        let pid_file = d.path().join("slurmd.pid");
+        std::fs::write(&pid_file, child.id().to_string()).unwrap();
+        assert!(!is_zombie(child.id() as i32));
+        let t = Instant::now();
+        assert!(stop_foreign(&pid_file, "slurmd", Duration::from_secs(5)));
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "waited {:?} for a zombie",
+            t.elapsed()
+        );
+        assert!(is_zombie(child.id() as i32), "not reaped yet");
+        let _ = child.wait();
+        assert!(!is_zombie(child.id() as i32));
     }
 }

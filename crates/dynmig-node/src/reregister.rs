@@ -53,13 +53,7 @@ impl Reregister for DynamicNode {
         if !self.pid_file.exists() {
             return None;
         }
-        let running = pidfile::live_foreign(&self.pid_file, "slurmd").is_some_and(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
-                st.rsplit(')')
-                    .next()
-                    .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-            })
-        });
+        let running = pidfile::live_foreign(&self.pid_file, "slurmd").is_some_and(|pid| !pidfile::is_zombie(pid));
         Some(running)
     }
 
