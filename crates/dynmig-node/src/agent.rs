@@ -68,6 +68,12 @@ pub const FAST_POLL: Duration = Duration::from_millis(200);
 /// How long the agent looks every [`FAST_POLL`] after its node became free of jobs.
 pub const FAST_WINDOW: Duration = Duration::from_secs(5);
 
+/// How often the agent looks at its node while the node is in service and runs no job: the
+/// controller drains such a node at once when it wants it changed (a busy node is drained or
+/// reserved, and its last job's Epilog wakes the agent). The demo of 2026-11-27 lost up to
+/// the 2 s poll there.
+pub const IDLE_POLL: Duration = Duration::from_millis(500);
+
 /// Everything the agent of one node needs to know.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -123,6 +129,8 @@ pub struct Agent {
     /// having had some): the window of [`FAST_POLL`].
     had_jobs: bool,
     free_since: Option<Instant>,
+    /// Whether the last look found the node in service (not drained) with no job.
+    idle_in_service: bool,
 }
 
 /// Whether a node's GRES `(type, count)` list holds exactly the target's instances.
@@ -240,6 +248,7 @@ impl Agent {
             drained_seen: None,
             had_jobs: false,
             free_since: None,
+            idle_in_service: false,
         }
     }
 
@@ -287,6 +296,7 @@ impl Agent {
             self.free_since = Some(Instant::now());
         }
         self.had_jobs = has_jobs;
+        self.idle_in_service = node.as_ref().is_some_and(|n| !n.has_jobs() && !n.is_drain());
         let step = match self.load_journal() {
             OnDisk::Corrupt(why) => {
                 let moved = self.settings.paths.journal().with_extension("json.corrupt");
@@ -391,6 +401,20 @@ impl Agent {
     /// jobs less than [`FAST_WINDOW`] ago.
     pub fn may_be_drained_soon(&self) -> bool {
         self.free_since.is_some_and(|t| t.elapsed() < FAST_WINDOW)
+    }
+
+    /// How long to wait before the next look: [`FAST_POLL`] while [`Agent::may_be_drained_soon`]
+    /// or within [`FAST_WINDOW`] of `woke_at` (an Epilog's wake-up), [`IDLE_POLL`] while the
+    /// node is in service with no job, else [`AgentSettings::poll`]; never longer than that.
+    pub fn next_look(&self, woke_at: Option<Instant>) -> Duration {
+        let p = if self.may_be_drained_soon() || woke_at.is_some_and(|t| t.elapsed() < FAST_WINDOW) {
+            FAST_POLL
+        } else if self.idle_in_service {
+            IDLE_POLL
+        } else {
+            self.settings.poll
+        };
+        p.min(self.settings.poll)
     }
 
     /// [`Agent::apply_timed`], the outcome as a [`Step`].
@@ -657,7 +681,7 @@ pub struct Control<'a> {
 
 /// Runs the agent until `control.stop` is set: takes the single-instance lock, writes its pid
 /// file, serves its metrics on `metrics_listen` when given, looks at the node every `poll`
-/// (every [`FAST_POLL`] for [`FAST_WINDOW`] after a job ended there), and at once when woken
+/// ([`Agent::next_look`]: more often while its node is idle or has just freed), and at once when woken
 /// by SIGUSR1 (the Epilog sends it when a job ends on the node while the agent's waiting
 /// marker is there: while the node runs jobs). A step under way (an apply: journalled, bounded by `register_timeout`)
 /// is finished before it stops; a stopped agent leaves the journal for the next one to
@@ -729,12 +753,7 @@ pub fn run_forever(
         }
         // Soon after a job's end (a wake-up, or the node seen free of jobs) the controller may
         // drain the node: look every FAST_POLL for a while, so that the apply starts at once.
-        let poll = if agent.may_be_drained_soon() || woke_at.is_some_and(|t| t.elapsed() < FAST_WINDOW) {
-            FAST_POLL.min(agent.settings.poll)
-        } else {
-            agent.settings.poll
-        };
-        let until = Instant::now() + poll;
+        let until = Instant::now() + agent.next_look(woke_at);
         while Instant::now() < until && !signalled() {
             std::thread::sleep(Duration::from_millis(20));
         }

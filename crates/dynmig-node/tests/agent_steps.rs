@@ -7,7 +7,7 @@ use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_gpu::{open_backend, BackendSettings};
 use dynmig_host::fs::LineLog;
-use dynmig_node::agent::{Agent, AgentSettings, Step, StepTimes};
+use dynmig_node::agent::{Agent, AgentSettings, Step, StepTimes, FAST_POLL, IDLE_POLL};
 use dynmig_node::paths::NodePaths;
 use dynmig_node::reregister::Reregister;
 use dynmig_slurm::fake::{idle_node, FakeSlurm};
@@ -141,4 +141,41 @@ fn step_times_round_trip_through_text_and_skip_what_they_do_not_know() {
     let odd = StepTimes::parse("steps nope=1 instances=x delete=-1 publish=0.250");
     assert_eq!(odd.0, vec![("publish", Duration::from_millis(250))]);
     assert!(StepTimes::parse("6 instance operations, 2.11 s").0.is_empty());
+}
+
+#[test]
+fn the_agent_looks_often_while_its_node_is_idle_or_just_freed_and_seldom_while_it_runs_jobs() {
+    let d = tempfile::tempdir().unwrap();
+    let mut n = idle_node("n1", "gpu:7g.80gb:2");
+    n.state = NodeState::Mixed;
+    n.alloc_cpus = 1;
+    let slurm = Arc::new(FakeSlurm::new(vec![n], vec![]));
+    let mut a = agent(d.path(), &slurm);
+    assert_eq!(a.step().unwrap(), Step::Nothing);
+    assert_eq!(a.next_look(None), Duration::from_secs(1), "busy: its poll");
+    assert!(a.settings.paths.waiting_marker().exists(), "the Epilog is to wake it");
+    assert_eq!(
+        a.next_look(Some(std::time::Instant::now())),
+        FAST_POLL,
+        "woken by an Epilog"
+    );
+    {
+        let mut st = slurm.state.lock().unwrap();
+        st.nodes[0].alloc_cpus = 0;
+        st.nodes[0].state = NodeState::Idle;
+    }
+    assert_eq!(a.step().unwrap(), Step::Nothing);
+    assert_eq!(a.next_look(None), FAST_POLL, "just freed");
+    assert!(!a.settings.paths.waiting_marker().exists());
+    // A fresh agent of an idle node: not just freed, but idle in service.
+    let mut b = agent(&d.path().join("b"), &slurm);
+    assert_eq!(b.step().unwrap(), Step::Nothing);
+    assert_eq!(b.next_look(None), IDLE_POLL);
+    slurm.state.lock().unwrap().nodes[0].flags.push("DRAIN".into());
+    assert_eq!(b.step().unwrap(), Step::Nothing);
+    assert_eq!(
+        b.next_look(None),
+        Duration::from_secs(1),
+        "drained by someone else: its poll"
+    );
 }
