@@ -11,6 +11,7 @@
 //! They share the namespaces and so run one at a time (a process-wide lock, and a file lock
 //! on /run/dynmig-cluster-tests.lock for other test processes).
 
+mod actions;
 mod attacks;
 mod faults;
 mod harness;

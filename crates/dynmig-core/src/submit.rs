@@ -191,6 +191,20 @@ pub enum SubmitError {
         /// Profiles of the configured models.
         available: String,
     },
+    /// A component after the first of a heterogeneous job asks for a MIG GPU
+    /// ([`check_het_component`]).
+    #[error(
+        "dynmig: component {offset} of this heterogeneous job asks for a GPU ({entry}); ask for \
+         GPUs in the first component (put its #SBATCH lines before the first '#SBATCH hetjob', or \
+         first before ':'): Slurm places the components in order, so a component without GPU can \
+         take the only node that holds the MIG profile and the job would wait for good"
+    )]
+    HetGpuNotFirst {
+        /// The component's offset (1 and up).
+        offset: u32,
+        /// The GPU request as rewritten or read, e.g. `gres:gpu:1g.10gb:1`.
+        entry: String,
+    },
     /// A GPU type that looks like a MIG profile but no configured model has.
     #[error("dynmig: GPU type '{gres_type}' is not a MIG profile of this cluster's GPUs; available: {available}")]
     TypeNotOnCluster {
@@ -608,6 +622,48 @@ fn rewrite(mut lists: Vec<(Field, TresList)>, field: Field, decision: Decision) 
     out
 }
 
+/// Refuses a MIG GPU request in a heterogeneous job's component `offset` > 0 (`None`: not
+/// a heterogeneous job; `Some(0)`: its first component, always allowed).
+///
+/// Why: Slurm gives a heterogeneous job's components distinct nodes and places them in
+/// order; a first component without GPU lands on the first node that fits, and when that is
+/// the only node holding the later component's MIG profile (the usual case while dynmig
+/// makes the profile for the job), the job never starts and its planned start keeps that
+/// node from backfill (seen on Slurm 22.05.8, docs/architecture.md "Heterogeneous jobs").
+/// With the GPUs in the first component that component picks the node with the profile first.
+///
+/// # Errors
+/// [`SubmitError::HetGpuNotFirst`] when `offset` > 0 and `outcome` involves a GPU.
+pub fn check_het_component(offset: Option<u32>, req: &JobRequest, outcome: &Outcome) -> Result<(), SubmitError> {
+    let Some(offset) = offset.filter(|&o| o > 0) else {
+        return Ok(());
+    };
+    let entry = match outcome {
+        Outcome::NoGpu => return Ok(()),
+        Outcome::Rewrite(r) => [&r.tres_per_node, &r.tres_per_job, &r.tres_per_socket, &r.tres_per_task]
+            .into_iter()
+            .flatten()
+            .find(|t| !t.is_empty())
+            .cloned()
+            .unwrap_or_default(),
+        Outcome::Unchanged { .. } => [
+            req.tres_per_node,
+            req.tres_per_job,
+            req.tres_per_socket,
+            req.tres_per_task,
+        ]
+        .into_iter()
+        .flatten()
+        .find(|t| !t.is_empty())
+        .unwrap_or_default()
+        .to_string(),
+    };
+    Err(SubmitError::HetGpuNotFirst {
+        offset,
+        entry: shorten(&entry, MAX_QUOTED),
+    })
+}
+
 fn profile_on_cluster(name: &str, policy: &SubmitPolicy) -> Result<&'static ProfileSpec, SubmitError> {
     policy
         .models
@@ -850,5 +906,43 @@ mod tests {
         assert!(!looks_like_profile("a100"));
         assert!(!looks_like_profile("g.40gb"));
         assert!(!looks_like_profile("3g.gb"));
+    }
+}
+
+#[cfg(test)]
+mod het_tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn only_the_first_component_of_a_heterogeneous_job_may_ask_for_a_gpu() {
+        let policy = SubmitPolicy::from_config(&Config::default_embedded());
+        let req = JobRequest {
+            tres_per_node: Some("gres:gpu:1"),
+            spank_env: vec!["_SLURM_SPANK_OPTION_dynmig_mig_mem=5G"],
+            ..Default::default()
+        };
+        let outcome = decide(&req, &policy).unwrap();
+        assert!(check_het_component(None, &req, &outcome).is_ok());
+        assert!(check_het_component(Some(0), &req, &outcome).is_ok());
+        let e = check_het_component(Some(1), &req, &outcome).unwrap_err().to_string();
+        assert!(
+            e.starts_with("dynmig: component 1 of this heterogeneous job asks for a GPU (gres:gpu:"),
+            "{e}"
+        );
+        assert!(e.contains("ask for GPUs in the first component"), "{e}");
+        // A typed request Slurm keeps as it is, and no GPU at all.
+        let typed = JobRequest {
+            tres_per_node: Some("gres:gpu:1g.10gb:1"),
+            ..Default::default()
+        };
+        let o = decide(&typed, &policy).unwrap();
+        assert!(check_het_component(Some(2), &typed, &o)
+            .unwrap_err()
+            .to_string()
+            .contains("gres:gpu:1g.10gb:1"));
+        let none = JobRequest::default();
+        let o = decide(&none, &policy).unwrap();
+        assert!(check_het_component(Some(1), &none, &o).is_ok());
     }
 }
