@@ -13,6 +13,20 @@ use std::time::Duration;
 /// job waits out Slurm's requeue delay (its begin time is set about 120 s ahead).
 const BOUND: Duration = Duration::from_secs(200);
 
+/// One line of the per-release table in the closing figures: `user action | what | outcome`.
+fn report(what: &str, outcome: &str) {
+    eprintln!("user action | {what} | {}", outcome.trim().replace('\n', " / "));
+}
+
+/// What a command said, for [`report`]: `ran` or `refused: <its message>`.
+fn said(out: &Output) -> String {
+    if out.status.success() {
+        "accepted".into()
+    } else {
+        format!("refused: {}", text(out))
+    }
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -50,6 +64,7 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
             "update {what} of job {id}: {}",
             text(&out)
         );
+        report(&format!("scontrol update {what}"), &said(&out));
         out
     };
     let mut expect: Vec<(u64, &str, &str)> = Vec::new();
@@ -88,6 +103,7 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
     );
     let out = user(&["sbatch", "--output=/dev/null", "--time=5", gpu_later.to_str().unwrap()]);
     assert!(!out.status.success(), "a GPU in a later component was accepted");
+    report("heterogeneous job, GPU in a later component", &said(&out));
     assert!(
         text(&out).contains("ask for GPUs in the first component"),
         "{}",
@@ -97,6 +113,21 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
     let held = submit(&["--hold", "--gres=gpu:1", "--mig-mem=5G", "--wrap=true"]);
     update_ok(held, "timelimit=3", true);
     assert_eq!(field(&c.job(held), "TimeLimit"), "00:03:00");
+    // `dynmig why` tells the job's user why it waits; another user is refused.
+    let dynmig = bin_dir().join("dynmig").display().to_string();
+    let conf = c.dir.join("dynmig.toml").display().to_string();
+    let out = user(&[&dynmig, "--config", &conf, "why", &held.to_string()]);
+    assert!(out.status.success(), "dynmig why as the job's user: {}", text(&out));
+    assert!(text(&out).contains("held"), "{}", text(&out));
+    report(
+        "dynmig why, held job, its user",
+        text(&out).lines().last().unwrap_or(""),
+    );
+    let other = c.user("dynmig-other");
+    let out = c.as_user(other, &dynmig, &["--config", &conf, "why", &held.to_string()]);
+    assert!(!out.status.success(), "another user's dynmig why: {}", text(&out));
+    assert!(text(&out).contains("only its user and root"), "{}", text(&out));
+    report("dynmig why, another user's job", &said(&out));
     assert!(user(&["scontrol", "release", &held.to_string()]).status.success());
     expect.push((held, "hold, time limit, release", "COMPLETED"));
     // GRES updates of held jobs: an untyped single GPU is refused on every release (the
@@ -155,11 +186,13 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
         a.extend_from_slice(args);
         let out = user(&a);
         assert!(out.status.success(), "{what}: {}", text(&out));
+        report(what, "ran, exit 0");
     }
 
     for (id, what, state) in &expect {
         eprintln!("waiting for {what} (job {id}) to end {state}");
         c.wait_ends(*id, state, BOUND);
+        report(what, &format!("job {id} ended {state}"));
     }
     // The array: every task ended COMPLETED.
     c.wait_for("the array's tasks to end", BOUND, || {
@@ -168,6 +201,7 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
     });
     let shown = c.ok("scontrol", &["show", "job", &array.to_string()]);
     assert_eq!(shown.matches("JobState=COMPLETED").count(), 3, "{shown}");
+    report("job array of 3", "3 tasks ended COMPLETED");
     for p in [gpu_first, gpu_later] {
         let _ = std::fs::remove_file(p);
     }

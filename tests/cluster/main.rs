@@ -981,8 +981,10 @@ fn a_busy_node_is_reserved_at_its_jobs_end_keeps_short_jobs_and_then_repartition
         c.job_state(long_running) == "RUNNING"
     });
     let ends = field(&c.job(long_running), "EndTime");
-    // Demand for a profile no node has: the controller plans n1's repartition.
-    let wants = c.sbatch(&["--gres=gpu:3g.40gb:1", "--time=1", "--wrap=sleep 1"]);
+    // Demand for a profile no node has: the controller plans n1's repartition. Its time limit
+    // (10 min of a 3g.40gb) pays back what the change costs (n1's free GPU idle until the
+    // running job's 2-minute limit, docs/policy.md "payback"); a 1-minute job would not.
+    let wants = c.sbatch(&["--gres=gpu:3g.40gb:1", "--time=10", "--wrap=sleep 1"]);
     let resv = |c: &Cluster| {
         let out = c.cmd("scontrol", &["show", "ReservationName=dynmig_n1"]);
         out.status
