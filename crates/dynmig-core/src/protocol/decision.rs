@@ -245,19 +245,10 @@ impl DecisionRecord {
                 found: cut(version_text),
             });
         }
-        let mut value_of = |key: &'static str| -> Result<&str, DecisionError> {
-            let Some(word) = words.next() else {
-                return Err(malformed(text, format!("'{key}=' is missing")));
-            };
-            match word.split_once('=') {
-                Some((k, v)) if k == key => Ok(v),
-                _ => Err(malformed(text, format!("expected '{key}=' but found '{}'", cut(word)))),
-            }
-        };
-        let profile = value_of("profile")?;
-        let count = value_of("count")?;
-        let mem = value_of("mem")?;
-        let source = value_of("source")?;
+        let profile = next_value(&mut words, text, "profile")?;
+        let count = next_value(&mut words, text, "count")?;
+        let mem = next_value(&mut words, text, "mem")?;
+        let source = next_value(&mut words, text, "source")?;
         let change_words = match words.next() {
             None => None,
             Some(first) => {
@@ -273,17 +264,8 @@ impl DecisionRecord {
                         ))
                     }
                 };
-                let mut value_of = |key: &'static str| -> Result<&str, DecisionError> {
-                    let Some(word) = words.next() else {
-                        return Err(malformed(text, format!("'{key}=' is missing")));
-                    };
-                    match word.split_once('=') {
-                        Some((k, v)) if k == key => Ok(v),
-                        _ => Err(malformed(text, format!("expected '{key}=' but found '{}'", cut(word)))),
-                    }
-                };
-                let prev = value_of("prev")?;
-                let by = value_of("by")?;
+                let prev = next_value(&mut words, text, "prev")?;
+                let by = next_value(&mut words, text, "by")?;
                 if words.next().is_some() {
                     return Err(malformed(text, "text after 'by='".into()));
                 }
@@ -340,6 +322,21 @@ impl fmt::Display for DecisionRecord {
     /// As [`DecisionRecord::encode`].
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.encode())
+    }
+}
+
+/// The value of the next word of a record, which must be `key=VALUE`.
+fn next_value<'a>(
+    words: &mut std::str::Split<'a, char>,
+    text: &str,
+    key: &'static str,
+) -> Result<&'a str, DecisionError> {
+    let Some(word) = words.next() else {
+        return Err(malformed(text, format!("'{key}=' is missing")));
+    };
+    match word.split_once('=') {
+        Some((k, v)) if k == key => Ok(v),
+        _ => Err(malformed(text, format!("expected '{key}=' but found '{}'", cut(word)))),
     }
 }
 
