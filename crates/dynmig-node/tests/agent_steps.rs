@@ -1,14 +1,9 @@
 //! The time of each step of an apply: recorded by the agent, written into the `applied`
 //! event, observed in its metrics; and the calls it saves.
 
-use dynmig_core::config::Backend;
-use dynmig_core::geometry::{NodeLayout, A100_80GB};
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_core::protocol::intent::NodeIntent;
-use dynmig_gpu::{open_backend, BackendSettings};
-use dynmig_host::fs::LineLog;
-use dynmig_node::agent::{Agent, AgentSettings, Step, StepTimes, FAST_POLL, IDLE_POLL};
-use dynmig_node::paths::NodePaths;
+use dynmig_node::agent::{Agent, Step, StepTimes, FAST_POLL, IDLE_POLL};
 use dynmig_node::reregister::Reregister;
 use dynmig_slurm::fake::{idle_node, FakeSlurm};
 use dynmig_slurm::{NodeState, SlurmApi};
@@ -16,9 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn layout(text: &str) -> NodeLayout {
-    NodeLayout::parse(&A100_80GB, 2, text).unwrap()
-}
+mod common;
+use common::{agent_with, layout};
 
 /// Stands in for the dynamic-node sequence: each step takes a known time and passes its
 /// point, as `DynamicNode` does.
@@ -44,40 +38,7 @@ impl Reregister for TimedRegister {
 }
 
 fn agent(dir: &Path, slurm: &Arc<FakeSlurm>) -> Agent {
-    let paths = NodePaths {
-        state_dir: dir.join("state"),
-        device_dir: dir.join("dev"),
-        gres_conf: dir.join("gres.conf"),
-        slurm_conf_dir: dir.to_path_buf(),
-        history_spool: dir.join("spool"),
-    };
-    std::fs::create_dir_all(&paths.state_dir).unwrap();
-    let mut backend = open_backend(
-        Backend::Simulated,
-        &BackendSettings {
-            model: &A100_80GB,
-            gpus: 2,
-            allow_mig_mode_change: false,
-            sim_state_file: paths.sim_state(),
-            sim_device_dir: paths.device_dir.clone(),
-        },
-    )
-    .unwrap();
-    dynmig_gpu::apply_transition(backend.as_mut(), &A100_80GB, &layout("1x7g.80gb,1x7g.80gb")).unwrap();
-    Agent::new(
-        AgentSettings {
-            node: "n1".into(),
-            model: &A100_80GB,
-            gpus: 2,
-            paths,
-            poll: Duration::from_secs(1),
-            register_timeout: Duration::from_secs(2),
-        },
-        backend,
-        Box::new(slurm.clone()),
-        Box::new(TimedRegister(slurm.clone())),
-        LineLog::to(dir.join("events.jsonl")),
-    )
+    agent_with(dir, slurm, Box::new(TimedRegister(slurm.clone())))
 }
 
 #[test]

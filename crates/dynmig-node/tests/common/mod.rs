@@ -2,6 +2,9 @@
 //! A100-80GB GPUs, both whole) against a fake Slurm whose re-registration brings the node
 //! back in service, or fails.
 
+// Each test binary uses some of these helpers, none all.
+#![allow(dead_code)]
+
 use dynmig_core::config::Backend;
 use dynmig_core::geometry::{NodeLayout, A100_80GB};
 use dynmig_core::protocol::intent::NodeIntent;
@@ -56,11 +59,9 @@ impl Reregister for FakeRegister {
 }
 
 /// What [`agent_losing_daemons`] hands back: how many registrations were made.
-#[allow(dead_code)] // used by tests/agent.rs only
 pub type Calls = Arc<std::sync::atomic::AtomicU32>;
 
 /// [`agent`] whose first `lose` registrations lose their slurmd before it registers.
-#[allow(dead_code)] // used by tests/agent.rs only
 pub fn agent_losing_daemons(dir: &Path, slurm: &Arc<FakeSlurm>, lose: u32) -> (Agent, Calls) {
     let calls = Calls::default();
     let register = FakeRegister {
@@ -70,7 +71,7 @@ pub fn agent_losing_daemons(dir: &Path, slurm: &Arc<FakeSlurm>, lose: u32) -> (A
         calls: calls.clone(),
         running: Arc::new(true.into()),
     };
-    (agent_with(dir, slurm, register), calls)
+    (agent_with(dir, slurm, Box::new(register)), calls)
 }
 
 pub fn layout(text: &str) -> NodeLayout {
@@ -85,10 +86,12 @@ pub fn agent(dir: &Path, slurm: &Arc<FakeSlurm>, fail_register: bool) -> Agent {
         calls: Arc::default(),
         running: Arc::new(true.into()),
     };
-    agent_with(dir, slurm, register)
+    agent_with(dir, slurm, Box::new(register))
 }
 
-fn agent_with(dir: &Path, slurm: &Arc<FakeSlurm>, register: FakeRegister) -> Agent {
+/// An agent of node n1 on two whole simulated A100-80GB GPUs in `dir`, re-registering
+/// through `register`.
+pub fn agent_with(dir: &Path, slurm: &Arc<FakeSlurm>, register: Box<dyn Reregister>) -> Agent {
     let paths = NodePaths {
         state_dir: dir.join("state"),
         device_dir: dir.join("dev"),
@@ -120,7 +123,7 @@ fn agent_with(dir: &Path, slurm: &Arc<FakeSlurm>, register: FakeRegister) -> Age
         },
         backend,
         Box::new(slurm.clone()),
-        Box::new(register),
+        register,
         LineLog::to(dir.join("events.jsonl")),
     )
 }
