@@ -180,6 +180,7 @@ fn served() -> std::collections::BTreeMap<String, String> {
     let sample = dynmig_gpu::energy::sample_node(backend.as_ref(), d.path(), 10.0).unwrap();
     let agent = dynmig_node::metrics::AgentMetrics::new("n1");
     agent.sampled(&sample, &[(7, 1.0)].into_iter().collect());
+    agent.steps(&dynmig_node::agent::StepTimes(vec![("instances", Duration::from_millis(5))]));
     // History: an out-of-memory run and one with a ratio.
     let h = dynmig_history::metrics::HistoryMetrics::new();
     let mut r = dynmig_history::JobRecord {
@@ -242,7 +243,7 @@ fn names_in(text: &str) -> std::collections::BTreeSet<String> {
 fn the_docs_list_exactly_the_served_metrics_and_the_dashboard_uses_only_those() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let served = served();
-    assert_eq!(served.len(), 27, "{served:?}");
+    assert_eq!(served.len(), 28, "{served:?}");
     let docs = std::fs::read_to_string(root.join("docs/config.md")).unwrap();
     for (name, kind) in &served {
         assert!(
