@@ -79,6 +79,13 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
         let id = submit(&["-n1", form, "--mig-mem=5G", "--wrap=true"]);
         expect.push((id, what, "COMPLETED"));
     }
+    // `--tres-per-task` (sbatch has it from 23.02): the same field as --gpus-per-task.
+    if c.slurm_version() >= (23, 2) {
+        let id = submit(&["-n1", "--tres-per-task=gres/gpu:1", "--mig-mem=5G", "--wrap=true"]);
+        expect.push((id, "--tres-per-task", "COMPLETED"));
+    } else {
+        report("--tres-per-task", "not an sbatch option of this release");
+    }
     // A job array of three tasks (checked below, task by task).
     let array = submit(&["--array=0-2", "--gres=gpu:1", "--mig-mem=5G", "--wrap=true"]);
     // A heterogeneous job with its GPU in the first component runs; one with the GPU in a
