@@ -180,7 +180,10 @@ fn served() -> std::collections::BTreeMap<String, String> {
     let sample = dynmig_gpu::energy::sample_node(backend.as_ref(), d.path(), 10.0).unwrap();
     let agent = dynmig_node::metrics::AgentMetrics::new("n1");
     agent.sampled(&sample, &[(7, 1.0)].into_iter().collect());
-    agent.steps(&dynmig_node::agent::StepTimes(vec![("instances", Duration::from_millis(5))]));
+    agent.steps(&dynmig_node::agent::StepTimes(vec![(
+        "instances",
+        Duration::from_millis(5),
+    )]));
     // History: an out-of-memory run and one with a ratio.
     let h = dynmig_history::metrics::HistoryMetrics::new();
     let mut r = dynmig_history::JobRecord {
