@@ -116,6 +116,16 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
         "{}",
         text(&out)
     );
+    // First these end (each phase's jobs wait for a few instances of one node: fewer at once).
+    for (id, what, state) in expect.drain(..) {
+        eprintln!("waiting for {what} (job {id}) to end {state}");
+        c.wait_ends(id, state, BOUND);
+        report(what, &format!("job {id} ended {state}"));
+    }
+    c.wait_for("the array's tasks to end", BOUND, || {
+        let out = c.cmd("squeue", &["-h", "-j", &array.to_string()]);
+        String::from_utf8_lossy(&out.stdout).trim().is_empty()
+    });
     // Held, its time limit changed, released.
     let held = submit(&["--hold", "--gres=gpu:1", "--mig-mem=5G", "--wrap=true"]);
     update_ok(held, "timelimit=3", true);
@@ -173,14 +183,6 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
     let cancelled = submit(&["--hold", "--gres=gpu:1", "--mig-mem=5G", "--wrap=true"]);
     assert!(user(&["scancel", &cancelled.to_string()]).status.success());
     expect.push((cancelled, "scancel", "CANCELLED"));
-    // Requeued while it runs: it runs again and completes.
-    let requeued = submit(&["--gres=gpu:1", "--mig-mem=5G", "--wrap=sleep 4"]);
-    c.wait_for("the job to run before its requeue", BOUND, || {
-        c.job_state(requeued) == "RUNNING"
-    });
-    assert!(user(&["scontrol", "requeue", &requeued.to_string()]).status.success());
-    expect.push((requeued, "requeue", "COMPLETED"));
-
     // Interactive: srun and salloc wait for their allocation and run.
     for (what, args) in [
         ("srun", &["srun", "-t", "2", "--gres=gpu:1", "--mig-mem=5G", "true"][..]),
@@ -201,11 +203,16 @@ fn every_request_form_and_everyday_action_of_a_user_ends_as_it_should() {
         c.wait_ends(*id, state, BOUND);
         report(what, &format!("job {id} ended {state}"));
     }
-    // The array: every task ended COMPLETED.
-    c.wait_for("the array's tasks to end", BOUND, || {
-        let out = c.cmd("squeue", &["-h", "-j", &array.to_string()]);
-        String::from_utf8_lossy(&out.stdout).trim().is_empty()
+    // Requeued while it runs: it runs again and completes.
+    let requeued = submit(&["--gres=gpu:1", "--mig-mem=5G", "--wrap=sleep 10"]);
+    c.wait_for("the job to run before its requeue", BOUND, || {
+        c.job_state(requeued) == "RUNNING"
     });
+    assert!(user(&["scontrol", "requeue", &requeued.to_string()]).status.success());
+    c.wait_ends(requeued, "COMPLETED", BOUND);
+    report("requeue", &format!("job {requeued} ended COMPLETED"));
+
+    // The array (ended in the first phase): every task COMPLETED.
     let shown = c.ok("scontrol", &["show", "job", &array.to_string()]);
     assert_eq!(shown.matches("JobState=COMPLETED").count(), 3, "{shown}");
     report("job array of 3", "3 tasks ended COMPLETED");
