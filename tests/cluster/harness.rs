@@ -215,7 +215,14 @@ impl Cluster {
     }
 
     pub fn logs(&self) -> String {
-        let mut s = String::new();
+        // The queue and the nodes as Slurm sees them, for a job that waits too long.
+        let queue = self.cmd("squeue", &["-a", "-o", "%i %T %r %b %Q %S"]);
+        let nodes = self.cmd("sinfo", &["-N", "-o", "%N %t %G %E"]);
+        let mut s = format!(
+            "--- squeue\n{}--- sinfo\n{}",
+            String::from_utf8_lossy(&queue.stdout),
+            String::from_utf8_lossy(&nodes.stdout)
+        );
         for f in [
             "log/controller.log",
             "log/agent-n1.log",
