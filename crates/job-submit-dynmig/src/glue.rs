@@ -179,16 +179,17 @@ pub unsafe fn apply_tres(desc: &mut job_desc_msg_t, rewrite: &Rewrite) {
 pub unsafe fn submit(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled, Refusal> {
     let outcome = {
         let f = fields(desc);
+        let req = f.request();
         // slurm.h's NO_VAL (0xfffffffe): not a heterogeneous job.
         let het = (desc.het_job_offset != 0xffff_fffe).then_some(desc.het_job_offset);
-        let outcome = match state::decide(ready, &f.request(), desc.user_id, xalloc::borrow(desc.name)) {
+        let outcome = match state::decide(ready, &req, desc.user_id, xalloc::borrow(desc.name)) {
             // sbatch hands a heterogeneous job's --mig-* options to the components after the
             // one that named them too: a later component without GPU has none of its own.
             Err(SubmitError::HintWithoutGpu { .. }) if het.is_some_and(|o| o > 0) => Outcome::NoGpu,
             other => other?,
         };
         f.check_utf8(&outcome)?;
-        dynmig_core::submit::check_het_component(het, &f.request(), &outcome)?;
+        dynmig_core::submit::check_het_component(het, &req, &outcome)?;
         outcome
     };
     Ok(apply(desc, outcome, true))
@@ -205,8 +206,9 @@ pub unsafe fn submit(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled
 pub unsafe fn update(desc: &mut job_desc_msg_t, ready: &Ready) -> Result<Handled, Refusal> {
     let outcome = {
         let f = fields(desc);
-        check_release(&f.request(), slurm_sys::SLURM_VERSION_NUMBER)?;
-        let outcome = decide_update(&f.request(), &ready.policy)?;
+        let req = f.request();
+        check_release(&req, slurm_sys::SLURM_VERSION_NUMBER)?;
+        let outcome = decide_update(&req, &ready.policy)?;
         f.check_utf8(&outcome)?;
         outcome
     };
