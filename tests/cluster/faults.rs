@@ -105,8 +105,17 @@ fn an_agent_killed_at_every_point_of_a_repartition_resumes_and_loses_nothing() {
         let pid = c.agent_pid("n1").unwrap_or_else(|| c.start_agent("n1"));
         c.set_faults("n1", plan);
         // A job only the new layout runs: it waits through the repartition and the kill.
+        // The job waits held until the fault is done: left free, it could start on the node
+        // the moment its new slurmd registers, and a SIGKILL of slurmd while it launches the
+        // batch script leaves the job to Slurm's own recovery (requeued once the node has
+        // missed it for BatchStartTimeout + MessageTimeout, then the requeue delay), a race
+        // of the test's, not dynmig's. Held, it stays queued through the fault and must run
+        // on the new layout after it.
         let job = c
-            .sbatch_out(&jobs_dir, &["--gres", &format!("gpu:{profile}:1"), "--time=2"])
+            .sbatch_out(
+                &jobs_dir,
+                &["--hold", "--gres", &format!("gpu:{profile}:1"), "--time=2"],
+            )
             .expect("sbatch");
         drain_for(&c, "n1", to);
         c.signal(pid, "-USR1");
@@ -433,8 +442,17 @@ fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
             c.start_agent("n1");
         }
         c.set_faults("n1", &format!(r#"{{"at":[{{"point":"{point}","action":"pause"}}]}}"#));
+        // The job waits held until the fault is done: left free, it could start on the node
+        // the moment its new slurmd registers, and a SIGKILL of slurmd while it launches the
+        // batch script leaves the job to Slurm's own recovery (requeued once the node has
+        // missed it for BatchStartTimeout + MessageTimeout, then the requeue delay), a race
+        // of the test's, not dynmig's. Held, it stays queued through the fault and must run
+        // on the new layout after it.
         let job = c
-            .sbatch_out(&jobs_dir, &["--gres", &format!("gpu:{profile}:1"), "--time=2"])
+            .sbatch_out(
+                &jobs_dir,
+                &["--hold", "--gres", &format!("gpu:{profile}:1"), "--time=2"],
+            )
             .expect("sbatch");
         drain_for(&c, "n1", to);
         if let Some(pid) = c.agent_pid("n1") {
@@ -452,6 +470,7 @@ fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
             Act::RestartCtld => c.restart_ctld(),
         }
         c.release_pause("n1");
+        c.ok("scontrol", &["release", &job.id.to_string()]);
         let until = Instant::now() + Duration::from_secs(120);
         while (!c.serves("n1", to) || journal_of(&c).exists()) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(300));

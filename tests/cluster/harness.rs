@@ -15,6 +15,8 @@ pub struct Cluster {
     pub slurm_conf: String,
     /// Jobs the test expects to stay pending (see [`Cluster::expect_pending`]).
     expected_pending: std::cell::RefCell<Vec<u64>>,
+    /// When the test took the cluster (before it came up), for `.run/cluster-test-times.tsv`.
+    started: Instant,
     _lock: std::sync::MutexGuard<'static, ()>,
     _machine_lock: std::fs::File,
 }
@@ -39,6 +41,7 @@ impl Cluster {
         // directory: hold a machine-wide lock for the whole test, not only while starting.
         let machine_lock = std::fs::File::create("/run/dynmig-cluster-tests.lock").expect("create the test lock");
         fs4::FileExt::lock(&machine_lock).expect("take the test lock");
+        let started = Instant::now();
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let dir = root.join(".run/test-cluster");
         let mut cmd = Command::new("bash");
@@ -57,6 +60,7 @@ impl Cluster {
             dir: dir.clone(),
             slurm_conf: dir.join("etc/slurm.conf").display().to_string(),
             expected_pending: Default::default(),
+            started,
             _lock: lock,
             _machine_lock: machine_lock,
         };
@@ -337,6 +341,26 @@ impl Drop for Cluster {
             .arg("down")
             .env("DYNMIG_CLUSTER_DIR", &self.dir)
             .status();
+        // One line per test (libtest names the test's thread after the test): slurm/test.sh
+        // prints the slowest of each release.
+        let line = format!(
+            "{}\t{:.0}\t{}\n",
+            std::thread::current().name().unwrap_or("?"),
+            self.started.elapsed().as_secs_f64(),
+            if std::thread::panicking() || !stuck.is_empty() {
+                "failed"
+            } else {
+                "ok"
+            }
+        );
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join(".run/cluster-test-times.tsv"))
+        {
+            use std::io::Write;
+            let _ = f.write_all(line.as_bytes());
+        }
         assert!(
             stuck.is_empty(),
             "the harness's invariant: jobs left pending (not held) beyond {STUCK_AFTER:?}: {stuck:?}"
