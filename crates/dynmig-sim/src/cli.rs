@@ -18,8 +18,9 @@ use std::time::Duration;
 /// Arguments of `dynmig simulate`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
-    /// The Alibaba trace: `default` or `gpushare40` (the pod lists shipped with dynmig,
-    /// crates/dynmig-sim/data/README.md), or the path of a v2023 pod-list CSV.
+    /// The Alibaba trace: `default` (development), or `gpushare20`, `gpushare40`,
+    /// `gpushare60` (validation only: crates/dynmig-sim/data/README.md, "Splits"), or the path
+    /// of a v2023 pod-list CSV.
     #[arg(long, default_value = "default")]
     pub trace: String,
     /// Use the synthetic SMART-MIG-like generator instead of the trace.
@@ -71,7 +72,8 @@ pub struct SimulateArgs {
     /// for --matrix, 1-2 for --sensitivity].
     #[arg(long)]
     pub seeds: Option<String>,
-    /// Traces of --matrix, comma-separated: default, gpushare40, synthetic, or paths.
+    /// Traces of --matrix, comma-separated: default, synthetic (development), gpushare20,
+    /// gpushare40, gpushare60 (validation), or paths.
     #[arg(long, value_delimiter = ',', default_value = "default,gpushare40,synthetic")]
     pub matrix_traces: Vec<String>,
     /// GPU models of --matrix, comma-separated.

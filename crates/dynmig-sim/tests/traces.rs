@@ -6,8 +6,8 @@ use dynmig_sim::workload::trace::{trace_workload, TraceParams};
 use std::path::PathBuf;
 
 #[test]
-fn both_shipped_traces_parse_and_give_workloads() {
-    for name in ["default", "gpushare40"] {
+fn every_shipped_trace_parses_and_gives_a_workload() {
+    for name in dynmig_sim::workload::alibaba::SHIPPED_TRACES {
         let pods = pods_of(name).unwrap();
         assert_eq!(pods.len(), 8152, "{name}");
         // Pods that never ran have no scheduled time (empty field).
@@ -24,6 +24,8 @@ fn both_shipped_traces_parse_and_give_workloads() {
             .count()
     };
     assert!(frac("gpushare40") > frac("default"));
+    // The publisher's gpushareN lists are ordered by their share of fractional pods.
+    assert!(frac("gpushare20") < frac("gpushare40") && frac("gpushare40") < frac("gpushare60"));
 }
 
 #[test]

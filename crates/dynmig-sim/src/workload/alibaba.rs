@@ -110,6 +110,49 @@ pub const EMBEDDED_TRACE: &str = include_str!("../../data/alibaba-gpu-v2023/open
 /// (`dynmig simulate --trace gpushare40`).
 pub const EMBEDDED_GPUSHARE40: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_gpushare40.csv");
 
+/// The publisher's pod list with fewer fractional-GPU pods, `openb_pod_list_gpushare20.csv`
+/// (validation only: crates/dynmig-sim/data/README.md, "Splits"; `--trace gpushare20`).
+pub const EMBEDDED_GPUSHARE20: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_gpushare20.csv");
+
+/// The publisher's pod list with more fractional-GPU pods, `openb_pod_list_gpushare60.csv`
+/// (validation only: crates/dynmig-sim/data/README.md, "Splits"; `--trace gpushare60`).
+pub const EMBEDDED_GPUSHARE60: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_gpushare60.csv");
+
+/// Which part of the data discipline a trace belongs to (crates/dynmig-sim/data/README.md,
+/// "Splits"): policies and the simulator are developed on [`Split::Development`] traces only
+/// and judged, never tuned, on [`Split::Validation`] ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// The embedded default pod list and the synthetic generator: what every design choice
+    /// was made on.
+    Development,
+    /// gpushare20, gpushare40 and gpushare60: judged only.
+    Validation,
+    /// A pod list given by path: the user's own.
+    Other,
+}
+
+impl Split {
+    /// The split of a trace named as on the command line (`default`, `gpushare40`,
+    /// `synthetic`, a path).
+    pub fn of(trace: &str) -> Split {
+        match trace {
+            "default" | "synthetic" => Split::Development,
+            "gpushare20" | "gpushare40" | "gpushare60" => Split::Validation,
+            _ => Split::Other,
+        }
+    }
+
+    /// The split in words, for results tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Development => "development",
+            Split::Validation => "validation",
+            Split::Other => "user trace",
+        }
+    }
+}
+
 /// The pods of [`EMBEDDED_TRACE`].
 ///
 /// # Errors
@@ -119,9 +162,10 @@ pub fn embedded_pods() -> Result<Vec<Pod>> {
 }
 
 /// Names of the shipped traces that [`pods_of`] takes instead of a path.
-pub const SHIPPED_TRACES: [&str; 2] = ["default", "gpushare40"];
+pub const SHIPPED_TRACES: [&str; 4] = ["default", "gpushare20", "gpushare40", "gpushare60"];
 
-/// The pods of a trace named on the command line: `default` or `gpushare40` (shipped, see
+/// The pods of a trace named on the command line: `default`, `gpushare20`, `gpushare40` or
+/// `gpushare60` (shipped, see
 /// [`SHIPPED_TRACES`]), or else a path to a pod-list CSV.
 ///
 /// # Errors
@@ -129,7 +173,9 @@ pub const SHIPPED_TRACES: [&str; 2] = ["default", "gpushare40"];
 pub fn pods_of(trace: &str) -> Result<Vec<Pod>> {
     match trace {
         "default" => embedded_pods(),
+        "gpushare20" => parse_pods(EMBEDDED_GPUSHARE20).context("parsing the embedded gpushare20 trace"),
         "gpushare40" => parse_pods(EMBEDDED_GPUSHARE40).context("parsing the embedded gpushare40 trace"),
+        "gpushare60" => parse_pods(EMBEDDED_GPUSHARE60).context("parsing the embedded gpushare60 trace"),
         path => read_pods(std::path::Path::new(path)),
     }
 }
@@ -149,6 +195,19 @@ mod embedded_tests {
     fn the_embedded_trace_is_the_whole_published_file() {
         // 8,152 pods, as the publisher's file holds (crates/dynmig-sim/data/README.md).
         assert_eq!(super::embedded_pods().unwrap().len(), 8152);
-        assert_eq!(super::pods_of("gpushare40").unwrap().len(), 8152);
+        for name in ["gpushare20", "gpushare40", "gpushare60"] {
+            assert_eq!(super::pods_of(name).unwrap().len(), 8152, "{name}");
+        }
+    }
+
+    #[test]
+    fn every_shipped_trace_but_the_default_is_validation_only() {
+        use super::Split;
+        assert_eq!(Split::of("default"), Split::Development);
+        assert_eq!(Split::of("synthetic"), Split::Development);
+        for name in super::SHIPPED_TRACES.iter().filter(|n| **n != "default") {
+            assert_eq!(Split::of(name), Split::Validation, "{name}");
+        }
+        assert_eq!(Split::of("/tmp/pods.csv"), Split::Other);
     }
 }
