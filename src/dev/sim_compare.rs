@@ -59,6 +59,7 @@ pub fn workload(jobs: &[DemoJob], model: &GpuModel, limit_factor: f64, seed: u64
                     JobKind::Training
                 },
                 gamma: 0.0,
+                curve: Default::default(),
                 due: release + rng.gen_range(m.due_lo..=m.due_hi) * work,
                 limit_factor: time_limit_s(j.run, limit_factor) as f64 / work.max(1e-3),
                 exact_slices: None,

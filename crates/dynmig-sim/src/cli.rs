@@ -2,7 +2,7 @@
 
 use crate::engine::{DrainScope, DrainTiming, SimConfig};
 use crate::evaluate::{evaluate, EvalOptions, PolicyName};
-use crate::model::ModelParams;
+use crate::model::{ModelParams, SpeedCurve};
 use crate::placement::{Placement, ALL_PLACEMENTS};
 use crate::policies::PolicyLimits;
 use crate::requests::{RequestParams, SourceShares};
@@ -60,6 +60,11 @@ pub struct SimulateArgs {
     /// on [default: 14, or the second half of a workload shorter than 15 days].
     #[arg(long)]
     pub eval_from: Option<f64>,
+    /// How training jobs' speed depends on their instance: `miso` (the measured MISO SoCC'22
+    /// medians per profile) or `exponent` (`work x (7/c)^0.85`, the what-if of before
+    /// 2026-11-27); inference jobs always use their exponent (docs/model.md).
+    #[arg(long, default_value = "miso")]
+    pub speed: String,
     /// Run the goal matrix instead: traces x models x seeds x drain scopes, every policy;
     /// per (trace, model, drain) the mean and range over seeds (docs/simulate.md).
     #[arg(long)]
@@ -244,9 +249,17 @@ pub fn model_params(a: &SimulateArgs) -> Result<ModelParams> {
     if !(lo >= 1.0 && hi >= lo) {
         bail!("--due {lo},{hi}: allowed LO >= 1 and HI >= LO");
     }
+    let speed_training = match a.speed.as_str() {
+        "miso" => SpeedCurve::MisoTraining,
+        "exponent" => SpeedCurve::Exponent,
+        other => bail!(
+            "--speed {other}: allowed miso (the measured MISO SoCC'22 table for training jobs, the default) or exponent (work x (7/c)^0.85 for training, a what-if; docs/model.md)"
+        ),
+    };
     Ok(ModelParams {
         due_lo: lo,
         due_hi: hi,
+        speed_training,
         ..Default::default()
     })
 }

@@ -6,7 +6,7 @@
 use crate::engine::{DrainScope, SimConfig};
 use crate::evaluate::{evaluate, EvalOptions};
 use crate::metrics::Metrics;
-use crate::model::ModelParams;
+use crate::model::{ModelParams, SpeedCurve};
 use crate::workload::alibaba::Pod;
 use crate::workload::{build_workload, Load, Source};
 use anyhow::{anyhow, Result};
@@ -35,6 +35,41 @@ pub struct Cell {
     pub params: ModelParams,
     /// Grid point, e.g. `due 1-1.5, gamma 0.5, f 1` (empty in the matrix).
     pub point: String,
+    /// The power model's variant (the fitted model in the matrix).
+    pub power: PowerVariant,
+}
+
+/// A what-if of the power model for the sensitivity grid (docs/model.md, "Constants").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PowerVariant {
+    /// The fitted model ([`crate::power::PowerModel::for_model`]).
+    Fit,
+    /// The fitted model with another concavity exponent `k` (the fit's is 0.599).
+    Exponent(f64),
+    /// A busy 7g instance draws the board's TDP (scale = TDP - idle): what a dense bf16
+    /// matmul drew on the H100 and H200 (docs/results/hardware-2026-11-26.md), the fit's
+    /// exponent kept.
+    FullAtTdp,
+}
+
+impl PowerVariant {
+    /// Applies the variant to `cfg`'s power model.
+    pub fn apply(self, cfg: &mut SimConfig) {
+        match self {
+            PowerVariant::Fit => {}
+            PowerVariant::Exponent(k) => cfg.power.exponent = k,
+            PowerVariant::FullAtTdp => cfg.power.scale_w = cfg.power.tdp_w - cfg.power.idle_w,
+        }
+    }
+
+    /// The variant in words, for grid points.
+    pub fn label(self) -> String {
+        match self {
+            PowerVariant::Fit => "power fit".into(),
+            PowerVariant::Exponent(k) => format!("power k {k}"),
+            PowerVariant::FullAtTdp => "power 7g at TDP".into(),
+        }
+    }
 }
 
 impl Cell {
@@ -129,6 +164,7 @@ pub fn run_cell(cell: &Cell, setup: &Setup, pods: &BTreeMap<String, Vec<Pod>>) -
     cfg.seed = cell.seed;
     cfg.reconfig_cost_s = setup.reconfig_cost_s;
     cfg.policy_interval_s = setup.policy_interval_s;
+    cell.power.apply(&mut cfg);
     let mut opts = setup.opts.clone();
     opts.warn = false;
     // The cells already run on the matrix's threads: one thread per cell's evaluation.
@@ -388,12 +424,22 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>> {
 
 /// The due-date ranges of the sensitivity grid.
 pub const GRID_DUE: [(f64, f64); 2] = [(1.0, 1.5), (2.0, 4.0)];
-/// The speed-scaling exponents of the grid (both gammas set to each).
-pub const GRID_GAMMA: [f64; 3] = [0.5, 0.7, 0.9];
+/// The speed models of the grid: `None` is the measured MISO table for training jobs (the
+/// default, inference at its default exponent); each `Some(g)` sets the exponent of every
+/// job, training included, to `g` (docs/model.md, "Constants").
+pub const GRID_SPEED: [Option<f64>; 4] = [None, Some(0.5), Some(0.7), Some(0.9)];
 /// The time-limit factors of the grid.
 pub const GRID_F: [f64; 2] = [1.0, 5.0];
 
-/// The sensitivity grid's cells: every due range x gamma x time-limit factor x seed, on
+/// The power variants of the grid, each at the default due range, speed and time limits.
+pub const GRID_POWER: [PowerVariant; 3] = [
+    PowerVariant::Exponent(0.8),
+    PowerVariant::Exponent(1.0),
+    PowerVariant::FullAtTdp,
+];
+
+/// The sensitivity grid's cells: every due range x speed model x time-limit factor x seed,
+/// then each of [`GRID_POWER`] x seed at `base`'s due range, speed and time limits, on
 /// `trace` with `model` and `drain`; other parameters from `base`.
 pub fn grid_cells(
     trace: &str,
@@ -404,15 +450,25 @@ pub fn grid_cells(
 ) -> Vec<Cell> {
     let mut cells = Vec::new();
     for (lo, hi) in GRID_DUE {
-        for g in GRID_GAMMA {
+        for speed in GRID_SPEED {
             for f in GRID_F {
-                let params = ModelParams {
+                let mut params = ModelParams {
                     due_lo: lo,
                     due_hi: hi,
-                    gamma_training: g,
-                    gamma_inference: g,
                     time_limit_f: f,
                     ..base.clone()
+                };
+                let label = match speed {
+                    None => {
+                        params.speed_training = SpeedCurve::MisoTraining;
+                        "speed miso".to_string()
+                    }
+                    Some(g) => {
+                        params.speed_training = SpeedCurve::Exponent;
+                        params.gamma_training = g;
+                        params.gamma_inference = g;
+                        format!("gamma {g}")
+                    }
                 };
                 for &seed in seeds {
                     cells.push(Cell {
@@ -421,10 +477,24 @@ pub fn grid_cells(
                         drain,
                         seed,
                         params: params.clone(),
-                        point: format!("due {lo}-{hi}, gamma {g}, f {f}"),
+                        point: format!("due {lo}-{hi}, {label}, f {f}"),
+                        power: PowerVariant::Fit,
                     });
                 }
             }
+        }
+    }
+    for power in GRID_POWER {
+        for &seed in seeds {
+            cells.push(Cell {
+                trace: trace.to_string(),
+                model,
+                drain,
+                seed,
+                params: base.clone(),
+                point: format!("defaults, {}", power.label()),
+                power,
+            });
         }
     }
     cells
@@ -450,10 +520,39 @@ pub fn matrix_cells(
                         seed,
                         params: params.clone(),
                         point: String::new(),
+                        power: PowerVariant::Fit,
                     });
                 }
             }
         }
     }
     cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dynmig_core::geometry::A100_40GB;
+
+    #[test]
+    fn the_grid_sweeps_speed_and_power_and_each_variant_reaches_the_engine() {
+        let base = ModelParams::default();
+        let cells = grid_cells("default", &A100_40GB, DrainScope::Node, &[1, 2], &base);
+        // 2 due ranges x 4 speed models x 2 time-limit factors + 3 power variants, x 2 seeds.
+        assert_eq!(cells.len(), (2 * 4 * 2 + 3) * 2);
+        let miso = cells.iter().filter(|c| c.point.contains("speed miso")).count();
+        assert_eq!(miso, 2 * 2 * 2);
+        assert!(cells
+            .iter()
+            .filter(|c| c.point.contains("gamma"))
+            .all(|c| c.params.speed_training == SpeedCurve::Exponent));
+        let mut cfg = SimConfig::new(&A100_40GB, 1, 8);
+        let fit = cfg.power.clone();
+        PowerVariant::FullAtTdp.apply(&mut cfg);
+        assert_eq!(cfg.power.scale_w, fit.tdp_w - fit.idle_w);
+        PowerVariant::Exponent(1.0).apply(&mut cfg);
+        assert_eq!(cfg.power.exponent, 1.0);
+        let groups: std::collections::BTreeSet<String> = cells.iter().map(Cell::group).collect();
+        assert_eq!(groups.len(), 2 * 4 * 2 + 3, "one group per grid point");
+    }
 }

@@ -20,6 +20,7 @@ fn stream(days: f64, work: f64, mem_mib: u64, gamma: f64) -> Workload {
             gpus: 1,
             kind: JobKind::Inference,
             gamma,
+            curve: Default::default(),
             due: f64::from(i) * 300.0 + 2.0 * work,
             limit_factor: 2.0,
             exact_slices: None,

@@ -19,6 +19,7 @@ fn job(release: f64, work: f64, gamma: f64, mem_mib: u64, gpus: u32) -> Job {
         gpus,
         kind: JobKind::Inference,
         gamma,
+        curve: Default::default(),
         due: release + work,
         limit_factor: 1.0,
         exact_slices: None,

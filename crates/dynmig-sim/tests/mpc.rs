@@ -20,6 +20,7 @@ fn job(work: f64, mem_mib: u64, limit_factor: f64) -> Job {
         gpus: 1,
         kind: JobKind::Training,
         gamma: 1.0,
+        curve: Default::default(),
         due: work,
         limit_factor,
         exact_slices: None,

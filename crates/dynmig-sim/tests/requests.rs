@@ -132,6 +132,7 @@ fn one_oom(early: bool) -> RunResult {
         gpus: 1,
         kind: JobKind::Training,
         gamma: 1.0,
+        curve: Default::default(),
         due: 70.0,
         limit_factor: 1.0,
         exact_slices: None,

@@ -19,6 +19,7 @@ fn job(release: f64, work: f64, mem_mib: u64) -> Job {
         gpus: 1,
         kind: JobKind::Training,
         gamma: 1.0,
+        curve: Default::default(),
         due: release + work,
         limit_factor: 1.0,
         exact_slices: None,

@@ -124,6 +124,8 @@ impl JobLog {
             gpus,
             kind: JobKind::Training,
             gamma,
+            // The policies' own model of a job: one exponent for every job.
+            curve: crate::model::SpeedCurve::Exponent,
             due: due_s,
             limit_factor: (limit_s / run_s).max(1.0),
             // Slurm runs a job only on the GRES type it asked for (a controller's planner says

@@ -131,6 +131,7 @@ pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Worklo
             gpus,
             kind,
             gamma: m.gamma(kind),
+            curve: m.curve(kind),
             due,
             limit_factor: m.draw_limit_factor(&mut limits),
             exact_slices: None,

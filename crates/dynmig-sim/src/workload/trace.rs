@@ -106,6 +106,7 @@ pub fn trace_workload(pods: &[Pod], p: &TraceParams, m: &ModelParams) -> Result<
                 gpus: pod.num_gpu,
                 kind,
                 gamma,
+                curve: m.curve(kind),
                 due,
                 limit_factor: m.draw_limit_factor(&mut limits),
                 exact_slices: None,
