@@ -39,6 +39,7 @@ pub mod matrix_cli;
 pub mod matrix_report;
 pub mod metrics;
 pub mod model;
+pub mod per_allocation;
 pub mod placement;
 pub mod policies;
 pub mod power;
