@@ -114,6 +114,10 @@ pub struct SimulateArgs {
     /// Periods per day of the learned time-of-day schedule.
     #[arg(long, default_value_t = 4)]
     pub periods: u32,
+    /// Runs the local search over mixed node layouts may take in each static search (0: the
+    /// uniform layouts and the demand mix only; docs/simulate.md, "Fair baselines").
+    #[arg(long, default_value_t = crate::search::LOCAL_SEARCH_RUNS)]
+    pub static_local_runs: usize,
     /// Seed (workload draws and random placement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -294,6 +298,7 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
         },
         eval_from_days: a.eval_from,
         learned: a.learned.clone(),
+        static_local_runs: a.static_local_runs,
         ..Default::default()
     })
 }

@@ -577,7 +577,7 @@ pub fn evaluate(
         )
     });
     let wants = |p: PolicyName| opts.policies.contains(&p) && !(p == PolicyName::Learned && learned_omitted.is_some());
-    // The searches first (the longest), then the other rows; `none` always (ET needs it).
+    // The searches first (the longest), then the other rows; `none` always (ET/none divides by it).
     let mut tasks = Vec::new();
     let fair = (wants(PolicyName::Static), wants(PolicyName::TwiceDaily));
     let oracle = (wants(PolicyName::StaticOracle), wants(PolicyName::TwiceDailyOracle));

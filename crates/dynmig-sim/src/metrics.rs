@@ -1,4 +1,7 @@
-//! Metrics of a run and the ET objective. Definitions in docs/model.md ("Metrics").
+//! Metrics of a run: the figures a site reads per job class ([`ClassFigures`]: waits,
+//! Feitelson's bounded slowdown, work served, slice utilisation; [`Repartitions`]) and the ET
+//! objective with fixed references ([`Norm`]), the one ranking metric of the static searches
+//! and the judgement. Definitions in docs/model.md ("Metrics").
 //!
 //! A run is judged on an evaluation window (docs/simulate.md, "Fair baselines"): energy per
 //! job, tardiness, the late share and waits count only the jobs released at or after the

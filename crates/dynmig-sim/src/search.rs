@@ -239,6 +239,8 @@ impl<'a> Searcher<'a> {
     /// A searcher on `wl`, judging on jobs released from `cfg.window_start_s` on (samples
     /// off) with ET of the fixed references [`Norm::of`] `wl`; `tag` (e.g. `fair`, `oracle`)
     /// prefixes its progress labels and warnings; `warn`: print warnings to stderr as well.
+    /// No run is made here (`_progress` is kept for callers that passed one: ET no longer needs
+    /// a `none` run).
     ///
     /// # Errors
     /// The model has no profile table for a cluster (never for the built-in models).

@@ -142,6 +142,16 @@ fn load_levels_give_the_asked_share_of_the_busiest_hour() {
     assert_eq!(one, auto);
 }
 
+#[test]
+fn a_level_is_asked_as_a_percentage_and_a_bare_number_stays_a_factor() {
+    use dynmig_sim::cli::parse_load;
+    assert_eq!(parse_load("80%", 128).unwrap(), Load::Level { gpus: 128, level: 0.8 });
+    assert_eq!(parse_load("auto", 128).unwrap(), Load::Auto { gpus: 128 });
+    assert_eq!(parse_load("0.8", 128).unwrap(), Load::Factor(0.8));
+    assert!(parse_load("0%", 128).is_err());
+    assert!(parse_load("x%", 128).is_err());
+}
+
 /// The last `days` of the default trace at 80% on `nodes` x 8 GPUs.
 fn trace_slice(seed: u64, days: f64, nodes: usize) -> Workload {
     let pods = pods_of("default").unwrap();
