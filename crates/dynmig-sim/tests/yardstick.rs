@@ -230,3 +230,34 @@ fn the_local_search_ends_no_worse_than_its_start() {
     // No budget: nothing run.
     assert_eq!(s.local(&ranked, 0, &|_, _| {}).1, 0);
 }
+
+#[test]
+fn every_table_leads_with_the_site_figures_and_prints_the_price() {
+    let wl = synthetic(1, 2.0);
+    let cfg = SimConfig::new(&A100_40GB, 2, 8);
+    let o = EvalOptions {
+        policies: vec![PolicyName::None, PolicyName::Static],
+        search_days: Some((0.0, 1.0)),
+        eval_from_days: Some(1.0),
+        warn: false,
+        static_local_runs: 4,
+        ..Default::default()
+    };
+    let e = evaluate(&wl, &cfg, &o, &|_, _| {}).unwrap();
+    for text in [dynmig_sim::report::terminal(&e), dynmig_sim::report::markdown(&e)] {
+        let site = text.find("wait p95 h").unwrap();
+        let et = text.find("ET/none").unwrap();
+        assert!(site < et, "{text}");
+        assert!(text.contains("1 h of mean tardiness = "), "{text}");
+    }
+    let csv = dynmig_sim::report::csv(&e).unwrap();
+    let mut r = csv::Reader::from_reader(csv.as_bytes());
+    let head: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(head[..2], ["all_jobs", "all_wait_p50_s"]);
+    for h in ["multi_bsld_p95", "et", "e_ref_j", "reparts_per_node_day"] {
+        assert!(head.iter().any(|x| x == h), "{h} in {head:?}");
+    }
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|x| x.len() == head.len()));
+}
