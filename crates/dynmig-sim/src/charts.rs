@@ -20,7 +20,10 @@ pub fn et_chart(rows: &[Metrics], path: &Path) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
     let max = rows.iter().map(|r| r.et).fold(0.0f64, f64::max).max(1e-9) * 1.15;
     let mut ch = ChartBuilder::on(&root)
-        .caption("ET = (e + t) / 2, normalised to no partitioning", ("sans-serif", 18))
+        .caption(
+            "ET = (e / e_ref + t / t_ref) / 2, fixed references of the workload",
+            ("sans-serif", 18),
+        )
         .margin(10)
         .x_label_area_size(60)
         .y_label_area_size(50)

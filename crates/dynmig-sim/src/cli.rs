@@ -29,8 +29,10 @@ pub struct SimulateArgs {
     /// Days: the last N days of the trace, or N days of synthetic arrivals.
     #[arg(long)]
     pub days: Option<f64>,
-    /// Load factor (trace copies; synthetic: mean jobs per hour x this / 100), or `auto`: the
-    /// factor at which the whole-GPU demand of the day's busiest hour equals the cluster's GPUs.
+    /// Load factor (trace copies; synthetic: mean jobs per hour x this / 100); `auto`: the
+    /// factor at which the whole-GPU demand of the day's busiest hour equals the cluster's
+    /// GPUs; or a level a site runs at, `P%` (e.g. `60%`, `80%`, `95%`): that share of the
+    /// busiest hour's sustainable throughput (`auto` is `100%`; docs/simulate.md, "Load").
     #[arg(long, default_value = "auto")]
     pub load: String,
     /// GPU model.
@@ -119,6 +121,10 @@ pub struct SimulateArgs {
     /// Periods per day of the learned time-of-day schedule.
     #[arg(long, default_value_t = 4)]
     pub periods: u32,
+    /// Runs the local search over mixed node layouts may take in each static search (0: the
+    /// uniform layouts and the demand mix only; docs/simulate.md, "Fair baselines").
+    #[arg(long, default_value_t = crate::search::LOCAL_SEARCH_RUNS)]
+    pub static_local_runs: usize,
     /// Seed (workload draws and random placement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -204,17 +210,24 @@ fn source<'p>(a: &SimulateArgs, pods: &'p Option<Vec<Pod>>) -> Source<'p> {
     }
 }
 
-/// `--load`: a factor or `auto` (for a cluster of `gpus` GPUs).
+/// `--load`: a factor, `auto` or a level `P%` ([`Load::Level`] P / 100), for a cluster of
+/// `gpus` GPUs.
 ///
 /// # Errors
-/// Neither a number > 0 nor `auto`.
+/// Neither a number > 0, nor `auto`, nor a percentage > 0.
 pub fn parse_load(load: &str, gpus: usize) -> Result<Load> {
     if load == "auto" {
         return Ok(Load::Auto { gpus });
     }
+    if let Some(p) = load.strip_suffix('%') {
+        return match p.trim().parse::<f64>() {
+            Ok(p) if p > 0.0 && p.is_finite() => Ok(Load::Level { gpus, level: p / 100.0 }),
+            _ => bail!("--load {load}: a level is a percentage > 0, e.g. 80%"),
+        };
+    }
     match load.parse::<f64>() {
         Ok(f) if f > 0.0 && f.is_finite() => Ok(Load::Factor(f)),
-        _ => bail!("--load {load}: allowed a number > 0 or auto"),
+        _ => bail!("--load {load}: allowed a number > 0, auto, or a level such as 80%"),
     }
 }
 
@@ -300,6 +313,7 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
         },
         eval_from_days: a.eval_from,
         learned: a.learned.clone(),
+        static_local_runs: a.static_local_runs,
         ..Default::default()
     })
 }

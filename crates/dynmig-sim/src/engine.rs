@@ -193,6 +193,9 @@ pub struct RunResult {
     /// Repartitions carried out (per node, or per GPU with [`DrainScope::Gpu`]) that changed
     /// at least one instance.
     pub reconfigs: u64,
+    /// Of [`RunResult::reconfigs`], those ordered at or after [`SimConfig::window_start_s`].
+    #[serde(default)]
+    pub window_reconfigs: u64,
     /// GPU-instance creates and destroys.
     pub instance_changes: u64,
     /// Events processed (releases, completions, reconfigurations, policy calls).
@@ -391,6 +394,7 @@ struct Sim<'a> {
     energy_j: f64,
     busy_slice_ms: f64,
     reconfigs: u64,
+    window_reconfigs: u64,
     changes: u64,
     events: u64,
     samples: Vec<Sample>,
@@ -517,6 +521,7 @@ impl<'a> Sim<'a> {
             energy_j: 0.0,
             busy_slice_ms: 0.0,
             reconfigs: 0,
+            window_reconfigs: 0,
             changes: 0,
             events: 0,
             samples: Vec::new(),
@@ -1014,6 +1019,9 @@ impl<'a> Sim<'a> {
             return Ok(());
         }
         self.reconfigs += 1;
+        if self.now as f64 >= self.cfg.window_start_s * 1000.0 {
+            self.window_reconfigs += 1;
+        }
         self.changes += ops as u64;
         let t = self.now + (ops as f64 * self.cfg.reconfig_cost_s * 1000.0).round() as i64;
         self.push(
@@ -1333,6 +1341,7 @@ impl<'a> Sim<'a> {
             busy_slice_s: self.busy_slice_ms / 1000.0,
             capacity_slices: (self.c.insts.len() as u32) * u32::from(self.cfg.model.compute_slices),
             reconfigs: self.reconfigs,
+            window_reconfigs: self.window_reconfigs,
             instance_changes: self.changes,
             events: self.events,
             samples: self.samples,

@@ -7,12 +7,14 @@
 
 use crate::bounds::{bounds, Bounds};
 use crate::engine::{simulate, RunResult, SimConfig};
-use crate::metrics::{judged_jobs, metrics, normalise, Metrics};
+use crate::metrics::{judged_jobs, metrics, normalise, Metrics, Norm};
 use crate::placement::Placement;
 use crate::policies::adaptive::AdaptiveSettings;
 use crate::policies::mpc::MpcSettings;
 use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
-use crate::search::{default_threads, describe_job, par_map, spec_layouts, unrunnable, Ranked, Searcher};
+use crate::search::{
+    default_threads, describe_job, par_map, spec_layouts, unrunnable, Ranked, Searcher, LOCAL_SEARCH_RUNS,
+};
 use crate::window::{fmt_days, released_in, windows, Windows};
 use crate::workload::Workload;
 use anyhow::{bail, Result};
@@ -138,6 +140,10 @@ pub struct EvalOptions {
     /// model: a run takes the one for its cluster's GPUs ([`EvalOptions::learned_for`]); with
     /// none for them, the row is omitted with a warning.
     pub learned: Vec<crate::policies::ExternalPolicy>,
+    /// Runs the local search over mixed node layouts may take in each static search
+    /// ([`Searcher::local`]; 0: uniform layouts and the demand mix only) [default:
+    /// [`LOCAL_SEARCH_RUNS`]].
+    pub static_local_runs: usize,
 }
 
 impl EvalOptions {
@@ -164,6 +170,7 @@ impl Default for EvalOptions {
             warn: true,
             threads: default_threads(),
             learned: Vec::new(),
+            static_local_runs: LOCAL_SEARCH_RUNS,
         }
     }
 }
@@ -185,6 +192,9 @@ pub struct Evaluation {
     pub windows: Windows,
     /// Warnings: candidates skipped (naming the job they cannot run) and rows omitted.
     pub skipped: Vec<String>,
+    /// The fixed references of ET on the judged jobs (the oracle's search ranks with them too).
+    #[serde(default = "Norm::unset")]
+    pub norm: Norm,
 }
 
 /// Which search a row's policy comes from.
@@ -219,6 +229,9 @@ struct Searched {
     skipped: Vec<String>,
     statics: Option<Row>,
     pairs: Option<Row>,
+    /// The static candidates this search ranked (name, layout), its local search's best
+    /// included: the oracle's search ranks the fair search's too.
+    candidates: Vec<(String, Vec<dynmig_core::geometry::NodeLayout>)>,
 }
 
 /// The search a policy's row comes from (`None`: it is not searched).
@@ -233,15 +246,16 @@ fn searched_by(p: PolicyName) -> Option<Search> {
 /// One independent piece of an evaluation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Task {
-    /// A search and the rows it gives.
-    Search(Search),
+    /// The fair search, then the oracle's (which also ranks the fair search's candidates),
+    /// and the rows they give.
+    Searches,
     /// A row that is not searched.
     Run(PolicyName),
 }
 
 /// What a [`Task`] produced.
 enum Done {
-    Search(Box<Result<Searched>>),
+    Search(Vec<(Search, Result<Searched>)>),
     Run(Box<Result<(Metrics, RunResult)>>),
 }
 
@@ -270,7 +284,7 @@ impl Bench<'_> {
         } else {
             detail.to_string()
         };
-        let mut m = metrics(self.wl, &r, self.b, &detail, wall, self.c.window_start_s);
+        let mut m = metrics(self.wl, &r, self.b, &detail, wall, &self.c);
         m.policy = row.to_string();
         Ok((m, r))
     }
@@ -340,8 +354,18 @@ impl Bench<'_> {
     }
 
     /// The search `which` and the rows asked of it: `statics` (the best static layout) and
-    /// `pairs` (the best twice-daily pair, searched among the best statics).
-    fn search(&self, which: Search, statics: bool, pairs: bool, progress: &dyn Fn(&str, u64)) -> Result<Searched> {
+    /// `pairs` (the best twice-daily pair, searched among the best statics). The static
+    /// candidates are the uniform layouts, the demand mix, `extra` (for the oracle: the fair
+    /// search's, so that it ranks a superset of them on the judged jobs) and the local
+    /// search's best from the best uniform one ([`Searcher::local`]).
+    fn search(
+        &self,
+        which: Search,
+        statics: bool,
+        pairs: bool,
+        extra: &[(String, Vec<dynmig_core::geometry::NodeLayout>)],
+        progress: &dyn Fn(&str, u64),
+    ) -> Result<Searched> {
         let (wl, from) = match which {
             Search::Fair => (self.search_wl, self.win.search_days.0 * 86400.0),
             Search::Oracle => (self.wl, self.c.window_start_s),
@@ -356,6 +380,7 @@ impl Bench<'_> {
             skipped: Vec::new(),
             statics: None,
             pairs: None,
+            candidates: Vec::new(),
         };
         if which == Search::Fair && wl.jobs.is_empty() {
             out.statics = statics.then(|| (None, vec![self.nothing_to_search(static_row)]));
@@ -371,18 +396,64 @@ impl Bench<'_> {
         let mut s = Searcher::new(wl, &cfg, tag, self.opts.warn, progress)?;
         s.threads = self.opts.threads;
         out.searched = true;
-        let ranked = s.statics(progress);
+        let mut cands = s.static_candidates();
+        for (name, l) in extra {
+            if !cands.iter().any(|(_, c)| c == l) {
+                cands.push((name.clone(), l.clone()));
+            }
+        }
+        let (mut ranked, mut n) = s.rank_statics(cands.clone(), progress);
+        let t0 = Instant::now();
+        let (local, runs) = s.local(&ranked, self.opts.static_local_runs, progress);
+        let local_wall = t0.elapsed().as_secs_f64();
+        if let Some(best) = local {
+            if let PolicySpec::Static(l) = &best.spec {
+                cands.push((best.name.clone(), l.clone()));
+            }
+            ranked.push(best);
+            ranked.sort_by(|a, b| a.et.total_cmp(&b.et));
+            n += 1;
+        }
+        out.candidates = cands;
+        let local_note = format!("local search {runs} runs in {local_wall:.1} s");
+        let ranked = (ranked, n);
         if statics {
-            out.statics = Some(self.best_row(static_row, which, &ranked, progress)?);
+            out.statics = Some(self.best_row(static_row, which, &ranked, &local_note, progress)?);
         }
         if pairs {
             let (top, dn) = (self.opts.top_static, self.opts.day_night);
             let r = s.pairs(&ranked.0, top, dn, progress);
-            out.pairs = Some(self.best_row(pairs_row, which, &r, progress)?);
+            out.pairs = Some(self.best_row(pairs_row, which, &r, "", progress)?);
         }
         out.tried = s.tried;
         out.skipped = s.skipped;
         Ok(out)
+    }
+
+    /// The fair search and the oracle's, as asked (`fair`, `oracle`: (statics, pairs)); the
+    /// oracle's also ranks the fair search's static candidates, so the fair search runs
+    /// whenever the oracle's does.
+    fn searches(
+        &self,
+        fair: (bool, bool),
+        oracle: (bool, bool),
+        progress: &dyn Fn(&str, u64),
+    ) -> Vec<(Search, Result<Searched>)> {
+        let mut out = Vec::new();
+        let f = self.search(Search::Fair, fair.0, fair.1, &[], progress);
+        let extra = f.as_ref().map(|s| s.candidates.clone()).unwrap_or_default();
+        let failed = f.as_ref().err().map(|e| format!("{e:#}"));
+        out.push((Search::Fair, f));
+        if oracle.0 || oracle.1 {
+            let o = match failed {
+                Some(e) => Err(anyhow::anyhow!(
+                    "the fair search, whose candidates the oracle ranks too, failed: {e}"
+                )),
+                None => self.search(Search::Oracle, oracle.0, oracle.1, &extra, progress),
+            };
+            out.push((Search::Oracle, o));
+        }
+        out
     }
 
     /// The warning of a searched row omitted for want of jobs in the search window.
@@ -402,6 +473,7 @@ impl Bench<'_> {
         row: &str,
         which: Search,
         (ranked, n): &(Vec<Ranked>, usize),
+        note: &str,
         progress: &dyn Fn(&str, u64),
     ) -> Result<Row> {
         let (a, b) = self.win.search_days;
@@ -414,11 +486,14 @@ impl Bench<'_> {
             whence = format!("{whence} ({})", self.win.note);
         }
         let skipped = n - ranked.len();
-        let skipped = if skipped > 0 {
+        let mut skipped = if skipped > 0 {
             format!(", {skipped} skipped")
         } else {
             String::new()
         };
+        if !note.is_empty() {
+            skipped.push_str(&format!(" ({note})"));
+        }
         for (k, cand) in ranked.iter().enumerate() {
             if let Some(j) = unrunnable(&spec_layouts(&cand.spec), self.c.model, self.wl) {
                 warnings.push(format!(
@@ -481,13 +556,7 @@ pub fn evaluate(
     }
     let gpus = cfg.nodes * cfg.gpus_per_node;
     let b = bounds(wl, cfg.model, gpus, &cfg.power);
-    let mean_work = wl
-        .jobs
-        .iter()
-        .filter(|j| j.release >= from_s)
-        .map(|j| j.work)
-        .sum::<f64>()
-        / judged as f64;
+    let norm = Norm::of(wl, &b, from_s);
     let (a, z) = win.search_days;
     let search_wl = released_in(wl, a * 86400.0, z * 86400.0);
     let mut rows = Vec::new();
@@ -508,15 +577,12 @@ pub fn evaluate(
         )
     });
     let wants = |p: PolicyName| opts.policies.contains(&p) && !(p == PolicyName::Learned && learned_omitted.is_some());
-    // The searches first (the longest), then the other rows; `none` always (ET needs it).
+    // The searches first (the longest), then the other rows; `none` always (ET/none divides by it).
     let mut tasks = Vec::new();
-    for (which, first, pairs) in [
-        (Search::Fair, PolicyName::Static, PolicyName::TwiceDaily),
-        (Search::Oracle, PolicyName::StaticOracle, PolicyName::TwiceDailyOracle),
-    ] {
-        if wants(first) || wants(pairs) {
-            tasks.push(Task::Search(which));
-        }
+    let fair = (wants(PolicyName::Static), wants(PolicyName::TwiceDaily));
+    let oracle = (wants(PolicyName::StaticOracle), wants(PolicyName::TwiceDailyOracle));
+    if fair.0 || fair.1 || oracle.0 || oracle.1 {
+        tasks.push(Task::Searches);
     }
     for p in [
         PolicyName::Adaptive,
@@ -545,13 +611,7 @@ pub fn evaluate(
             b: &b,
         };
         let done = par_map(&tasks, opts.threads, progress, |t, p| match *t {
-            Task::Search(which) => {
-                let (first, pairs) = match which {
-                    Search::Fair => (PolicyName::Static, PolicyName::TwiceDaily),
-                    Search::Oracle => (PolicyName::StaticOracle, PolicyName::TwiceDailyOracle),
-                };
-                Done::Search(Box::new(bench.search(which, wants(first), wants(pairs), p)))
-            }
+            Task::Searches => Done::Search(bench.searches(fair, oracle, p)),
             Task::Run(name) => Done::Run(Box::new(bench.plain_row(name, p))),
         });
         let mut plain: Vec<(PolicyName, Result<(Metrics, RunResult)>)> = Vec::new();
@@ -559,7 +619,7 @@ pub fn evaluate(
         for (t, d) in tasks.iter().zip(done) {
             match (t, d) {
                 (Task::Run(p), Done::Run(r)) => plain.push((*p, *r)),
-                (Task::Search(w), Done::Search(r)) => searched.push((*w, *r)),
+                (Task::Searches, Done::Search(r)) => searched.extend(r),
                 _ => unreachable!("each task gives its own kind of result"),
             }
         }
@@ -630,8 +690,9 @@ pub fn evaluate(
             runs.push(r);
         }
     }
-    normalise(&mut rows, mean_work);
+    normalise(&mut rows, &norm);
     Ok(Evaluation {
+        norm,
         rows,
         bounds: b,
         runs,

@@ -255,6 +255,11 @@ pub struct Stat {
 }
 
 impl Stat {
+    /// No value (NaN).
+    pub fn none() -> Self {
+        Self::of([])
+    }
+
     /// Of the finite values of `v` (NaN when there is none).
     pub fn of(v: impl IntoIterator<Item = f64>) -> Self {
         let v: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
@@ -280,7 +285,7 @@ pub struct PolicySummary {
     pub policy: String,
     /// Seeds with this row.
     pub seeds: usize,
-    /// ET (none = 1).
+    /// ET ([`crate::metrics::Norm::et`]: fixed references of the workload).
     pub et: Stat,
     /// ET over fair static's.
     pub et_vs_static: Stat,
@@ -300,6 +305,17 @@ pub struct PolicySummary {
     pub drain_waste_gpu_h: Stat,
     /// Repartitions.
     pub reconfigs: Stat,
+    /// The figures a site reads per job class, means over the seeds
+    /// ([`crate::metrics::mean_site_figures`]).
+    #[serde(default)]
+    pub classes: Vec<crate::metrics::ClassFigures>,
+    /// Repartitions per node and day and drain waste per repartition, means over the seeds.
+    #[serde(default)]
+    pub repartitions: crate::metrics::Repartitions,
+    /// The energy price ET's weights imply, MJ per hour of mean tardiness
+    /// ([`crate::metrics::Norm::mj_per_tardiness_hour`]), over the seeds.
+    #[serde(default = "Stat::none")]
+    pub mj_per_tardiness_h: Stat,
 }
 
 /// A group of cells (all but the seed equal) summarised over seeds.
@@ -365,7 +381,11 @@ pub fn summarise(outcomes: &[&CellOutcome]) -> Vec<Group> {
                         .filter_map(|c| c.rows.iter().find(|m| m.policy == p))
                         .collect();
                     let st = |f: &dyn Fn(&Metrics) -> f64| Stat::of(rows.iter().map(|m| f(m)));
+                    let (classes, repartitions) = crate::metrics::mean_site_figures(&rows);
                     PolicySummary {
+                        classes,
+                        repartitions,
+                        mj_per_tardiness_h: st(&|m| m.norm().mj_per_tardiness_hour()),
                         seeds: rows.len(),
                         et: st(&|m| m.et),
                         et_vs_static: st(&|m| m.et_vs_static),

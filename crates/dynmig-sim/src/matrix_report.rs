@@ -2,7 +2,7 @@
 //! Markdown and JSON.
 
 use crate::matrix::{CellOutcome, Group, PolicySummary, Stat};
-use crate::report::aligned;
+use crate::report::{aligned, site_cells, site_head, site_legend};
 use anyhow::Result;
 use serde::Serialize;
 
@@ -68,30 +68,63 @@ fn title(g: &Group) -> String {
     s
 }
 
-/// The matrix as aligned text: per group, one row per policy (means over seeds, ranges of ET
-/// and its ratios).
+/// The site table of a group: per policy, one row per job class (means over seeds).
+fn site_rows(g: &Group) -> Vec<Vec<String>> {
+    g.policies
+        .iter()
+        .flat_map(|p| site_cells(&[p.policy.clone(), p.seeds.to_string()], &p.classes, &p.repartitions))
+        .collect()
+}
+
+/// ET's implied energy price in a group (the same for every policy of a seed).
+fn price(g: &Group) -> String {
+    let p = g.policies.first().map(|p| &p.mj_per_tardiness_h);
+    match p {
+        Some(s) if s.mean.is_finite() => format!(
+            "ET = (e / e_ref + t / t_ref) / 2, e_ref the energy lower bound per job, t_ref the mean full-GPU run of the judged jobs: 1 h of mean tardiness = {} MJ per job (mean (min-max) over seeds)",
+            range(s, 3)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The matrix as aligned text: per group, the site figures per policy and class, then one row
+/// per policy (means over seeds, ranges of ET and its ratios).
 pub fn matrix_terminal(groups: &[Group]) -> String {
     let mut s = String::new();
     for g in groups {
         s.push_str(&format!("== {}\n", title(g)));
+        s.push_str(&aligned(&site_head(&["policy", "seeds"]), &site_rows(g)));
+        s.push('\n');
         let rows: Vec<Vec<String>> = g.policies.iter().map(cells).collect();
         s.push_str(&aligned(&HEAD, &rows));
-        s.push('\n');
+        s.push_str(&price(g));
+        s.push_str("\n\n");
     }
+    s.push_str(&site_legend());
+    s.push('\n');
     s
 }
 
-/// The matrix as Markdown: a heading and a table per group.
+/// The matrix as Markdown: a heading and two tables per group (site figures, then ET).
 pub fn matrix_markdown(groups: &[Group]) -> String {
     let mut s = String::new();
+    let head = site_head(&["policy", "seeds"]);
     for g in groups {
         s.push_str(&format!("### {}\n\n", title(g)));
+        s.push_str(&format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len())));
+        for r in site_rows(g) {
+            s.push_str(&format!("| {} |\n", r.join(" | ")));
+        }
+        s.push('\n');
         s.push_str(&format!("| {} |\n|{}\n", HEAD.join(" | "), "---|".repeat(HEAD.len())));
         for p in &g.policies {
             s.push_str(&format!("| {} |\n", cells(p).join(" | ")));
         }
-        s.push('\n');
+        s.push_str(&format!("\n{}\n\n", price(g)));
     }
+    s.push_str(&site_legend());
+    s.push('\n');
     s
 }
 

@@ -1,7 +1,7 @@
 //! The comparison table in four forms: aligned text for a terminal, Markdown, CSV and JSON.
 
 use crate::evaluate::Evaluation;
-use crate::metrics::Metrics;
+use crate::metrics::{ClassFigures, Metrics, Norm, Repartitions, BSLD_THRESHOLD_S};
 use crate::window::fmt_days;
 use anyhow::Result;
 
@@ -55,6 +55,82 @@ fn cells(m: &Metrics) -> Vec<String> {
         m.events.to_string(),
         format!("{:.2}", m.wall_s),
     ]
+}
+
+/// The columns of the site table after the two that name a row (e.g. policy and placement).
+pub const SITE_HEAD: [&str; 12] = [
+    "class",
+    "jobs",
+    "wait p50 h",
+    "wait p95 h",
+    "wait p99 h",
+    "wait max h",
+    "bsld mean",
+    "bsld p95",
+    "GPU-h/day",
+    "slice util %",
+    "reparts/node/day",
+    "GPU-h idle/repart",
+];
+
+/// The site table's rows of one policy: `first` (the cells naming it) then one row per class
+/// of `classes` (the `all` row first, with the repartition figures, which are cluster-wide).
+pub fn site_cells(first: &[String], classes: &[ClassFigures], rep: &Repartitions) -> Vec<Vec<String>> {
+    classes
+        .iter()
+        .map(|c| {
+            let mut r = first.to_vec();
+            let h = |s: f64| format!("{:.2}", s / 3600.0);
+            r.extend([
+                c.class.clone(),
+                c.jobs.to_string(),
+                h(c.wait_p50_s),
+                h(c.wait_p95_s),
+                h(c.wait_p99_s),
+                h(c.wait_max_s),
+                format!("{:.2}", c.bsld_mean),
+                format!("{:.2}", c.bsld_p95),
+                format!("{:.1}", c.gpu_h_per_day),
+                format!("{:.1}", 100.0 * c.slice_util),
+            ]);
+            if c.class == "all" {
+                r.push(format!("{:.3}", rep.per_node_day));
+                r.push(format!("{:.2}", rep.idle_gpu_h_per_repartition));
+            } else {
+                r.extend([String::new(), String::new()]);
+            }
+            r
+        })
+        .collect()
+}
+
+/// The site table's head after `first` (the columns naming a row).
+pub fn site_head<'a>(first: &[&'a str]) -> Vec<&'a str> {
+    first.iter().copied().chain(SITE_HEAD).collect()
+}
+
+/// What the site table's columns are, one line.
+pub fn site_legend() -> String {
+    format!(
+        "site figures of the judged jobs per class (slice<=3g: 1g-3g; 1 GPU: 4g-7g; multi-GPU): waits, bounded slowdown max(1, (wait + run) / max(run, {BSLD_THRESHOLD_S:.0} s)) (Feitelson, JSSPP 2001), full-GPU hours of work per day, share of compute slices held; repartitions per node and day and drain waste (GPU-h held idle) per repartition, from the window start"
+    )
+}
+
+/// ET's references and the energy price its weights imply, one line.
+pub fn price_line(n: &Norm) -> String {
+    format!(
+        "ET = (e / e_ref + t / t_ref) / 2 with fixed references: e_ref = {:.3} MJ per job (energy lower bound per job of the workload), t_ref = {:.0} s (mean full-GPU run time of the judged jobs); its implied price: 1 h of mean tardiness = {:.3} MJ per job",
+        n.e_ref_j / 1e6,
+        n.t_ref_s,
+        n.mj_per_tardiness_hour()
+    )
+}
+
+fn site_rows(e: &Evaluation) -> Vec<Vec<String>> {
+    e.rows
+        .iter()
+        .flat_map(|m| site_cells(&[m.policy.clone(), m.placement.clone()], &m.classes, &m.repartitions()))
+        .collect()
 }
 
 /// Which jobs were judged and where the fair baselines were searched.
@@ -128,8 +204,13 @@ pub fn aligned(head: &[&str], rows: &[Vec<String>]) -> String {
 
 /// Aligned text.
 pub fn terminal(e: &Evaluation) -> String {
+    let mut s = aligned(&site_head(&["policy", "placement"]), &site_rows(e));
+    s.push_str(&site_legend());
+    s.push_str("\n\n");
     let rows: Vec<Vec<String>> = e.rows.iter().map(cells).collect();
-    let mut s = aligned(&HEAD, &rows);
+    s.push_str(&aligned(&HEAD, &rows));
+    s.push_str(&price_line(&e.norm));
+    s.push('\n');
     s.push_str(&window_line(e));
     s.push('\n');
     s.push_str(&bounds_line(e));
@@ -148,11 +229,22 @@ fn skipped_lines(e: &Evaluation) -> String {
 
 /// Markdown table.
 pub fn markdown(e: &Evaluation) -> String {
-    let mut s = format!("| {} |\n|{}\n", HEAD.join(" | "), "---|".repeat(HEAD.len()));
+    let head = site_head(&["policy", "placement"]);
+    let mut s = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    for r in site_rows(e) {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    s.push_str(&format!("\n{}\n\n", site_legend()));
+    s.push_str(&format!("| {} |\n|{}\n", HEAD.join(" | "), "---|".repeat(HEAD.len())));
     for m in &e.rows {
         s.push_str(&format!("| {} |\n", cells(m).join(" | ")));
     }
-    s.push_str(&format!("\n{}\n\n{}\n", window_line(e), bounds_line(e)));
+    s.push_str(&format!(
+        "\n{}\n\n{}\n\n{}\n",
+        price_line(&e.norm),
+        window_line(e),
+        bounds_line(e)
+    ));
     if !e.skipped.is_empty() {
         s.push('\n');
         s.push_str(&skipped_lines(e));
@@ -160,16 +252,76 @@ pub fn markdown(e: &Evaluation) -> String {
     s
 }
 
-/// CSV, one row per policy and placement, every metric in its unit (J, s).
+/// CSV, one row per policy and placement, every metric in its unit (J, s): the per-class
+/// figures first (`<class>_<figure>` for the classes all, slice, gpu, multi; empty where a
+/// class has no judged job), then [`Metrics`]' own fields.
 ///
 /// # Errors
 /// Serialisation failed.
 pub fn csv(e: &Evaluation) -> Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for m in &e.rows {
-        w.serialize(m)?;
+    const CLASS_KEYS: [(&str, &str); 4] = [
+        ("all", "all"),
+        ("slice<=3g", "slice"),
+        ("1 GPU", "gpu"),
+        ("multi-GPU", "multi"),
+    ];
+    const FIELDS: [&str; 9] = [
+        "jobs",
+        "wait_p50_s",
+        "wait_p95_s",
+        "wait_p99_s",
+        "wait_max_s",
+        "bsld_mean",
+        "bsld_p95",
+        "gpu_h_per_day",
+        "slice_util",
+    ];
+    let mut site = csv::Writer::from_writer(Vec::new());
+    let mut head: Vec<String> = Vec::new();
+    for (_, k) in CLASS_KEYS {
+        head.extend(FIELDS.iter().map(|f| format!("{k}_{f}")));
     }
-    Ok(String::from_utf8(w.into_inner()?)?)
+    site.write_record(&head)?;
+    for m in &e.rows {
+        let mut r: Vec<String> = Vec::new();
+        for (name, _) in CLASS_KEYS {
+            match m.classes.iter().find(|c| c.class == name) {
+                Some(c) => r.extend(
+                    [
+                        c.jobs as f64,
+                        c.wait_p50_s,
+                        c.wait_p95_s,
+                        c.wait_p99_s,
+                        c.wait_max_s,
+                        c.bsld_mean,
+                        c.bsld_p95,
+                        c.gpu_h_per_day,
+                        c.slice_util,
+                    ]
+                    .map(|x| x.to_string()),
+                ),
+                None => r.extend(FIELDS.iter().map(|_| String::new())),
+            }
+        }
+        site.write_record(&r)?;
+    }
+    // Metrics' own fields (the classes are the columns above).
+    let mut rest = csv::Writer::from_writer(Vec::new());
+    for m in &e.rows {
+        let mut plain = m.clone();
+        plain.classes.clear();
+        rest.serialize(&plain)?;
+    }
+    let site = String::from_utf8(site.into_inner()?)?;
+    let rest = String::from_utf8(rest.into_inner()?)?;
+    let mut out = String::new();
+    for (a, b) in site.lines().zip(rest.lines()) {
+        out.push_str(a);
+        out.push(',');
+        out.push_str(b);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// JSON: rows, bounds and the candidates tried.

@@ -1,5 +1,8 @@
 //! The search of the best `static` layout and the best `twice-daily` pair on one workload:
-//! candidates are simulated and ranked by ET (normalised against `none` on the same workload).
+//! candidates are simulated and ranked by ET with the fixed references of the searched
+//! workload ([`Norm`]: the same function and references the judgement uses). Besides the
+//! uniform layouts and the demand mix, [`Searcher::local`] searches layouts that mix node
+//! types (k nodes of one layout, n - k of another, ...) from the best uniform one.
 //! A candidate that cannot run some job is skipped with a warning naming the job, never a
 //! fatal error ([`unrunnable`]; a failed run is skipped the same way).
 //!
@@ -9,13 +12,14 @@
 use crate::bounds::{bounds, Bounds};
 use crate::cluster::Cluster;
 use crate::engine::{simulate, SimConfig};
-use crate::metrics::{metrics, normalise, Metrics};
+use crate::metrics::{metrics, Norm};
 use crate::model::Job;
 use crate::policies::mix::{mix_for_demand, uniform};
 use crate::policies::PolicySpec;
 use crate::workload::Workload;
 use anyhow::Result;
 use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout, ProfileCounts};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -79,7 +83,7 @@ pub(crate) fn par_map<T: Sync, R: Send>(
 /// A candidate that ran: its ET on the searched workload, its name and its policy.
 #[derive(Debug, Clone)]
 pub struct Ranked {
-    /// ET on the searched workload (its `none` = 1).
+    /// ET on the searched workload ([`Norm::et`] with the workload's references).
     pub et: f64,
     /// What it is, e.g. `2 whole nodes, rest 2x3g.20gb`.
     pub name: String,
@@ -205,14 +209,20 @@ pub fn describe(layouts: &[NodeLayout]) -> String {
         .join(" ")
 }
 
+/// Node types besides the whole node the local search mixes: the node layouts of this many
+/// best uniform candidates.
+pub const LOCAL_NODE_TYPES: usize = 3;
+
+/// Runs of the local search ([`Searcher::local`]) at most, by default.
+pub const LOCAL_SEARCH_RUNS: usize = 48;
+
 /// Runs and ranks candidates on one workload.
 pub struct Searcher<'a> {
     wl: &'a Workload,
     cfg: SimConfig,
     tag: String,
     b: Bounds,
-    mean_work: f64,
-    none: Metrics,
+    norm: Norm,
     probe: Cluster,
     cands: Vec<ProfileCounts>,
     warn: bool,
@@ -227,22 +237,25 @@ pub struct Searcher<'a> {
 
 impl<'a> Searcher<'a> {
     /// A searcher on `wl`, judging on jobs released from `cfg.window_start_s` on (samples
-    /// off); `tag` (e.g. `fair`, `oracle`) prefixes its progress labels and warnings; `warn`:
-    /// print warnings to stderr as well. Runs `none` on `wl`, the reference of ET.
+    /// off) with ET of the fixed references [`Norm::of`] `wl`; `tag` (e.g. `fair`, `oracle`)
+    /// prefixes its progress labels and warnings; `warn`: print warnings to stderr as well.
+    /// No run is made here (`_progress` is kept for callers that passed one: ET no longer needs
+    /// a `none` run).
     ///
     /// # Errors
-    /// The `none` run failed (a job fits no profile of the model, or needs more GPUs than a
-    /// node has).
-    pub fn new(wl: &'a Workload, cfg: &SimConfig, tag: &str, warn: bool, progress: &dyn Fn(&str, u64)) -> Result<Self> {
+    /// The model has no profile table for a cluster (never for the built-in models).
+    pub fn new(
+        wl: &'a Workload,
+        cfg: &SimConfig,
+        tag: &str,
+        warn: bool,
+        _progress: &dyn Fn(&str, u64),
+    ) -> Result<Self> {
         let mut cfg = cfg.clone();
         cfg.sample_interval_s = 0.0;
         let gpus = cfg.nodes * cfg.gpus_per_node;
         let b = bounds(wl, cfg.model, gpus, &cfg.power);
-        let judged: Vec<&Job> = wl.jobs.iter().filter(|j| j.release >= cfg.window_start_s).collect();
-        let mean_work = judged.iter().map(|j| j.work).sum::<f64>() / judged.len().max(1) as f64;
-        let label = format!("{}/{tag} none", cfg.placement);
-        let r = simulate(wl, &PolicySpec::None, &cfg, &|d| progress(&label, d))?;
-        let none = metrics(wl, &r, &b, "whole GPUs", 0.0, cfg.window_start_s);
+        let norm = Norm::of(wl, &b, cfg.window_start_s);
         let probe = Cluster::new(cfg.model, cfg.gpus_per_node, &[], cfg.power.clone())?;
         Ok(Self {
             wl,
@@ -250,8 +263,7 @@ impl<'a> Searcher<'a> {
             cfg,
             tag: tag.to_string(),
             b,
-            mean_work,
-            none,
+            norm,
             probe,
             warn,
             threads: default_threads(),
@@ -297,10 +309,8 @@ impl<'a> Searcher<'a> {
                 self.tag
             )),
             Ok(r) => {
-                let m = metrics(self.wl, &r, &self.b, name, 0.0, self.cfg.window_start_s);
-                let mut v = vec![self.none.clone(), m];
-                normalise(&mut v, self.mean_work);
-                Ok(v[1].et)
+                let m = metrics(self.wl, &r, &self.b, name, 0.0, &self.cfg);
+                Ok(self.norm.et(m.energy_per_job_j, m.mean_tardiness_s))
             }
         }
     }
@@ -326,10 +336,15 @@ impl<'a> Searcher<'a> {
         out
     }
 
-    /// Candidates of `static`, best first: each of the model's distinct GPU layouts on every
-    /// GPU but `whole` whole nodes (enough full GPUs for the multi-GPU demand), and the layout
-    /// that follows the demand mix. Also returns how many were tried.
-    pub fn statics(&mut self, progress: &dyn Fn(&str, u64)) -> (Vec<Ranked>, usize) {
+    /// The references this searcher ranks with.
+    pub fn norm(&self) -> Norm {
+        self.norm
+    }
+
+    /// The candidates of `static` (name, cluster layout): each of the model's distinct GPU
+    /// layouts on every GPU but `whole` whole nodes (enough full GPUs for the multi-GPU
+    /// demand), and the layout that follows the demand mix.
+    pub fn static_candidates(&self) -> Vec<(String, Vec<NodeLayout>)> {
         let (nodes, gpn, model) = (self.cfg.nodes, self.cfg.gpus_per_node, self.cfg.model);
         let (d, multi) = demand_mix(self.wl, &self.probe, None);
         let whole = if multi > 0.0 {
@@ -349,12 +364,139 @@ impl<'a> Searcher<'a> {
             .collect();
         let mix = mix_for_demand(model, &self.probe.profiles, nodes, gpn, &d, multi, &self.cands);
         specs.push((format!("demand mix: {}", describe(&mix)), mix));
-        let n = specs.len();
-        let specs = specs
+        specs
+    }
+
+    /// Ranks `candidates` (name, cluster layout) as `static` layouts, best first; also returns
+    /// how many were tried.
+    pub fn rank_statics(
+        &mut self,
+        candidates: Vec<(String, Vec<NodeLayout>)>,
+        progress: &dyn Fn(&str, u64),
+    ) -> (Vec<Ranked>, usize) {
+        let n = candidates.len();
+        let specs = candidates
             .into_iter()
             .map(|(name, l)| (name, PolicySpec::Static(l)))
             .collect();
         (self.rank("static", specs, progress), n)
+    }
+
+    /// Candidates of `static`, best first ([`Searcher::static_candidates`]). Also returns
+    /// how many were tried.
+    pub fn statics(&mut self, progress: &dyn Fn(&str, u64)) -> (Vec<Ranked>, usize) {
+        let c = self.static_candidates();
+        self.rank_statics(c, progress)
+    }
+
+    /// A local search over layouts that mix node types, from the best uniform candidate of
+    /// `ranked` (a layout whose nodes are all alike but for whole nodes): the node types are
+    /// a whole node (every GPU one full instance) and the node layouts of the
+    /// [`LOCAL_NODE_TYPES`] best uniform candidates; a step tries every change of one node
+    /// from one type to another (each state once) and moves to the best neighbour if it
+    /// lowers ET; it stops when none does or after `budget` runs. Returns the best layout
+    /// found if it is better than the start (named `local search: <layout>`), and the runs it
+    /// took. Nodes are ordered by type (whole nodes first, as [`uniform`] does).
+    pub fn local(&mut self, ranked: &[Ranked], budget: usize, progress: &dyn Fn(&str, u64)) -> (Option<Ranked>, usize) {
+        let nodes = self.cfg.nodes;
+        let full = ProfileCounts::parse(self.cfg.model, &format!("1x{}", self.cfg.model.full_profile().name))
+            .expect("the full profile parses");
+        let whole = NodeLayout {
+            gpus: vec![full; self.cfg.gpus_per_node],
+        };
+        // Uniform candidates: at most two node types, one of them whole nodes.
+        let uniform_of = |r: &Ranked| -> Option<NodeLayout> {
+            let PolicySpec::Static(l) = &r.spec else { return None };
+            let mut other: Option<&NodeLayout> = None;
+            for n in l {
+                if *n == whole {
+                    continue;
+                }
+                match other {
+                    Some(o) if o != n => return None,
+                    _ => other = Some(n),
+                }
+            }
+            Some(other.cloned().unwrap_or_else(|| whole.clone()))
+        };
+        let Some(start) = ranked.iter().find(|r| uniform_of(r).is_some()) else {
+            return (None, 0);
+        };
+        let mut types = vec![whole.clone()];
+        for r in ranked {
+            if types.len() > LOCAL_NODE_TYPES {
+                break;
+            }
+            if let Some(t) = uniform_of(r) {
+                if !types.contains(&t) {
+                    types.push(t);
+                }
+            }
+        }
+        let PolicySpec::Static(start_layout) = &start.spec else {
+            return (None, 0);
+        };
+        let mut counts = vec![0usize; types.len()];
+        for n in start_layout {
+            counts[types
+                .iter()
+                .position(|t| t == n)
+                .expect("a uniform candidate's node types are listed")] += 1;
+        }
+        let layout_of = |c: &[usize]| -> Vec<NodeLayout> {
+            c.iter()
+                .zip(&types)
+                .flat_map(|(k, t)| std::iter::repeat_n(t.clone(), *k))
+                .collect()
+        };
+        let mut seen: HashSet<Vec<usize>> = HashSet::from([counts.clone()]);
+        let (mut best_et, mut best) = (start.et, None);
+        let mut runs = 0;
+        while runs < budget {
+            let mut next: Vec<Vec<usize>> = Vec::new();
+            for from in 0..types.len() {
+                for to in 0..types.len() {
+                    if from == to || counts[from] == 0 {
+                        continue;
+                    }
+                    let mut c = counts.clone();
+                    c[from] -= 1;
+                    c[to] += 1;
+                    if seen.insert(c.clone()) {
+                        next.push(c);
+                    }
+                }
+            }
+            next.truncate(budget - runs);
+            if next.is_empty() {
+                break;
+            }
+            runs += next.len();
+            let cands: Vec<(String, PolicySpec)> = next
+                .iter()
+                .map(|c| {
+                    let l = layout_of(c);
+                    (format!("local search: {}", describe(&l)), PolicySpec::Static(l))
+                })
+                .collect();
+            let step = self.rank("static", cands, progress);
+            let Some(top) = step.into_iter().next() else { break };
+            if top.et >= best_et {
+                break;
+            }
+            best_et = top.et;
+            let PolicySpec::Static(l) = &top.spec else { break };
+            counts = vec![0; types.len()];
+            for n in l {
+                counts[types
+                    .iter()
+                    .position(|t| t == n)
+                    .expect("a local layout's node types are listed")] += 1;
+            }
+            best = Some(top);
+        }
+        debug_assert!(nodes == counts.iter().sum::<usize>());
+        (best, runs)
     }
 
     /// Candidates of `twice-daily`, best first: every ordered pair (day, night) among the

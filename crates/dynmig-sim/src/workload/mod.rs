@@ -28,10 +28,22 @@ pub enum Load {
     /// This factor (trace copies; synthetic: jobs per hour x factor).
     Factor(f64),
     /// The factor at which the whole-GPU demand of the day's busiest hour equals `gpus`
-    /// (measured on the workload at factor 1).
+    /// (measured on the workload at factor 1): [`Load::Level`] 1 (kept as it was).
     Auto {
         /// GPUs of the cluster.
         gpus: usize,
+    },
+    /// A load a site runs at: the factor at which the whole-GPU demand of the day's busiest
+    /// hour ([`Workload::peak_gpu_demand`]: GPUs x run time on a full GPU of the jobs, each
+    /// from its release, per hour of the day averaged over the days) is `level` x `gpus`,
+    /// the work a cluster of `gpus` GPUs sustains in that hour (measured on the workload at
+    /// factor 1, the factor scaling the demand linearly; trace copies are jittered, so the
+    /// level is met within a few percent, see docs/simulate.md). Level 1 is `auto`.
+    Level {
+        /// GPUs of the cluster.
+        gpus: usize,
+        /// Share of the busiest hour's sustainable throughput, e.g. 0.6, 0.8, 0.95.
+        level: f64,
     },
 }
 
@@ -69,12 +81,16 @@ pub fn build_workload(
     };
     let factor = match load {
         Load::Factor(f) => f,
-        Load::Auto { gpus } => {
+        Load::Auto { gpus } | Load::Level { gpus, .. } => {
+            let level = match load {
+                Load::Level { level, .. } => level,
+                _ => 1.0,
+            };
             let peak = make(1.0)?.peak_gpu_demand();
             if peak <= 0.0 {
                 bail!("the workload has no GPU demand");
             }
-            gpus as f64 / peak
+            level * gpus as f64 / peak
         }
     };
     Ok((make(factor)?, factor))
