@@ -228,6 +228,7 @@ pub fn simulate_per_allocation(wl: &Workload, cfg: &SimConfig, costs: InstanceCo
         busy_slice_s: s.busy_slice_s,
         capacity_slices: capacity,
         reconfigs: 0,
+        window_reconfigs: 0,
         instance_changes: s.instance_changes,
         events: s.events,
         samples: Vec::new(),

@@ -25,6 +25,7 @@ fn job(release: f64, work: f64, mem_mib: u64, gpus: u32) -> Job {
         gpus,
         kind: JobKind::Training,
         gamma: 1.0,
+        curve: Default::default(),
         due: release + work,
         limit_factor: 1.0,
         exact_slices: None,
