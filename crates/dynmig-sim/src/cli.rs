@@ -67,6 +67,11 @@ pub struct SimulateArgs {
     /// 2026-11-27); inference jobs always use their exponent (docs/model.md).
     #[arg(long, default_value = "miso")]
     pub speed: String,
+    /// Print the ceilings instead: the best policy with whole-node drains, with per-GPU
+    /// drains, and the per-allocation design (an instance created per job), each as headroom
+    /// over the fair static (docs/simulate.md, "Ceilings").
+    #[arg(long)]
+    pub ceilings: bool,
     /// Run the goal matrix instead: traces x models x seeds x drain scopes, every policy;
     /// per (trace, model, drain) the mean and range over seeds (docs/simulate.md).
     #[arg(long)]
@@ -418,6 +423,12 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
             }
             eprintln!("wrote {}", dir.display());
         }
+        return Ok(());
+    }
+    if a.ceilings {
+        let (cs, ev) = crate::ceilings::ceilings(&wl, &cfg, &opts)?;
+        bar.finish_and_clear();
+        print!("{}", crate::ceilings::markdown(&cs, &ev));
         return Ok(());
     }
     let ev = evaluate(&wl, &cfg, &opts, &progress)?;

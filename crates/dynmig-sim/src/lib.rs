@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod bounds;
+pub mod ceilings;
 pub mod charts;
 pub mod cli;
 pub mod cluster;

@@ -1,0 +1,134 @@
+//! The ceilings (issue 26, item 5; `dynmig simulate --ceilings`): how much better than the
+//! fair static each design could do on a workload, judged with the one ET normaliser and
+//! the figures a site reads.
+//!
+//! - **node drain**: the best policy evaluated with whole-node drains (what dynmig does);
+//! - **per-GPU drain**: the best policy evaluated with only the changing GPUs drained (a
+//!   Slurm that could change one GPU's GRES in place);
+//! - **per-allocation**: [`crate::per_allocation`], each job's instance created at its start.
+//!
+//! A clairvoyant offline planner (knowing the future) is not built yet.
+
+use crate::engine::{DrainScope, SimConfig};
+use crate::evaluate::{evaluate, EvalOptions, Evaluation};
+use crate::metrics::{metrics, normalise, Metrics};
+use crate::per_allocation::{simulate_per_allocation, InstanceCosts};
+use crate::workload::Workload;
+use anyhow::Result;
+use std::fmt::Write;
+use std::time::Instant;
+
+/// One ceiling: its name, its best row, and its headroom over the fair static.
+#[derive(Debug, Clone)]
+pub struct Ceiling {
+    /// What it models.
+    pub name: String,
+    /// The row it reached (the best policy's, by ET).
+    pub row: Metrics,
+    /// `1 - ET / ET of the fair static (node drain)`: the share of the fair static's ET the
+    /// design could remove (negative: worse).
+    pub headroom: f64,
+}
+
+/// The ceilings of `wl` on `cfg`'s cluster, the fair static of a node-drain evaluation as
+/// the reference.
+///
+/// # Errors
+/// An evaluation fails ([`evaluate`]) or the per-allocation run does.
+pub fn ceilings(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions) -> Result<(Vec<Ceiling>, Evaluation)> {
+    let mut node_cfg = cfg.clone();
+    node_cfg.drain = DrainScope::Node;
+    let node = evaluate(wl, &node_cfg, opts, &|_, _| {})?;
+    let mut gpu_cfg = cfg.clone();
+    gpu_cfg.drain = DrainScope::Gpu;
+    let gpu = evaluate(wl, &gpu_cfg, opts, &|_, _| {})?;
+    let fair = node
+        .rows
+        .iter()
+        .find(|r| r.policy == "static")
+        .map(|r| r.et)
+        .unwrap_or(f64::NAN);
+    let norm = node.rows.first().map(Metrics::norm);
+    // Oracles see the judged jobs: they are no design a site can run.
+    let best = |ev: &Evaluation| {
+        ev.rows
+            .iter()
+            .filter(|r| !r.policy.ends_with("oracle"))
+            .min_by(|a, b| a.et.total_cmp(&b.et))
+            .cloned()
+    };
+    let mut out = Vec::new();
+    if let Some(r) = best(&node) {
+        out.push(Ceiling {
+            name: format!("node drain (best: {})", r.policy),
+            headroom: 1.0 - r.et / fair,
+            row: r,
+        });
+    }
+    if let Some(r) = best(&gpu) {
+        out.push(Ceiling {
+            name: format!("per-GPU drain (best: {})", r.policy),
+            headroom: 1.0 - r.et / fair,
+            row: r,
+        });
+    }
+    let mut pa_cfg = cfg.clone();
+    pa_cfg.window_start_s = node.windows.eval_from_s();
+    let t0 = Instant::now();
+    let run = simulate_per_allocation(wl, &pa_cfg, InstanceCosts::default())?;
+    let mut row = metrics(
+        wl,
+        &run,
+        &node.bounds,
+        "instances created per job (0.16 s) and destroyed at its end (0.11 s)",
+        t0.elapsed().as_secs_f64(),
+        &pa_cfg,
+    );
+    if let Some(n) = norm {
+        normalise(std::slice::from_mut(&mut row), &n);
+    }
+    out.push(Ceiling {
+        name: "per-allocation".to_string(),
+        headroom: 1.0 - row.et / fair,
+        row,
+    });
+    Ok((out, node))
+}
+
+/// The ceilings as a markdown table: the figures a site reads for all judged jobs, then ET
+/// and the headroom over the fair static.
+pub fn markdown(cs: &[Ceiling], ev: &Evaluation) -> String {
+    let mut s = String::new();
+    let fair = ev.rows.iter().find(|r| r.policy == "static");
+    let _ = writeln!(
+        s,
+        "| design | wait p50 h | wait p95 h | wait p99 h | multi-GPU wait p99 h | bsld mean | bsld p95 | E/job MJ | tardiness s | ET | headroom over fair static |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let line = |s: &mut String, name: &str, r: &Metrics, headroom: f64| {
+        let all = r.classes.iter().find(|c| c.class == "all");
+        let multi = r.classes.iter().find(|c| c.class == "multi-GPU");
+        let h = |x: f64| format!("{:.2}", x / 3600.0);
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {} | {} | {} | {} | {:.3} | {:.0} | {:.3} | {:.1}% |",
+            all.map_or("-".into(), |c| h(c.wait_p50_s)),
+            all.map_or("-".into(), |c| h(c.wait_p95_s)),
+            all.map_or("-".into(), |c| h(c.wait_p99_s)),
+            multi.map_or("-".into(), |c| h(c.wait_p99_s)),
+            all.map_or("-".into(), |c| format!("{:.1}", c.bsld_mean)),
+            all.map_or("-".into(), |c| format!("{:.1}", c.bsld_p95)),
+            r.energy_per_job_j / 1e6,
+            r.mean_tardiness_s,
+            r.et,
+            headroom * 100.0,
+        );
+    };
+    if let Some(f) = fair {
+        line(&mut s, "fair static (reference)", f, 0.0);
+    }
+    for c in cs {
+        line(&mut s, &c.name, &c.row, c.headroom);
+    }
+    s
+}
