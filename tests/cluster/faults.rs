@@ -105,17 +105,8 @@ fn an_agent_killed_at_every_point_of_a_repartition_resumes_and_loses_nothing() {
         let pid = c.agent_pid("n1").unwrap_or_else(|| c.start_agent("n1"));
         c.set_faults("n1", plan);
         // A job only the new layout runs: it waits through the repartition and the kill.
-        // The job waits held until the fault is done: left free, it could start on the node
-        // the moment its new slurmd registers, and a SIGKILL of slurmd while it launches the
-        // batch script leaves the job to Slurm's own recovery (requeued once the node has
-        // missed it for BatchStartTimeout + MessageTimeout, then the requeue delay), a race
-        // of the test's, not dynmig's. Held, it stays queued through the fault and must run
-        // on the new layout after it.
         let job = c
-            .sbatch_out(
-                &jobs_dir,
-                &["--hold", "--gres", &format!("gpu:{profile}:1"), "--time=2"],
-            )
+            .sbatch_out(&jobs_dir, &["--gres", &format!("gpu:{profile}:1"), "--time=2"])
             .expect("sbatch");
         drain_for(&c, "n1", to);
         c.signal(pid, "-USR1");
@@ -246,14 +237,17 @@ fn an_nvml_failure_at_every_backend_call_leaves_the_node_consistent_and_drained_
             .and_then(|g| g.split(':').nth(1))
             .unwrap_or("7g.80gb")
             .to_string();
+        // Held until the agent has run: free, it could start on the node before the drain
+        // below, and the agent would then only wait for it (the fault never reached).
         let job = c
             .sbatch_out(
                 &jobs_dir,
-                &["-w", "n1", "--gres", &format!("gpu:{profile}:1"), "--time=2"],
+                &["--hold", "-w", "n1", "--gres", &format!("gpu:{profile}:1"), "--time=2"],
             )
             .expect("sbatch");
         drain_for(&c, "n1", to);
         let out = c.agent_once_env("n1", &[("DYNMIG_SIM_FAULTS", plan)]);
+        c.ok("scontrol", &["release", &job.id.to_string()]);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let failed = stdout.contains("Failed");
         // The whole failure text: the drain reason is cut at its bound, the event is not.
