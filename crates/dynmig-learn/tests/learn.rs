@@ -163,14 +163,19 @@ fn the_shield_runs_every_job_under_a_model_that_would_split_every_gpu() {
     .unwrap();
     let whole = wl.jobs.iter().filter(|j| j.gpus > 1).count();
     assert!(whole > 0, "the workload has multi-GPU (whole-GPU) jobs");
-    let r = simulate(
-        &wl,
-        &PolicySpec::External(dynmig_learn::external(&model, &limits, None)),
-        &SimConfig::new(&A100_40GB, 2, 8),
-        &|_| {},
-    )
-    .unwrap();
+    // Typed placement (Slurm's): the multi-GPU jobs all run on the node of whole GPUs the
+    // shield keeps; single-GPU jobs of a type the model never makes (it splits every other GPU
+    // into 1g instances) wait and are reported as never started.
+    let spec = PolicySpec::External(dynmig_learn::external(&model, &limits, None));
+    let mut cfg = SimConfig::new(&A100_40GB, 2, 8);
+    let r = simulate(&wl, &spec, &cfg, &|_| {}).unwrap();
     assert!(r.reconfigs > 0, "the model did split GPUs");
+    for (j, o) in wl.jobs.iter().zip(&r.jobs).filter(|(j, _)| j.gpus > 1) {
+        assert_eq!(o.slices, 7, "multi-GPU job {} ran on whole GPUs", j.id);
+    }
+    // With the `spill-up` what-if (a job may take a larger instance), every job runs.
+    cfg.what_if.spill_up = true;
+    let r = simulate(&wl, &spec, &cfg, &|_| {}).unwrap();
     let never = r.jobs.iter().filter(|o| o.slices == 0).count();
     assert_eq!(
         never, 0,

@@ -111,6 +111,19 @@ pub struct SimulateArgs {
     /// jobs, backfill meanwhile) or immediate (a drain at once).
     #[arg(long, default_value = "reservation")]
     pub drain_timing: String,
+    /// Departures from Slurm's scheduling, comma-separated (none by default): `spill-up` (a
+    /// job may run on a larger free instance than its type) and `clairvoyant-backfill`
+    /// (backfill plans with true run times instead of time limits). Neither is Slurm.
+    #[arg(long, default_value = "none")]
+    pub what_if: String,
+    /// Slurm's `bf_window`, minutes: a blocked job whose reservation would start later gets
+    /// none (slurm.conf's default, 1440).
+    #[arg(long, default_value_t = 1440.0)]
+    pub bf_window: f64,
+    /// Slurm's `bf_resolution`, seconds: backfill's times are rounded down to it (slurm.conf's
+    /// default, 60).
+    #[arg(long, default_value_t = 60.0)]
+    pub bf_resolution: f64,
     /// Due-date factor range `LO,HI`: due = release + U(LO, HI) x time on a full GPU.
     #[arg(long, value_delimiter = ',', default_values_t = [1.0, 1.5])]
     pub due: Vec<f64>,
@@ -351,7 +364,24 @@ pub fn workload_and_config(a: &SimulateArgs) -> Result<(crate::workload::Workloa
     cfg.policy_interval_s = a.policy_interval;
     cfg.seed = a.seed;
     cfg.requests = request_params(a)?;
+    scheduling(a, &mut cfg)?;
     Ok((wl, cfg, load))
+}
+
+/// Sets `cfg`'s backfill settings and what-ifs from `a` (`--bf-window`, `--bf-resolution`,
+/// `--what-if`).
+///
+/// # Errors
+/// An unknown what-if, or a window or resolution that is not a number >= 0.
+pub fn scheduling(a: &SimulateArgs, cfg: &mut SimConfig) -> Result<()> {
+    cfg.what_if = a.what_if.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let ok = a.bf_window >= 0.0 && a.bf_resolution >= 0.0 && a.bf_resolution.is_finite();
+    if !ok {
+        bail!("--bf-window and --bf-resolution must be numbers >= 0");
+    }
+    cfg.bf_window_s = a.bf_window * 60.0;
+    cfg.bf_resolution_s = a.bf_resolution;
+    Ok(())
 }
 
 /// Runs `dynmig simulate`.
@@ -369,6 +399,16 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
     let gpus = a.nodes * a.gpus_per_node;
     let load = parse_load(&a.load, gpus)?;
     if a.matrix || a.sensitivity {
+        // The matrix's cells are built with Slurm's scheduling defaults.
+        let mut probe = SimConfig::new(model, 1, 1);
+        scheduling(a, &mut probe)?;
+        let slurm = SimConfig::new(model, 1, 1);
+        if !probe.what_if.is_slurm()
+            || probe.bf_window_s != slurm.bf_window_s
+            || probe.bf_resolution_s != slurm.bf_resolution_s
+        {
+            bail!("--what-if, --bf-window and --bf-resolution are not applied to --matrix or --sensitivity cells");
+        }
         return crate::matrix_cli::run(a, load, &m, model, drain);
     }
     let (wl, mut cfg, load) = workload_and_config(a)?;

@@ -190,9 +190,16 @@ pub struct Cluster {
     pub free_full: Vec<u8>,
     /// Nodes by their count of free full-GPU instances.
     pub by_free_full: Vec<KeySet>,
-    /// Per node, when the jobs on its busy full-GPU instances of up GPUs end, ms, sorted
-    /// (what an EASY reservation for a multi-GPU job waits for).
+    /// Per node, when the jobs on its busy full-GPU instances of up GPUs end as backfill
+    /// plans it ([`Cluster::plan_end`]), ms, sorted (what an EASY reservation for a multi-GPU
+    /// job waits for).
     pub full_ends: Vec<Vec<i64>>,
+    /// Per profile, the busy instances of up GPUs as (planned end, key), ascending (what an
+    /// EASY reservation for a single-GPU job waits for).
+    pub busy_ends: Vec<BTreeSet<(i64, u32)>>,
+    /// Whether backfill plans with the jobs' true ends (the `clairvoyant-backfill` what-if)
+    /// instead of their time limits (Slurm). Set before any job starts.
+    pub clairvoyant: bool,
     /// Instances per profile in the whole cluster.
     pub inst_count: Vec<u32>,
     /// Busy instance power above idle, per GPU, W.
@@ -248,6 +255,8 @@ impl Cluster {
             free_full: vec![0; nodes],
             by_free_full: vec![KeySet::new(nodes); gpn + 1],
             full_ends: vec![Vec::new(); nodes],
+            busy_ends: vec![BTreeSet::new(); profiles.len()],
+            clairvoyant: false,
             inst_count: vec![0; profiles.len()],
             busy_w: vec![0.0; gpus],
             total_w: power.idle_w * gpus as f64,
@@ -454,9 +463,8 @@ impl Cluster {
         i.until_ms = until_ms;
         i.end_ms = end_ms;
         i.asked = asked as u8;
-        if inst.pidx as usize == self.full {
-            self.ends_add(gpu, end_ms);
-        }
+        let i = *i;
+        self.ends_add(gpu, &i);
         if self.gpu_jobs[gpu] == 0 {
             self.idle_gpus -= 1;
         }
@@ -482,8 +490,8 @@ impl Cluster {
         let gpu = (key / 8) as usize;
         let inst = *self.inst(key);
         debug_assert!(inst.job.is_some());
-        if inst.pidx as usize == self.full && self.state[gpu] == GpuState::Up {
-            self.ends_remove(gpu, inst.end_ms);
+        if self.state[gpu] == GpuState::Up {
+            self.ends_remove(gpu, &inst);
         }
         let i = self.inst_mut(key);
         i.job = None;
@@ -513,13 +521,36 @@ impl Cluster {
         }
     }
 
-    fn ends_add(&mut self, gpu: usize, end_ms: i64) {
+    /// When the job on `i` ends as backfill plans it: its time limit's end (Slurm), or its
+    /// true end with [`Cluster::clairvoyant`].
+    pub fn plan_end(&self, i: &Inst) -> i64 {
+        if self.clairvoyant {
+            i.end_ms
+        } else {
+            i.until_ms
+        }
+    }
+
+    /// Indexes the busy instance `i` of the up GPU `gpu` ([`Cluster::full_ends`],
+    /// [`Cluster::busy_ends`]).
+    fn ends_add(&mut self, gpu: usize, i: &Inst) {
+        let end_ms = self.plan_end(i);
+        self.busy_ends[i.pidx as usize].insert((end_ms, Self::key(gpu, i.placed.start)));
+        if i.pidx as usize != self.full {
+            return;
+        }
         let v = &mut self.full_ends[gpu / self.gpn];
         let at = v.partition_point(|e| *e <= end_ms);
         v.insert(at, end_ms);
     }
 
-    fn ends_remove(&mut self, gpu: usize, end_ms: i64) {
+    fn ends_remove(&mut self, gpu: usize, i: &Inst) {
+        let end_ms = self.plan_end(i);
+        let removed = self.busy_ends[i.pidx as usize].remove(&(end_ms, Self::key(gpu, i.placed.start)));
+        debug_assert!(removed, "a busy instance's end is indexed");
+        if i.pidx as usize != self.full {
+            return;
+        }
         let v = &mut self.full_ends[gpu / self.gpn];
         let at = v.partition_point(|e| *e < end_ms);
         debug_assert_eq!(v.get(at), Some(&end_ms), "a busy full-GPU instance's end is indexed");
@@ -549,9 +580,8 @@ impl Cluster {
                 match (i.job.is_none(), is_up) {
                     (true, true) => self.pool_add(gpu, i),
                     (true, false) => self.pool_remove(gpu, i),
-                    (false, true) if i.pidx as usize == self.full => self.ends_add(gpu, i.end_ms),
-                    (false, false) if i.pidx as usize == self.full => self.ends_remove(gpu, i.end_ms),
-                    _ => {}
+                    (false, true) => self.ends_add(gpu, &i),
+                    (false, false) => self.ends_remove(gpu, &i),
                 }
             }
         }
@@ -567,6 +597,7 @@ impl Cluster {
         let mut free = vec![BTreeSet::new(); self.profiles.len()];
         let mut node_busy = vec![0u32; self.nodes()];
         let mut full_ends = vec![Vec::new(); self.nodes()];
+        let mut busy_ends = vec![BTreeSet::new(); self.profiles.len()];
         let mut total_w = 0.0;
         let mut busy_slices = 0u32;
         let mut held_busy = 0u32;
@@ -592,8 +623,11 @@ impl Cluster {
                     node_busy[g / self.gpn] += 1;
                     node_counts[g / self.gpn * 2 * np + i.pidx as usize] += 1;
                     node_counts[g / self.gpn * 2 * np + np + i.asked as usize] += 1;
-                    if self.state[g] == GpuState::Up && i.pidx as usize == self.full {
-                        full_ends[g / self.gpn].push(i.end_ms);
+                    if self.state[g] == GpuState::Up {
+                        busy_ends[i.pidx as usize].insert((self.plan_end(i), Self::key(g, i.placed.start)));
+                        if i.pidx as usize == self.full {
+                            full_ends[g / self.gpn].push(self.plan_end(i));
+                        }
                     }
                     w += self.power.instance_w(i.placed.profile.compute_slices);
                     busy_slices += u32::from(i.placed.profile.compute_slices);
@@ -611,7 +645,7 @@ impl Cluster {
             return Err(anyhow!("free pools do not match the idle instances of up GPUs"));
         }
         full_ends.iter_mut().for_each(|v| v.sort_unstable());
-        if full_ends != self.full_ends {
+        if full_ends != self.full_ends || busy_ends != self.busy_ends {
             return Err(anyhow!(
                 "the index of full-GPU job ends does not match the running jobs"
             ));

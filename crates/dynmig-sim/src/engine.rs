@@ -4,6 +4,7 @@
 //! Deterministic: the same workload, config and seed give the same result (ordered
 //! collections only; ties broken by job id and event sequence).
 
+use crate::backfill::{Resv, WhatIfs, BF_INTERVAL_S, BF_RESOLUTION_S, BF_WINDOW_S};
 use crate::cluster::{Cluster, GpuState, Hold, SHAPE};
 use crate::model::Job;
 use crate::placement::Placement;
@@ -29,6 +30,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod schedule;
+#[cfg(test)]
+mod tests;
+
 /// The free instances a job starts on: one, or one per GPU of a multi-GPU job.
 enum Keys {
     One(u32),
@@ -44,8 +49,9 @@ impl Keys {
     }
 }
 
-/// An EASY reservation: the node and the time (ms) its full-GPU instances are free.
-type Reservation = Option<(usize, i64)>;
+/// The EASY reservation of the highest-priority blocked job, if any, and that job's queue
+/// entry (its priority: only jobs behind it must leave the reservation intact).
+type Reservation = Option<(Resv, (i64, u32))>;
 
 /// What a repartition drains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,10 +110,23 @@ pub struct SimConfig {
     /// Longest time limit a user may ask, s: the partition's `MaxTime` (48 h, a common Slurm
     /// site setting). A job that runs longer than that gets its run time as its limit.
     pub max_time_limit_s: f64,
-    /// How long the reservation of a blocked multi-GPU job at the head of the queue is reused
-    /// before it is computed again, s: Slurm's backfill scheduler plans every `bf_interval`
-    /// (30 s by default, SchedMD's slurm.conf manual), not at every event. 0: at every event.
+    /// How long the EASY reservation of the highest-priority blocked job is reused before it
+    /// is computed again, s: Slurm's backfill scheduler plans every `bf_interval` (default
+    /// [`BF_INTERVAL_S`], 30 s: SchedMD's slurm.conf manual,
+    /// <https://slurm.schedmd.com/slurm.conf.html>, `SchedulerParameters`), not at every
+    /// event. 0: at every event.
     pub backfill_interval_s: f64,
+    /// Slurm's `bf_window`, s: a blocked job whose reservation would start later than this
+    /// after now gets none (lower-priority jobs may then take what it waits for). Default
+    /// [`BF_WINDOW_S`], 1440 minutes (SchedMD's slurm.conf manual, `SchedulerParameters`).
+    /// Infinite: no window.
+    pub bf_window_s: f64,
+    /// Slurm's `bf_resolution`, s: backfill's times (the reservation's start, a candidate's
+    /// planned end) are rounded down to a multiple of it. Default [`BF_RESOLUTION_S`], 60 s
+    /// (SchedMD's slurm.conf manual, `SchedulerParameters`). 0: exact times.
+    pub bf_resolution_s: f64,
+    /// Departures from Slurm's scheduling (none by default): [`WhatIfs`].
+    pub what_if: WhatIfs,
     /// Start of the evaluation window, s: [`RunResult::window_energy_j`] and
     /// [`RunResult::drain_waste_gpu_s`] count from here (0: the whole run).
     pub window_start_s: f64,
@@ -134,7 +153,10 @@ impl SimConfig {
             power: PowerModel::for_model(model),
             requests: RequestParams::default(),
             window_start_s: 0.0,
-            backfill_interval_s: 30.0,
+            backfill_interval_s: BF_INTERVAL_S,
+            bf_window_s: BF_WINDOW_S,
+            bf_resolution_s: BF_RESOLUTION_S,
+            what_if: WhatIfs::default(),
             max_time_limit_s: 48.0 * 3600.0,
             stop_s: f64::INFINITY,
         }
@@ -224,6 +246,12 @@ pub struct RunResult {
     pub idle_gpu_s: f64,
     /// Idle board power of one GPU, W (to price [`RunResult::idle_gpu_s`]).
     pub idle_w: f64,
+    /// Jobs (ids, ascending) that never started: still queued when nothing left could start
+    /// them (their type is on no node and the policy never created it, or it changed
+    /// nothing for two virtual days with nothing running). Each is in [`RunResult::jobs`] as
+    /// starting and ending when the run ended, on no instance (`slices` 0).
+    #[serde(default)]
+    pub never_started: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -260,9 +288,12 @@ pub fn initial_layouts(spec: &PolicySpec, cfg: &SimConfig) -> Vec<NodeLayout> {
 
 /// Runs `wl` under `spec`. `progress` is told each completion.
 ///
+/// Jobs that can never start (their type is on no node and the policy never creates it) do
+/// not stop the run: it ends when nothing left could start them, and they are listed in
+/// [`RunResult::never_started`].
+///
 /// # Errors
-/// A job fits no profile of the model or needs more GPUs than a node has; jobs wait with no
-/// way to run for two virtual days (the policy never offers what they need); an invariant
+/// A job fits no profile of the model or needs more GPUs than a node has; an invariant
 /// broke (with `audit`); a policy asked for an impossible layout.
 pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dyn Fn(u64)) -> Result<RunResult> {
     // A policy from elsewhere (a learned model) may keep changing layouts so that some job
@@ -289,18 +320,37 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
         );
     }
     let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &layouts, cfg.power.clone())?;
-    let mut sim = Sim::new(wl, cfg, cluster)?;
+    let catalog = catalog(spec, &cluster);
+    let mut sim = Sim::new(wl, cfg, cluster, &catalog)?;
     if let PolicySpec::Dynamic(limits) = spec {
         sim.quiet_lifetime = Some(limits.min_layout_lifetime);
     }
     let candidates: Arc<[ProfileCounts]> = distinct_multisets(cfg.model).into();
+    // The planners are told the placement rule they run under, as the controller tells them
+    // Slurm's (typed: `exact_profiles`); only the `spill-up` what-if leaves it as they have it.
+    let typed = !cfg.what_if.spill_up;
     let mut driver = match spec {
         PolicySpec::None | PolicySpec::Static(_) => Driver::Plain(Box::new(NoChange), false),
         PolicySpec::Scheduled(p) => Driver::Plain(Box::new(Scheduled { periods: p.clone() }), false),
         PolicySpec::Dynamic(limits) => Driver::Plain(Box::new(DemandDriven::new(limits.clone())), true),
-        PolicySpec::Plan(s) => Driver::Plain(Box::new(Planner::new(s.clone())), false),
-        PolicySpec::Mpc(s) => Driver::Plain(Box::new(Mpc::new(s.clone(), cfg)), false),
-        PolicySpec::Adaptive(s) => Driver::Plain(Box::new(Adaptive::new(s.clone(), cfg)), false),
+        PolicySpec::Plan(s) => {
+            let mut s = s.clone();
+            s.exact_profiles |= typed;
+            Driver::Plain(Box::new(Planner::new(s)), false)
+        }
+        PolicySpec::Mpc(s) => {
+            let mut s = s.clone();
+            s.planner.exact_profiles |= typed;
+            Driver::Plain(Box::new(Mpc::new(s, cfg)), false)
+        }
+        PolicySpec::Adaptive(s) => {
+            // Its searches run this engine, which types the jobs itself.
+            let mut s = s.clone();
+            if let Some(p) = s.planner.as_mut() {
+                p.exact_profiles |= typed;
+            }
+            Driver::Plain(Box::new(Adaptive::new(s, cfg)), false)
+        }
         PolicySpec::External(e) => Driver::Plain((e.make)(cfg)?, false),
         PolicySpec::Learned { periods } => Driver::Learned(Learned::new(*periods, &sim.c)),
     };
@@ -320,6 +370,30 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     Ok(sim.finish(spec.name()))
 }
 
+/// The profiles jobs may ask for under `spec` (the GRES types Slurm knows, from which the
+/// job_submit plugin picks the smallest that holds a job's request): under a policy that
+/// never changes the layouts (none, static, scheduled) the types its layouts have, as on a
+/// cluster without dynmig; under the others every profile of the model, as dynmig's catalog
+/// node offers them (a job of a type no node has waits for a repartition).
+fn catalog(spec: &PolicySpec, c: &Cluster) -> Vec<bool> {
+    let fixed: Vec<&NodeLayout> = match spec {
+        PolicySpec::None | PolicySpec::Static(_) => {
+            return (0..c.profiles.len()).map(|p| c.inst_count[p] > 0).collect();
+        }
+        PolicySpec::Scheduled(periods) => periods.iter().flat_map(|(_, l)| l.iter()).collect(),
+        _ => return vec![true; c.profiles.len()],
+    };
+    let mut on = vec![false; c.profiles.len()];
+    for g in fixed.iter().flat_map(|l| l.gpus.iter()) {
+        for (name, n) in g.iter() {
+            if let (Some(p), true) = (c.pidx(name), n > 0) {
+                on[p] = true;
+            }
+        }
+    }
+    on
+}
+
 /// How long after the last arrival a run of a [`PolicySpec::External`] policy stops, s (14 days).
 pub const EXTERNAL_STOP_AFTER_S: f64 = 14.0 * 86_400.0;
 
@@ -330,7 +404,7 @@ pub struct StartState {
     pub layouts: Vec<NodeLayout>,
     /// Jobs running now, as `(job index in the workload, node)`: the first `running.len()`
     /// jobs of the workload, in that order, released at 0. Each starts at 0 on a free
-    /// instance of its node that fits it (the smallest such), else it queues like the rest.
+    /// instance of its node of its type (the smallest such), else it queues like the rest.
     pub running: Vec<(u32, usize)>,
     /// Repartitions decided now, as `(node, target)`: applied at 0 after the running jobs
     /// started, with the run's [`DrainTiming`] (a reservation at the node's time limits).
@@ -355,7 +429,8 @@ pub fn simulate_from(wl: &Workload, start: &StartState, cfg: &SimConfig) -> Resu
         bail!("the running jobs of a start state must be the workload's first jobs, in order");
     }
     let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &start.layouts, cfg.power.clone())?;
-    let mut sim = Sim::new(wl, cfg, cluster)?;
+    let every = vec![true; cluster.profiles.len()];
+    let mut sim = Sim::new(wl, cfg, cluster, &every)?;
     for &(job, node) in &start.running {
         sim.start_on(job, node);
     }
@@ -411,9 +486,13 @@ struct Sim<'a> {
     idle_gpu_s: f64,
     /// What the policy sees, kept up to date.
     view: View,
-    /// The last reservation computed: for which head job, until when it is reused, and what
-    /// it was.
+    /// The last reservation computed: for which first blocked job, until when it is reused,
+    /// and what it was.
     resv_cache: Option<(u32, i64, Reservation)>,
+    /// [`SimConfig::bf_resolution_s`] in ms.
+    res_ms: i64,
+    /// [`SimConfig::bf_window_s`] in ms (`i64::MAX`: no window).
+    window_ms: i64,
     /// Whether the policy observes job events ([`Policy::observes_jobs`]).
     observe: bool,
     /// Job events since the policy's last call.
@@ -424,6 +503,10 @@ struct Sim<'a> {
     stop_ms: i64,
     /// Instance changes found so far, per (current instances, target) of an idle GPU.
     transitions: TransitionMemo,
+    /// The profiles single-GPU jobs may ask for ([`catalog`]; every one with `spill-up`).
+    catalog: Vec<bool>,
+    /// Jobs still queued when the run ended with nothing left that could start them.
+    never_started: Vec<u32>,
     /// The demand-driven policy's `min_layout_lifetime` (`None` under other policies): its
     /// calls are skipped while [`Sim::still_quiet`].
     quiet_lifetime: Option<Duration>,
@@ -441,11 +524,24 @@ struct Quiet {
     widest: usize,
 }
 
+/// The profile a single-GPU job asks for when its request is profile `p`: the smallest in the
+/// catalog with at least `p`'s memory (profiles are sorted by memory, then compute slices),
+/// or `p` itself when none is there (the job then waits for a repartition that creates it).
+fn catalog_fit(c: &Cluster, catalog: &[bool], p: usize) -> usize {
+    let need = c.profiles[p].memory_mib;
+    (0..c.profiles.len())
+        .find(|&q| catalog[q] && c.profiles[q].memory_mib >= need)
+        .unwrap_or(p)
+}
+
 /// Memo of [`plan_transition`] on idle GPUs (lookups only: its order never matters).
 type TransitionMemo = HashMap<(Vec<Placed>, ProfileCounts), Result<Rc<Transition>, TransitionError>>;
 
 impl<'a> Sim<'a> {
-    fn new(wl: &'a Workload, cfg: &'a SimConfig, c: Cluster) -> Result<Self> {
+    /// A run of `wl` on `c`; `catalog` marks the profiles single-GPU jobs may ask for
+    /// ([`catalog`]; ignored with the `spill-up` what-if).
+    fn new(wl: &'a Workload, cfg: &'a SimConfig, mut c: Cluster, catalog: &[bool]) -> Result<Self> {
+        c.clairvoyant = cfg.what_if.clairvoyant_backfill;
         let np = c.profiles.len();
         let mut class = Vec::with_capacity(wl.jobs.len());
         for j in &wl.jobs {
@@ -491,9 +587,14 @@ impl<'a> Sim<'a> {
             }
         }
         let req = plan_requests(&wl.jobs, cfg.model, &c.profiles, &cfg.requests, cfg.seed)?;
+        let catalog: Vec<bool> = if cfg.what_if.spill_up {
+            vec![true; np]
+        } else {
+            catalog.to_vec()
+        };
         for ((k, r), j) in class.iter_mut().zip(&req).zip(&wl.jobs) {
             if let (Some(first), None) = (r.profile, j.exact_slices) {
-                *k = first;
+                *k = catalog_fit(&c, &catalog, first as usize) as u16;
             }
         }
         Ok(Self {
@@ -536,10 +637,18 @@ impl<'a> Sim<'a> {
             idle_gpu_s: 0.0,
             view: View::default(),
             resv_cache: None,
+            res_ms: (cfg.bf_resolution_s * 1000.0).round().max(0.0) as i64,
+            window_ms: if cfg.bf_window_s.is_finite() {
+                (cfg.bf_window_s * 1000.0).round() as i64
+            } else {
+                i64::MAX
+            },
             observe: false,
             job_events: Vec::new(),
             prestarted: 0,
             transitions: HashMap::new(),
+            catalog,
+            never_started: Vec::new(),
             quiet_lifetime: None,
             quiet: None,
             c,
@@ -610,11 +719,11 @@ impl<'a> Sim<'a> {
                 break;
             }
             if now == i64::MAX || (ta == i64::MAX && th == i64::MAX && now - last_change > 2 * 86_400_000) {
-                let j = self.queues.iter().find_map(|q| q.first()).map(|x| x.1);
-                bail!(
-                    "job {:?} can never run: no instance of the current layouts fits it and the policy changes nothing",
-                    j.map(|j| &self.jobs[j as usize])
-                );
+                // Nothing left can start the queued jobs (no instance of their type, and the
+                // policy changes nothing, or nothing for two days): the run ends at the last
+                // event, and they are reported as never started.
+                self.end_unstarted(last);
+                break;
             }
             while next_sample <= now {
                 self.sample(next_sample);
@@ -683,6 +792,26 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
+    /// Ends the run at `at_ms` with the jobs still queued never started
+    /// ([`RunResult::never_started`]): each is given as starting and ending then, on no
+    /// instance.
+    fn end_unstarted(&mut self, at_ms: i64) {
+        let mut left: Vec<u32> = self.queues.iter().flatten().map(|&(_, j)| j).collect();
+        left.sort_unstable();
+        for &j in &left {
+            let i = j as usize;
+            self.out[i] = Some(JobOutcome {
+                start_ms: at_ms,
+                end_ms: at_ms,
+                slices: 0,
+                restarts: self.attempt[i],
+                profile: (self.class[i] as usize).min(self.c.full) as u8,
+            });
+        }
+        self.done = self.jobs.len() as u64;
+        self.never_started = left;
+    }
+
     fn sample(&mut self, t: i64) {
         let away = self.c.state.iter().filter(|s| **s != GpuState::Up).count() as u32;
         self.samples.push(Sample {
@@ -725,8 +854,9 @@ impl<'a> Sim<'a> {
         });
     }
 
-    /// Starts `job` (queued now) on the smallest free instance of `node` that fits it (all
-    /// its GPUs on that node), if there is one; otherwise it stays queued.
+    /// Starts `job` (queued now) on the smallest free instance of `node` of its type (with
+    /// `spill-up`, the smallest that holds it; all its GPUs on that node), if there is one;
+    /// otherwise it stays queued.
     fn start_on(&mut self, job: u32, node: usize) {
         self.enqueue(job);
         let j = &self.jobs[job as usize];
@@ -744,7 +874,7 @@ impl<'a> Sim<'a> {
         } else {
             let class = self.class[job as usize] as usize;
             let need = self.c.profiles[class].memory_mib;
-            let exact = j.exact_slices.is_some();
+            let exact = j.exact_slices.is_some() || !self.cfg.what_if.spill_up;
             up.iter()
                 .flat_map(|g| self.c.insts[*g].iter().map(move |i| (*g, i)))
                 .filter(|(_, i)| {
@@ -1111,7 +1241,7 @@ impl<'a> Sim<'a> {
             u32::from(self.attempt[i]),
             &self.cfg.requests,
         );
-        self.class[i] = next as u16;
+        self.class[i] = catalog_fit(&self.c, &self.catalog, next) as u16;
         self.limit[i] = self.limit_ms(job);
         self.queue_insert(self.class[i] as usize, (self.qkey[i], job));
         self.queued += 1;
@@ -1168,168 +1298,6 @@ impl<'a> Sim<'a> {
         self.push(end, Ev::Done { job, key });
     }
 
-    /// One pass of the placement rule: start jobs until none of the queue heads can start.
-    fn schedule(&mut self) {
-        if self.queued == 0 {
-            return;
-        }
-        let resv = if self.cfg.placement == Placement::Slurm {
-            self.reservation()
-        } else {
-            None
-        };
-        // Starting a job only takes free instances, so a queue head that cannot start now
-        // cannot start later in this pass: it is not asked again until its queue's head
-        // changes (except under random placement, whose search draws random numbers).
-        let skip_dead = self.cfg.placement != Placement::Random && self.queues.len() <= 64;
-        let mut dead = 0u64;
-        loop {
-            let mut best: Option<((i64, u32), Keys)> = None;
-            for class in 0..self.queues.len() {
-                let Some(head) = self.heads[class] else {
-                    continue;
-                };
-                if best.as_ref().is_some_and(|(b, _)| *b <= head) || (skip_dead && dead & (1 << class) != 0) {
-                    continue;
-                }
-                match self.find(head.1, class, resv) {
-                    Some(keys) => best = Some((head, keys)),
-                    None if skip_dead => dead |= 1 << class,
-                    None => {}
-                }
-            }
-            let Some(((_, job), keys)) = best else { break };
-            if skip_dead {
-                dead &= !(1u64 << self.class[job as usize]);
-            }
-            self.start(job, keys);
-        }
-    }
-
-    /// Whether `job` may start on `gpu` (an instance of profile `p`) now: it ends before the
-    /// EASY reservation `resv` if that is on this node, and its time limit ends before a
-    /// planned repartition of this GPU (or of its node, for a multi-GPU job) starts.
-    fn fits_reservation(&self, job: u32, gpu: usize, p: usize, resv: Option<(usize, i64)>) -> bool {
-        let held = |g: usize| self.c.hold[g].as_ref().map(|h| h.deadline_ms);
-        let deadline = if self.jobs[job as usize].gpus > 1 {
-            let n = self.c.node_of(gpu);
-            (n * self.c.gpn..(n + 1) * self.c.gpn).filter_map(held).min()
-        } else {
-            held(gpu)
-        };
-        if deadline.is_some_and(|d| self.now + self.limit[job as usize] > d) {
-            return false;
-        }
-        match resv {
-            Some((node, shadow)) if self.c.node_of(gpu) == node => self.now + self.attempt_ms(job, p) <= shadow,
-            _ => true,
-        }
-    }
-
-    /// Free instance keys for `job` of queue `class`, if it can start now.
-    fn find(&mut self, job: u32, class: usize, resv: Option<(usize, i64)>) -> Option<Keys> {
-        let np = self.c.profiles.len();
-        if class >= np {
-            let n = class - np;
-            let mut best: Option<u32> = None;
-            for k in n..=self.c.gpn {
-                for node in self.c.by_free_full[k].iter() {
-                    if best.is_some_and(|b| node >= b) {
-                        break;
-                    }
-                    if self.fits_reservation(job, node as usize * self.c.gpn, self.c.full, resv) {
-                        best = Some(node);
-                        break;
-                    }
-                }
-            }
-            let node = best? as usize;
-            let lo = Cluster::key(node * self.c.gpn, 0);
-            let hi = Cluster::key((node + 1) * self.c.gpn, 0);
-            return Some(Keys::Many(
-                self.c.free[self.c.full]
-                    .iter_from(lo)
-                    .take_while(|k| *k < hi)
-                    .take(n)
-                    .collect(),
-            ));
-        }
-        // A job asking for one profile runs only on that profile's instances.
-        let (lo, hi) = if self.jobs[job as usize].exact_slices.is_some() {
-            (class, class + 1)
-        } else {
-            (class, np)
-        };
-        if self.cfg.placement == Placement::Random {
-            let total: usize = (lo..hi).map(|p| self.c.free[p].len()).sum();
-            if total == 0 {
-                return None;
-            }
-            let mut r = self.rng.gen_range(0..total);
-            let mut p = lo;
-            while r >= self.c.free[p].len() {
-                r -= self.c.free[p].len();
-                p += 1;
-            }
-            let from = self.rng.gen_range(0..(self.c.insts.len() as u32 * 8));
-            let key = self.c.free[p].next_from(from).or_else(|| self.c.free[p].first())?;
-            return self
-                .fits_reservation(job, (key / 8) as usize, p, resv)
-                .then_some(Keys::One(key));
-        }
-        let fastest = self.cfg.placement.fastest_first();
-        for i in 0..hi - lo {
-            let p = if fastest { hi - 1 - i } else { lo + i };
-            for key in self.c.free[p].iter() {
-                if self.fits_reservation(job, (key / 8) as usize, p, resv) {
-                    return Some(Keys::One(key));
-                }
-            }
-        }
-        None
-    }
-
-    /// EASY reservation for the first queued job when it needs several whole GPUs and cannot
-    /// start: the node where enough full-GPU instances free soonest, and when.
-    fn reservation(&mut self) -> Option<(usize, i64)> {
-        let (_, job) = self.heads.iter().flatten().min().copied()?;
-        let class = self.class[job as usize] as usize;
-        let np = self.c.profiles.len();
-        if class < np || self.find(job, class, None).is_some() {
-            return None;
-        }
-        if let Some((j, until, r)) = self.resv_cache {
-            if j == job && self.now < until {
-                return r;
-            }
-        }
-        let r = self.compute_reservation(class - np);
-        let every = (self.cfg.backfill_interval_s * 1000.0).round() as i64;
-        self.resv_cache = Some((job, self.now + every, r));
-        r
-    }
-
-    /// The node where `n` full-GPU instances free soonest, and when: per node, its free
-    /// full-GPU instances on up GPUs ([`Cluster::free_full`]) and the sorted ends of the jobs on
-    /// its busy ones ([`Cluster::full_ends`]), both kept up to date as jobs start and end.
-    fn compute_reservation(&self, n: usize) -> Option<(usize, i64)> {
-        let mut best: Option<(i64, usize)> = None;
-        for node in 0..self.c.nodes() {
-            let free = usize::from(self.c.free_full[node]);
-            let ends = &self.c.full_ends[node];
-            // A node held for a repartition is no place to reserve (its layout will change);
-            // free GPUs it has are held back by the repartition, not by running jobs.
-            if free + ends.len() < n || free >= n {
-                continue;
-            }
-            let shadow = ends[n - free - 1];
-            if best.is_none_or(|(s, _)| shadow < s) {
-                best = Some((shadow, node));
-            }
-        }
-        best.map(|(s, n)| (n, s))
-    }
-
     fn finish(self, policy: &str) -> RunResult {
         let makespan_ms = self.out.iter().flatten().map(|o| o.end_ms).max().unwrap_or(0);
         RunResult {
@@ -1354,6 +1322,7 @@ impl<'a> Sim<'a> {
             drain_waste_gpu_s: self.drain_waste_gpu_s,
             idle_gpu_s: self.idle_gpu_s,
             idle_w: self.cfg.power.idle_w,
+            never_started: self.never_started,
         }
     }
 }

@@ -6,7 +6,8 @@
 //! - [`model`]: run time on an instance (sublinear scaling), due dates.
 //! - [`power`]: idle + concave per-instance power fitted to A100 measurements.
 //! - [`cluster`], [`engine`]: the simulated state and the event loop ([`engine::simulate`]).
-//! - [`placement`]: Slurm-like, EDF, EFT, largest-first, smallest-first, random.
+//! - [`placement`]: Slurm-like, EDF, EFT, largest-first, smallest-first, random;
+//!   [`backfill`]: Slurm's typed placement and backfill on time limits, and the what-ifs.
 //! - [`policies`]: none, static, twice-daily, dynamic (the controller's
 //!   `dynmig_core::policy::DemandDriven`), learned time-of-day; all through
 //!   `dynmig_core::policy::Policy`.
@@ -27,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod backfill;
 pub mod bounds;
 pub mod ceilings;
 pub mod charts;

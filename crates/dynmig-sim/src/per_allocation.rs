@@ -229,6 +229,7 @@ pub fn simulate_per_allocation(wl: &Workload, cfg: &SimConfig, costs: InstanceCo
         capacity_slices: capacity,
         reconfigs: 0,
         window_reconfigs: 0,
+        never_started: Vec::new(),
         instance_changes: s.instance_changes,
         events: s.events,
         samples: Vec::new(),

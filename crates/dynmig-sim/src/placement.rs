@@ -1,5 +1,7 @@
 //! Placement of queued jobs on free instances inside the current layouts: which job goes
-//! next, and on which instance. Docs: docs/model.md ("Placement").
+//! next, and on which instance. Every rule runs a single-GPU job only on an instance of its
+//! type, as Slurm runs a typed GRES job, unless the `spill-up` what-if is on
+//! ([`crate::backfill::WhatIfs`]). Docs: docs/model.md ("Placement").
 
 use crate::model::Job;
 use serde::{Deserialize, Serialize};
@@ -10,10 +12,13 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Placement {
     /// Slurm-like: priority order (release time, then submit order) with backfill: a job that
-    /// cannot start does not hold back the jobs behind it, except that the first blocked
-    /// job, when it needs several whole GPUs, holds an EASY reservation on the node where it
-    /// can start soonest (later jobs may use that node's GPUs only if they end before it).
-    /// Each job takes the smallest (slowest) free instance that fits, lowest GPU first.
+    /// cannot start does not hold back the jobs behind it, except that the first blocked job
+    /// that can have a start within `bf_window` holds an EASY reservation, planned with the
+    /// running jobs' time limits: a multi-GPU job on the node whose full-GPU instances free
+    /// soonest, a single-GPU job on the instance of its type that frees soonest (later jobs
+    /// may use them only if their time limit ends before; [`crate::backfill`]). Each job
+    /// takes a free instance of its type (with the `spill-up` what-if, the smallest that
+    /// holds it), lowest GPU first.
     Slurm,
     /// Earliest due date first, on the slowest fitting instance (EDF-SS in the research).
     Edf,

@@ -24,6 +24,7 @@
 use super::events::JobEvent;
 use crate::geometry::{GpuModel, NodeLayout};
 use crate::snapshot::NodeSnapshot;
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -59,6 +60,11 @@ impl Default for Payback {
 #[derive(Debug, Clone, Default)]
 pub struct PendingTimes {
     jobs: BTreeMap<u64, (&'static str, u32, f64)>,
+    /// Per profile, the instances and the sum of instances x time limit of `jobs` (those with
+    /// a positive, finite limit), summed in `jobs`' order at the first [`PendingTimes::mean`]
+    /// after a change: it is asked per node and profile at a call, with thousands of jobs
+    /// pending.
+    sums: OnceCell<BTreeMap<&'static str, (u64, f64)>>,
 }
 
 impl PendingTimes {
@@ -80,17 +86,25 @@ impl PendingTimes {
                 }
             }
         }
+        if !events.is_empty() {
+            self.sums = OnceCell::new();
+        }
     }
 
     /// The mean time limit of the pending instances of `profile`, if any was seen.
     pub fn mean(&self, profile: &str) -> Option<Duration> {
-        let (mut n, mut s) = (0u64, 0.0);
-        for (p, g, t) in self.jobs.values() {
-            if *p == profile && t.is_finite() && *t > 0.0 {
-                n += u64::from(*g);
-                s += f64::from(*g) * t;
+        let sums = self.sums.get_or_init(|| {
+            let mut sums: BTreeMap<&'static str, (u64, f64)> = BTreeMap::new();
+            for (p, g, t) in self.jobs.values() {
+                if t.is_finite() && *t > 0.0 {
+                    let e = sums.entry(p).or_insert((0, 0.0));
+                    e.0 += u64::from(*g);
+                    e.1 += f64::from(*g) * t;
+                }
             }
-        }
+            sums
+        });
+        let &(n, s) = sums.get(profile)?;
         (n > 0).then(|| Duration::from_secs_f64(s / n as f64))
     }
 }

@@ -94,7 +94,8 @@ pub struct PlannerSettings {
 
 impl PlannerSettings {
     /// The settings of `config`'s `[policy]` when its kind is `plan`, `consolidate` or `mpc`
-    /// (`exact_profiles` left false: the controller sets it, the simulator does not).
+    /// (`exact_profiles` left false: the controller sets it, and the simulator's engine does
+    /// under its default typed placement).
     pub fn from_config(config: &crate::config::Config) -> Option<Self> {
         let crate::config::PolicyConfig::Plan {
             consolidate,

@@ -131,7 +131,7 @@ struct SearchInput {
 impl Adaptive {
     /// A policy searching with the engine settings `cfg` (those of the run it is in, or the
     /// controller's model of its nodes; samples off). Its planner runs jobs on their own
-    /// profile exactly when `settings.exact_profiles` says so.
+    /// profile when `settings.exact_profiles` or its own settings say so.
     pub fn new(mut settings: AdaptiveSettings, cfg: &SimConfig) -> Self {
         let mut cfg = cfg.clone();
         cfg.sample_interval_s = 0.0;
@@ -139,7 +139,7 @@ impl Adaptive {
         cfg.audit = false;
         let keep_s = settings.history.as_secs_f64();
         if let Some(p) = settings.planner.as_mut() {
-            p.exact_profiles = settings.exact_profiles;
+            p.exact_profiles |= settings.exact_profiles;
         }
         let planner = settings.planner.clone().map(Planner::new);
         Self {

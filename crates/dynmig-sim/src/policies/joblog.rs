@@ -129,7 +129,7 @@ impl JobLog {
             due: due_s,
             limit_factor: (limit_s / run_s).max(1.0),
             // Slurm runs a job only on the GRES type it asked for (a controller's planner says
-            // so; the simulator's own jobs fit any instance with enough memory).
+            // so, and so does the engine unless its `spill-up` what-if is on).
             exact_slices: (self.exact_profiles && gpus == 1)
                 .then(|| spec.map(|p| p.compute_slices))
                 .flatten(),
