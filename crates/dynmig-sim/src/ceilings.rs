@@ -102,22 +102,24 @@ pub fn markdown(cs: &[Ceiling], ev: &Evaluation) -> String {
     let fair = ev.rows.iter().find(|r| r.policy == "static");
     let _ = writeln!(
         s,
-        "| design | wait p50 h | wait p95 h | wait p99 h | multi-GPU wait p99 h | bsld mean | bsld p95 | E/job MJ | tardiness s | ET | headroom over fair static |"
+        "| design | wait p50 h | wait p95 h | wait p99 h | multi-GPU wait p99 h | bsld mean | bsld p95 | GPU-h/day | slice util % | E/job MJ | tardiness s | ET | headroom over fair static |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let line = |s: &mut String, name: &str, r: &Metrics, headroom: f64| {
         let all = r.classes.iter().find(|c| c.class == "all");
         let multi = r.classes.iter().find(|c| c.class == "multi-GPU");
         let h = |x: f64| format!("{:.2}", x / 3600.0);
         let _ = writeln!(
             s,
-            "| {name} | {} | {} | {} | {} | {} | {} | {:.3} | {:.0} | {:.3} | {:.1}% |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.0} | {:.3} | {:.1}% |",
             all.map_or("-".into(), |c| h(c.wait_p50_s)),
             all.map_or("-".into(), |c| h(c.wait_p95_s)),
             all.map_or("-".into(), |c| h(c.wait_p99_s)),
             multi.map_or("-".into(), |c| h(c.wait_p99_s)),
             all.map_or("-".into(), |c| format!("{:.1}", c.bsld_mean)),
             all.map_or("-".into(), |c| format!("{:.1}", c.bsld_p95)),
+            all.map_or("-".into(), |c| format!("{:.0}", c.gpu_h_per_day)),
+            all.map_or("-".into(), |c| format!("{:.1}", c.slice_util * 100.0)),
             r.energy_per_job_j / 1e6,
             r.mean_tardiness_s,
             r.et,
