@@ -305,6 +305,9 @@ pub struct PolicySummary {
     pub drain_waste_gpu_h: Stat,
     /// Repartitions.
     pub reconfigs: Stat,
+    /// Judged jobs that never started ([`crate::metrics::Metrics::never_started`]).
+    #[serde(default = "Stat::none")]
+    pub never_started: Stat,
     /// The figures a site reads per job class, means over the seeds
     /// ([`crate::metrics::mean_site_figures`]).
     #[serde(default)]
@@ -395,6 +398,7 @@ pub fn summarise(outcomes: &[&CellOutcome]) -> Vec<Group> {
                         late_share: st(&|m| m.late_share),
                         wait_p50_s: st(&|m| m.wait_p50_s),
                         wait_p99_s: st(&|m| m.wait_p99_s),
+                        never_started: st(&|m| m.never_started as f64),
                         drain_waste_gpu_h: st(&|m| m.drain_waste_gpu_s / 3600.0),
                         reconfigs: st(&|m| m.reconfigs as f64),
                         policy: p,

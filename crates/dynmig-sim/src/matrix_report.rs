@@ -6,7 +6,7 @@ use crate::report::{aligned, site_cells, site_head, site_legend};
 use anyhow::Result;
 use serde::Serialize;
 
-const HEAD: [&str; 12] = [
+const HEAD: [&str; 13] = [
     "policy",
     "seeds",
     "ET (range)",
@@ -19,6 +19,7 @@ const HEAD: [&str; 12] = [
     "wait p99 s",
     "drain waste GPU-h",
     "reconfigs",
+    "never started",
 ];
 
 /// `mean (min-max)` with `d` decimals; `-` when not finite.
@@ -52,6 +53,7 @@ fn cells(p: &PolicySummary) -> Vec<String> {
         mean(&p.wait_p99_s, 0),
         mean(&p.drain_waste_gpu_h, 1),
         mean(&p.reconfigs, 0),
+        mean(&p.never_started, 0),
     ]
 }
 

@@ -188,6 +188,11 @@ pub struct Metrics {
     pub window_energy_j: f64,
     /// Mean energy per job judged: window energy / jobs released in the window, J.
     pub energy_per_job_j: f64,
+    /// Judged jobs that never started (their type was on no node until the run ended; see
+    /// [`RunResult::never_started`]). Each counts as ending when the run ended, and its work
+    /// on whole GPUs at full busy power is added to the energy per job.
+    #[serde(default)]
+    pub never_started: usize,
     /// Mean tardiness `max(0, completion - due)` of the jobs judged, s.
     pub mean_tardiness_s: f64,
     /// Share of the jobs judged that end after their due date.
@@ -371,7 +376,19 @@ pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f
     } else {
         r.energy_j
     };
-    let epj = window_energy / n;
+    // A judged job that never started is charged its work on whole GPUs at full busy power
+    // (the energy it would have cost; its tardiness already runs to the end of the run), so
+    // leaving a type unserved never looks cheap.
+    let mut never = 0usize;
+    let mut never_j = 0.0;
+    for &id in &r.never_started {
+        let j = &wl.jobs[id as usize];
+        if j.release >= window_start_s {
+            never += 1;
+            never_j += f64::from(j.gpus) * cfg.power.instance_w(cfg.model.compute_slices) * j.work;
+        }
+    }
+    let epj = (window_energy + never_j) / n;
     let hours = (r.makespan_s / 3600.0).max(1e-9);
     let work_h: f64 = wl.jobs.iter().map(|j| f64::from(j.gpus) * j.work).sum::<f64>() / 3600.0;
     let (classes, repartitions) = site_figures(wl, r, cfg);
@@ -385,6 +402,7 @@ pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f
         energy_j: r.energy_j,
         window_energy_j: window_energy,
         energy_per_job_j: epj,
+        never_started: never,
         mean_tardiness_s: tard / n,
         late_share: late as f64 / n,
         et: 0.0,

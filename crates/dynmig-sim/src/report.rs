@@ -5,9 +5,10 @@ use crate::metrics::{ClassFigures, Metrics, Norm, Repartitions, BSLD_THRESHOLD_S
 use crate::window::fmt_days;
 use anyhow::Result;
 
-const HEAD: [&str; 22] = [
+const HEAD: [&str; 23] = [
     "policy",
     "placement",
+    "never started",
     "energy/job MJ",
     "E/E_lb",
     "tardiness s",
@@ -34,6 +35,7 @@ fn cells(m: &Metrics) -> Vec<String> {
     vec![
         m.policy.clone(),
         m.placement.clone(),
+        m.never_started.to_string(),
         format!("{:.3}", m.energy_per_job_j / 1e6),
         format!("{:.3}", 1.0 + m.energy_over_lb),
         format!("{:.0}", m.mean_tardiness_s),
