@@ -399,16 +399,6 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
     let gpus = a.nodes * a.gpus_per_node;
     let load = parse_load(&a.load, gpus)?;
     if a.matrix || a.sensitivity {
-        // The matrix's cells are built with Slurm's scheduling defaults.
-        let mut probe = SimConfig::new(model, 1, 1);
-        scheduling(a, &mut probe)?;
-        let slurm = SimConfig::new(model, 1, 1);
-        if !probe.what_if.is_slurm()
-            || probe.bf_window_s != slurm.bf_window_s
-            || probe.bf_resolution_s != slurm.bf_resolution_s
-        {
-            bail!("--what-if, --bf-window and --bf-resolution are not applied to --matrix or --sensitivity cells");
-        }
         return crate::matrix_cli::run(a, load, &m, model, drain);
     }
     let (wl, mut cfg, load) = workload_and_config(a)?;

@@ -3,6 +3,7 @@
 //! run in parallel on all cores, then summarised per group of cells over their seeds.
 //! Tables: [`crate::matrix_report`].
 
+use crate::backfill::WhatIfs;
 use crate::engine::{DrainScope, SimConfig};
 use crate::evaluate::{evaluate, EvalOptions};
 use crate::metrics::Metrics;
@@ -107,6 +108,12 @@ pub struct Setup {
     pub policy_interval_s: f64,
     /// The evaluation's options (policies, windows, ...); warnings are collected, not printed.
     pub opts: EvalOptions,
+    /// Scheduling what-ifs of every cell ([`SimConfig::what_if`]; default: Slurm's rules).
+    pub what_if: WhatIfs,
+    /// Slurm's `bf_window` of every cell, s ([`SimConfig::bf_window_s`]).
+    pub bf_window_s: f64,
+    /// Slurm's `bf_resolution` of every cell, s ([`SimConfig::bf_resolution_s`]).
+    pub bf_resolution_s: f64,
 }
 
 /// What one cell gave.
@@ -164,6 +171,9 @@ pub fn run_cell(cell: &Cell, setup: &Setup, pods: &BTreeMap<String, Vec<Pod>>) -
     cfg.seed = cell.seed;
     cfg.reconfig_cost_s = setup.reconfig_cost_s;
     cfg.policy_interval_s = setup.policy_interval_s;
+    cfg.what_if = setup.what_if;
+    cfg.bf_window_s = setup.bf_window_s;
+    cfg.bf_resolution_s = setup.bf_resolution_s;
     cell.power.apply(&mut cfg);
     let mut opts = setup.opts.clone();
     opts.warn = false;
@@ -578,5 +588,46 @@ mod tests {
         assert_eq!(cfg.power.exponent, 1.0);
         let groups: std::collections::BTreeSet<String> = cells.iter().map(Cell::group).collect();
         assert_eq!(groups.len(), 2 * 4 * 2 + 3, "one group per grid point");
+    }
+
+    #[test]
+    fn a_cell_schedules_with_the_setups_what_ifs() {
+        use crate::evaluate::{EvalOptions, PolicyName};
+        use crate::workload::Load;
+        let setup = |what_if: &str| Setup {
+            nodes: 2,
+            gpus_per_node: 8,
+            days: Some(2.0),
+            load: Load::Factor(0.5),
+            reconfig_cost_s: 4.0,
+            policy_interval_s: 60.0,
+            opts: EvalOptions {
+                policies: vec![PolicyName::None, PolicyName::Static],
+                ..EvalOptions::default()
+            },
+            what_if: what_if.parse().unwrap(),
+            bf_window_s: 1440.0 * 60.0,
+            bf_resolution_s: 60.0,
+        };
+        let cell = Cell {
+            trace: SYNTHETIC.to_string(),
+            model: &A100_40GB,
+            drain: DrainScope::Node,
+            seed: 1,
+            params: ModelParams::default(),
+            point: String::new(),
+            power: PowerVariant::Fit,
+        };
+        let pods = BTreeMap::new();
+        let slurm = run_cell(&cell, &setup(""), &pods).unwrap();
+        let spill = run_cell(&cell, &setup("spill-up"), &pods).unwrap();
+        // The what-if reaches the cells' engine: the same workload and policies end
+        // otherwise.
+        let row = |o: &CellOutcome, p: &str| o.rows.iter().find(|r| r.policy == p).unwrap().mean_tardiness_s;
+        assert_ne!(
+            (row(&slurm, "none"), row(&slurm, "static")),
+            (row(&spill, "none"), row(&spill, "static")),
+            "the what-if reached the cells' engine"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! runs them ([`crate::matrix`]) and prints and writes the tables ([`crate::matrix_report`]).
 
 use crate::cli::{eval_options, parse_drain, parse_model, SimulateArgs};
-use crate::engine::DrainScope;
+use crate::engine::{DrainScope, SimConfig};
 use crate::matrix::{grid_cells, matrix_cells, parse_seeds, run_cells, summarise, Cell, CellOutcome, Setup, SYNTHETIC};
 use crate::matrix_report as mr;
 use crate::model::ModelParams;
@@ -24,6 +24,10 @@ pub fn run(a: &SimulateArgs, load: Load, m: &ModelParams, model: &'static GpuMod
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // Every cell schedules with the what-ifs and backfill settings given (`--what-if`,
+    // `--bf-window`, `--bf-resolution`; default: Slurm's).
+    let mut sched = SimConfig::new(model, 1, 1);
+    crate::cli::scheduling(a, &mut sched)?;
     let setup = Setup {
         nodes: a.nodes,
         gpus_per_node: a.gpus_per_node,
@@ -32,6 +36,9 @@ pub fn run(a: &SimulateArgs, load: Load, m: &ModelParams, model: &'static GpuMod
         reconfig_cost_s: a.reconfig_cost,
         policy_interval_s: a.policy_interval,
         opts: eval_options(a)?,
+        what_if: sched.what_if,
+        bf_window_s: sched.bf_window_s,
+        bf_resolution_s: sched.bf_resolution_s,
     };
     if a.matrix {
         let seeds = parse_seeds(a.seeds.as_deref().unwrap_or("1-8"))?;
