@@ -232,6 +232,9 @@ struct Searched {
     /// The static candidates this search ranked (name, layout), its local search's best
     /// included: the oracle's search ranks the fair search's too.
     candidates: Vec<(String, Vec<dynmig_core::geometry::NodeLayout>)>,
+    /// The twice-daily pairs this search ranked: the oracle's search ranks the fair
+    /// search's too.
+    pair_candidates: Vec<(String, PolicySpec)>,
 }
 
 /// The search a policy's row comes from (`None`: it is not searched).
@@ -364,6 +367,8 @@ impl Bench<'_> {
         statics: bool,
         pairs: bool,
         extra: &[(String, Vec<dynmig_core::geometry::NodeLayout>)],
+        extra_pairs: &[(String, PolicySpec)],
+        rank_pairs: bool,
         progress: &dyn Fn(&str, u64),
     ) -> Result<Searched> {
         let (wl, from) = match which {
@@ -381,6 +386,7 @@ impl Bench<'_> {
             statics: None,
             pairs: None,
             candidates: Vec::new(),
+            pair_candidates: Vec::new(),
         };
         if which == Search::Fair && wl.jobs.is_empty() {
             out.statics = statics.then(|| (None, vec![self.nothing_to_search(static_row)]));
@@ -420,10 +426,14 @@ impl Bench<'_> {
         if statics {
             out.statics = Some(self.best_row(static_row, which, &ranked, &local_note, progress)?);
         }
-        if pairs {
+        // `rank_pairs` without `pairs`: the fair search ranks its pairs for the oracle's only.
+        if pairs || rank_pairs {
             let (top, dn) = (self.opts.top_static, self.opts.day_night);
-            let r = s.pairs(&ranked.0, top, dn, progress);
-            out.pairs = Some(self.best_row(pairs_row, which, &r, "", progress)?);
+            let r = s.pairs(&ranked.0, top, dn, extra_pairs, progress);
+            out.pair_candidates = r.0.iter().map(|x| (x.name.clone(), x.spec.clone())).collect();
+            if pairs {
+                out.pairs = Some(self.best_row(pairs_row, which, &r, "", progress)?);
+            }
         }
         out.tried = s.tried;
         out.skipped = s.skipped;
@@ -440,8 +450,9 @@ impl Bench<'_> {
         progress: &dyn Fn(&str, u64),
     ) -> Vec<(Search, Result<Searched>)> {
         let mut out = Vec::new();
-        let f = self.search(Search::Fair, fair.0, fair.1, &[], progress);
+        let f = self.search(Search::Fair, fair.0, fair.1, &[], &[], oracle.1, progress);
         let extra = f.as_ref().map(|s| s.candidates.clone()).unwrap_or_default();
+        let extra_pairs = f.as_ref().map(|s| s.pair_candidates.clone()).unwrap_or_default();
         let failed = f.as_ref().err().map(|e| format!("{e:#}"));
         out.push((Search::Fair, f));
         if oracle.0 || oracle.1 {
@@ -449,7 +460,15 @@ impl Bench<'_> {
                 Some(e) => Err(anyhow::anyhow!(
                     "the fair search, whose candidates the oracle ranks too, failed: {e}"
                 )),
-                None => self.search(Search::Oracle, oracle.0, oracle.1, &extra, progress),
+                None => self.search(
+                    Search::Oracle,
+                    oracle.0,
+                    oracle.1,
+                    &extra,
+                    &extra_pairs,
+                    false,
+                    progress,
+                ),
             };
             out.push((Search::Oracle, o));
         }

@@ -500,14 +500,16 @@ impl<'a> Searcher<'a> {
     }
 
     /// Candidates of `twice-daily`, best first: every ordered pair (day, night) among the
-    /// `top` best of `statics`, and the pair of the day's and the night's demand mixes; day
-    /// starts at `day_night.0` and night at `day_night.1` (s after midnight). Also returns
-    /// how many were tried.
+    /// `top` best of `statics`, the pair of the day's and the night's demand mixes, and
+    /// `extra` (another search's pairs, e.g. the fair search's for the oracle's; those of the
+    /// same name as one of these are left out); day starts at `day_night.0` and night at
+    /// `day_night.1` (s after midnight). Also returns how many were tried.
     pub fn pairs(
         &mut self,
         statics: &[Ranked],
         top: usize,
         day_night: (f64, f64),
+        extra: &[(String, PolicySpec)],
         progress: &dyn Fn(&str, u64),
     ) -> (Vec<Ranked>, usize) {
         let (nodes, gpn, model) = (self.cfg.nodes, self.cfg.gpus_per_node, self.cfg.model);
@@ -534,8 +536,7 @@ impl<'a> Searcher<'a> {
             dmix,
             nmix,
         ));
-        let n = pairs.len();
-        let specs = pairs
+        let mut specs: Vec<(String, PolicySpec)> = pairs
             .into_iter()
             .map(|(name, d, nl)| {
                 let mut v = vec![(Duration::from_secs_f64(day), d), (Duration::from_secs_f64(night), nl)];
@@ -543,6 +544,12 @@ impl<'a> Searcher<'a> {
                 (name, PolicySpec::Scheduled(v))
             })
             .collect();
+        for (name, spec) in extra {
+            if !specs.iter().any(|(n, _)| n == name) {
+                specs.push((name.clone(), spec.clone()));
+            }
+        }
+        let n = specs.len();
         (self.rank("twice-daily", specs, progress), n)
     }
 }

@@ -181,7 +181,7 @@ fn synthetic(seed: u64, days: f64) -> Workload {
 }
 
 #[test]
-fn the_static_oracle_is_never_behind_the_fair_static() {
+fn the_oracles_are_never_behind_the_fair_static_and_the_fair_twice_daily() {
     let models: [&'static GpuModel; 2] = [&A100_40GB, &H100_80GB];
     for seed in [1, 2] {
         for (name, wl, nodes) in [
@@ -191,7 +191,13 @@ fn the_static_oracle_is_never_behind_the_fair_static() {
             for model in models {
                 let cfg = SimConfig::new(model, nodes, 8);
                 let o = EvalOptions {
-                    policies: vec![PolicyName::None, PolicyName::Static, PolicyName::StaticOracle],
+                    policies: vec![
+                        PolicyName::None,
+                        PolicyName::Static,
+                        PolicyName::StaticOracle,
+                        PolicyName::TwiceDaily,
+                        PolicyName::TwiceDailyOracle,
+                    ],
                     search_days: Some((0.0, 1.0)),
                     eval_from_days: Some(1.0),
                     warn: false,
@@ -204,6 +210,12 @@ fn the_static_oracle_is_never_behind_the_fair_static() {
                 assert!(
                     oracle <= fair,
                     "{name}, {}, seed {seed}: oracle {oracle} above fair static {fair}",
+                    model.name
+                );
+                let (fair, oracle) = (et("twice-daily"), et("twice-daily-oracle"));
+                assert!(
+                    oracle <= fair,
+                    "{name}, {}, seed {seed}: twice-daily-oracle {oracle} above fair twice-daily {fair}",
                     model.name
                 );
                 // The search ranks with the judgement's references.
