@@ -237,6 +237,15 @@ struct Searched {
     pair_candidates: Vec<(String, PolicySpec)>,
 }
 
+/// Candidates another search ranked, for the oracle's to rank too (a superset).
+#[derive(Default, Clone, Copy)]
+struct Extra<'a> {
+    /// Static layouts (name, layout).
+    statics: &'a [(String, Vec<dynmig_core::geometry::NodeLayout>)],
+    /// Twice-daily pairs (name, policy).
+    pairs: &'a [(String, PolicySpec)],
+}
+
 /// The search a policy's row comes from (`None`: it is not searched).
 fn searched_by(p: PolicyName) -> Option<Search> {
     match p {
@@ -366,8 +375,7 @@ impl Bench<'_> {
         which: Search,
         statics: bool,
         pairs: bool,
-        extra: &[(String, Vec<dynmig_core::geometry::NodeLayout>)],
-        extra_pairs: &[(String, PolicySpec)],
+        extra: Extra<'_>,
         rank_pairs: bool,
         progress: &dyn Fn(&str, u64),
     ) -> Result<Searched> {
@@ -403,7 +411,7 @@ impl Bench<'_> {
         s.threads = self.opts.threads;
         out.searched = true;
         let mut cands = s.static_candidates();
-        for (name, l) in extra {
+        for (name, l) in extra.statics {
             if !cands.iter().any(|(_, c)| c == l) {
                 cands.push((name.clone(), l.clone()));
             }
@@ -429,7 +437,7 @@ impl Bench<'_> {
         // `rank_pairs` without `pairs`: the fair search ranks its pairs for the oracle's only.
         if pairs || rank_pairs {
             let (top, dn) = (self.opts.top_static, self.opts.day_night);
-            let r = s.pairs(&ranked.0, top, dn, extra_pairs, progress);
+            let r = s.pairs(&ranked.0, top, dn, extra.pairs, progress);
             out.pair_candidates = r.0.iter().map(|x| (x.name.clone(), x.spec.clone())).collect();
             if pairs {
                 out.pairs = Some(self.best_row(pairs_row, which, &r, "", progress)?);
@@ -450,7 +458,7 @@ impl Bench<'_> {
         progress: &dyn Fn(&str, u64),
     ) -> Vec<(Search, Result<Searched>)> {
         let mut out = Vec::new();
-        let f = self.search(Search::Fair, fair.0, fair.1, &[], &[], oracle.1, progress);
+        let f = self.search(Search::Fair, fair.0, fair.1, Extra::default(), oracle.1, progress);
         let extra = f.as_ref().map(|s| s.candidates.clone()).unwrap_or_default();
         let extra_pairs = f.as_ref().map(|s| s.pair_candidates.clone()).unwrap_or_default();
         let failed = f.as_ref().err().map(|e| format!("{e:#}"));
@@ -460,15 +468,13 @@ impl Bench<'_> {
                 Some(e) => Err(anyhow::anyhow!(
                     "the fair search, whose candidates the oracle ranks too, failed: {e}"
                 )),
-                None => self.search(
-                    Search::Oracle,
-                    oracle.0,
-                    oracle.1,
-                    &extra,
-                    &extra_pairs,
-                    false,
-                    progress,
-                ),
+                None => {
+                    let more = Extra {
+                        statics: &extra,
+                        pairs: &extra_pairs,
+                    };
+                    self.search(Search::Oracle, oracle.0, oracle.1, more, false, progress)
+                }
             };
             out.push((Search::Oracle, o));
         }
