@@ -144,7 +144,13 @@ impl Mpc {
             let a = simulate_from(&wl, &start, &cfg)?;
             start.changes = change.clone().into_iter().collect();
             let b = simulate_from(&wl, &start, &cfg)?;
-            gain += et_change(&wl, &a, &b, (cfg.nodes * cfg.gpus_per_node) as f64);
+            // Jobs that keeping the layouts leaves unserved for good (their type is on no
+            // node) and the change serves: the change pays, whatever ET says over a horizon
+            // that may end before their due dates.
+            if b.never_started.len() < a.never_started.len() {
+                return Ok(true);
+            }
+            gain += et_change(&wl, &a, &b, &cfg);
         }
         Ok(gain < -1e-9)
     }
@@ -184,10 +190,22 @@ impl Mpc {
     }
 }
 
-/// ET of run `b` less ET of run `a` over the jobs of `wl` on `gpus` GPUs, normalised by `a`
-/// (module docs).
-fn et_change(wl: &Workload, a: &RunResult, b: &RunResult, gpus: f64) -> f64 {
+/// ET of run `b` less ET of run `a` over the jobs of `wl` on `cfg`'s cluster, normalised by
+/// `a` (module docs). A job the lookahead did not run to its end (its type is on no node, or
+/// the horizon came first: no instance in its outcome) is charged its work on whole GPUs at
+/// full busy power, as the yardstick charges a job that never started: otherwise a plan that
+/// leaves a job unserved would look cheaper than one that serves it.
+fn et_change(wl: &Workload, a: &RunResult, b: &RunResult, cfg: &SimConfig) -> f64 {
+    let gpus = (cfg.nodes * cfg.gpus_per_node) as f64;
     let n = wl.jobs.len().max(1) as f64;
+    let unserved_j = |r: &RunResult| -> f64 {
+        r.jobs
+            .iter()
+            .zip(&wl.jobs)
+            .filter(|(o, _)| o.slices == 0)
+            .map(|(_, j)| f64::from(j.gpus) * cfg.power.instance_w(cfg.model.compute_slices) * j.work)
+            .sum()
+    };
     let tardiness = |r: &RunResult| -> f64 {
         r.jobs
             .iter()
@@ -199,7 +217,7 @@ fn et_change(wl: &Workload, a: &RunResult, b: &RunResult, gpus: f64) -> f64 {
     // Energy above idle: the lookahead's arrivals stop at the horizon, so the run whose
     // last job ends later would pay every other GPU's idle power until then, which the
     // cluster pays either way.
-    let busy_j = |r: &RunResult| (r.energy_j - r.idle_w * gpus * r.makespan_s).max(0.0) / n;
+    let busy_j = |r: &RunResult| ((r.energy_j - r.idle_w * gpus * r.makespan_s).max(0.0) + unserved_j(r)) / n;
     let mean_run = wl.jobs.iter().map(|j| j.work).sum::<f64>() / n;
     let (ta, tb) = (tardiness(a), tardiness(b));
     let (ea, eb) = (busy_j(a), busy_j(b));
