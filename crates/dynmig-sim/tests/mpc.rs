@@ -172,3 +172,29 @@ fn a_job_asking_for_one_profile_runs_only_on_that_profiles_instances() {
         .to_string();
     assert!(e.contains("4864 MiB and 3 compute slices"), "{e}");
 }
+
+/// Whole GPUs and small jobs whose type (1g.5gb) no node has, due a day after release:
+/// keeping the layouts leaves them unserved for good, so mpc makes the change (the
+/// controller's case: tests/cluster, `the_mpc_controller_...`), although over the lookahead's
+/// horizon no job is late yet either way.
+#[test]
+fn mpc_changes_a_layout_that_leaves_queued_jobs_unserved_for_good() {
+    let jobs: Vec<Job> = (0..4)
+        .map(|i| Job {
+            release: f64::from(i) * 60.0,
+            due: f64::from(i) * 60.0 + 86_400.0,
+            ..job(60.0, 4_000, 2.0)
+        })
+        .collect();
+    let wl = Workload::new(jobs, "small".into());
+    let cfg = SimConfig::new(&A100_40GB, 1, 2);
+    let limits = PolicyLimits {
+        max_concurrent: 1,
+        min_layout_lifetime: std::time::Duration::from_secs(60),
+        min_gain: 1,
+    };
+    let planner = PlannerSettings::new(limits, Objective::Speed);
+    let r = simulate(&wl, &PolicySpec::Mpc(MpcSettings::new(planner)), &cfg, &|_| {}).unwrap();
+    assert!(r.reconfigs >= 1, "mpc made no change");
+    assert!(r.never_started.is_empty(), "never started: {:?}", r.never_started);
+}
