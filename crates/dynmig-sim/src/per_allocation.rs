@@ -24,7 +24,7 @@ use crate::model::Job;
 use crate::placement::Placement;
 use crate::workload::Workload;
 use anyhow::{bail, Result};
-use dynmig_core::geometry::{check_instances, classic_profiles, Placed, ProfileSpec};
+use dynmig_core::geometry::{classic_profiles, place_around, Placed, ProfileCounts, ProfileSpec};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
@@ -327,23 +327,10 @@ impl State<'_> {
         }
     }
 
-    /// Where an instance of `p` fits on GPU `g` holding `held` (the lowest legal start), or
-    /// `None`.
-    fn fit(&self, held: &[Placed], p: &'static ProfileSpec) -> Option<Placed> {
-        let used: u8 = held.iter().map(|h| h.profile.compute_slices).sum();
-        if used + p.compute_slices > self.cfg.model.compute_slices {
-            return None;
-        }
-        let mut all = held.to_vec();
-        for &start in p.placement_starts {
-            all.push(Placed { profile: p, start });
-            let ok = check_instances(self.cfg.model, &all).is_ok();
-            all.pop();
-            if ok {
-                return Some(Placed { profile: p, start });
-            }
-        }
-        None
+    /// Where one instance of `one` (a single profile's counts) fits on a GPU holding `held`
+    /// (the lowest legal start, [`place_around`]), or `None`.
+    fn fit(&self, held: &[Placed], one: &ProfileCounts) -> Option<Placed> {
+        place_around(self.cfg.model, held, one)?.pop()
     }
 
     fn placed_on(&self, g: usize) -> Vec<Placed> {
@@ -371,13 +358,15 @@ impl State<'_> {
             }
             return None;
         }
+        let mut one = ProfileCounts::default();
+        one.add(p, 1);
         let mut best: Option<(u8, u32, Placed)> = None;
         for g in 0..self.gpus.len() {
             if !fits_before(g as u32) {
                 continue;
             }
             let held = self.placed_on(g);
-            if let Some(placed) = self.fit(&held, p) {
+            if let Some(placed) = self.fit(&held, &one) {
                 let used: u8 = held.iter().map(|h| h.profile.compute_slices).sum::<u8>() + p.compute_slices;
                 let left = self.cfg.model.compute_slices - used;
                 if best.is_none_or(|(l, _, _)| left < l) {
@@ -415,6 +404,8 @@ impl State<'_> {
             }
             return best.map(|(t, g)| (g, t));
         }
+        let mut one = ProfileCounts::default();
+        one.add(p, 1);
         let mut best: Option<(i64, u32)> = None;
         for g in 0..self.gpus.len() {
             let mut held: Vec<Held> = self.gpus[g].clone();
@@ -422,7 +413,7 @@ impl State<'_> {
             let mut t = self.now;
             loop {
                 let placed: Vec<Placed> = held.iter().map(|h| h.placed).collect();
-                if self.fit(&placed, p).is_some() {
+                if self.fit(&placed, &one).is_some() {
                     break;
                 }
                 let h = held.remove(0);
