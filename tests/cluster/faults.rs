@@ -456,10 +456,16 @@ fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
         assert_eq!(&at, point);
         match act {
             Act::KillSlurmd => {
-                if let Some(pid) = c.slurmd_pid("n1") {
-                    c.signal(pid, "-9");
-                    c.wait_gone(pid, Duration::from_secs(10));
-                }
+                // The agent passes both points only once the new slurmd's pid file names
+                // it, so there is always a daemon to kill here.
+                let pid = c
+                    .slurmd_pid("n1")
+                    .unwrap_or_else(|| panic!("{name}: no live slurmd of n1 to kill at {point}"));
+                c.signal(pid, "-9");
+                assert!(
+                    c.wait_gone(pid, Duration::from_secs(10)),
+                    "{name}: slurmd {pid} survived SIGKILL"
+                );
             }
             Act::RestartCtld => c.restart_ctld(),
         }

@@ -17,7 +17,7 @@
 //! plan (`dynmig_gpu::FaultPlan`: SIGKILL, or a pause the test releases). The points, in
 //! order: `journal:instances`, `journal:gres_conf`, `journal:register`, then within the
 //! re-registration `register:stopped` (slurmd stopped), `register:deleted` (node deleted
-//! from Slurm), `register:started` (the new slurmd daemonised), then `journal:wait`, and
+//! from Slurm), `register:started` (the new slurmd daemonised and wrote its pid file), then `journal:wait`, and
 //! `published` (the layout is in `Extra`, the journal not yet removed). Each `journal:*`
 //! point comes right after that step was journalled, before it acts.
 //!

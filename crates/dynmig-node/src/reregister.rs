@@ -135,6 +135,23 @@ impl DynamicNode {
                 self.extra_args.join(" ")
             );
         }
+        // The daemon writes its pid file once its plugins are loaded, before it registers
+        // (slurmd.c: create_pidfile comes before the registration); until then nothing tells
+        // whether it still runs. Started means the pid file names a live slurmd, so that the
+        // Wait step can tell a daemon killed during its registration from one that is still
+        // starting. Found by tests/cluster/faults.rs on 26.05: a slurmd killed in that window
+        // was taken for a running one.
+        while !matches!(self.daemon_running(), Some(true)) {
+            if Instant::now() > until {
+                bail!(
+                    "{} -Z -N {node} daemonised but no live slurmd wrote {} within {:?} (see slurmd's log)",
+                    self.slurmd.display(),
+                    self.pid_file.display(),
+                    self.timeout
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         checkpoint("register:started");
         Ok(())
     }
