@@ -5,12 +5,12 @@
 //! - **node drain**: the best policy evaluated with whole-node drains (what dynmig does);
 //! - **per-GPU drain**: the best policy evaluated with only the changing GPUs drained (a
 //!   Slurm that could change one GPU's GRES in place);
-//! - **per-allocation**: [`crate::per_allocation`], each job's instance created at its start.
-//!
-//! A clairvoyant offline planner (knowing the future) is not built yet.
+//! - **per-allocation**: [`crate::per_allocation`], each job's instance created at its start;
+//! - **clairvoyant**: [`crate::policies::clairvoyant`], node drains chosen knowing every
+//!   future job: what foresight adds to the planners (greedy, not an optimum).
 
 use crate::engine::{DrainScope, SimConfig};
-use crate::evaluate::{evaluate, EvalOptions, Evaluation};
+use crate::evaluate::{evaluate, EvalOptions, Evaluation, PolicyName};
 use crate::metrics::{metrics, normalise, Metrics};
 use crate::per_allocation::{simulate_per_allocation, InstanceCosts};
 use crate::workload::Workload;
@@ -38,7 +38,14 @@ pub struct Ceiling {
 pub fn ceilings(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions) -> Result<(Vec<Ceiling>, Evaluation)> {
     let mut node_cfg = cfg.clone();
     node_cfg.drain = DrainScope::Node;
-    let node = evaluate(wl, &node_cfg, opts, &|_, _| {})?;
+    let mut node_opts = opts.clone();
+    if !node_opts.policies.contains(&PolicyName::Clairvoyant) {
+        node_opts.policies.push(PolicyName::Clairvoyant);
+    }
+    let node = evaluate(wl, &node_cfg, &node_opts, &|_, _| {})?;
+    let mut opts = opts.clone();
+    opts.policies.retain(|p| *p != PolicyName::Clairvoyant);
+    let opts = &opts;
     let mut gpu_cfg = cfg.clone();
     gpu_cfg.drain = DrainScope::Gpu;
     let gpu = evaluate(wl, &gpu_cfg, opts, &|_, _| {})?;
@@ -49,11 +56,12 @@ pub fn ceilings(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions) -> Result<(V
         .map(|r| r.et)
         .unwrap_or(f64::NAN);
     let norm = node.rows.first().map(Metrics::norm);
-    // Oracles see the judged jobs: they are no design a site can run.
+    // Oracles see the judged jobs, the clairvoyant planner every job: they are no design a
+    // site can run.
     let best = |ev: &Evaluation| {
         ev.rows
             .iter()
-            .filter(|r| !r.policy.ends_with("oracle"))
+            .filter(|r| !r.policy.ends_with("oracle") && r.policy != "clairvoyant")
             .min_by(|a, b| a.et.total_cmp(&b.et))
             .cloned()
     };
@@ -63,6 +71,13 @@ pub fn ceilings(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions) -> Result<(V
             name: format!("node drain (best: {})", r.policy),
             headroom: 1.0 - r.et / fair,
             row: r,
+        });
+    }
+    if let Some(r) = node.rows.iter().find(|r| r.policy == "clairvoyant") {
+        out.push(Ceiling {
+            name: "clairvoyant planner (node drain)".to_string(),
+            headroom: 1.0 - r.et / fair,
+            row: r.clone(),
         });
     }
     if let Some(r) = best(&gpu) {

@@ -9,6 +9,7 @@ use crate::cluster::{Cluster, GpuState, Hold, SHAPE};
 use crate::model::Job;
 use crate::placement::Placement;
 use crate::policies::adaptive::Adaptive;
+use crate::policies::clairvoyant::Clairvoyant;
 use crate::policies::mpc::Mpc;
 use crate::policies::views::node_name;
 use crate::policies::views::{node_index, View};
@@ -351,15 +352,25 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
             }
             Driver::Plain(Box::new(Adaptive::new(s, cfg)), false)
         }
+        PolicySpec::Clairvoyant(s) => {
+            let mut s = s.clone();
+            s.planner.exact_profiles |= typed;
+            Driver::Plain(Box::new(Clairvoyant::new(s, cfg, &wl.jobs)), false)
+        }
         PolicySpec::External(e) => Driver::Plain((e.make)(cfg)?, false),
         PolicySpec::Learned { periods } => Driver::Learned(Learned::new(*periods, &sim.c)),
     };
     let interval_ms: i64 = match (&driver, spec) {
         (_, PolicySpec::None | PolicySpec::Static(_)) => i64::MAX,
         (Driver::Plain(_, true), _)
-        | (_, PolicySpec::Plan(_) | PolicySpec::Mpc(_) | PolicySpec::Adaptive(_) | PolicySpec::External(_)) => {
-            (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64
-        }
+        | (
+            _,
+            PolicySpec::Plan(_)
+            | PolicySpec::Mpc(_)
+            | PolicySpec::Adaptive(_)
+            | PolicySpec::Clairvoyant(_)
+            | PolicySpec::External(_),
+        ) => (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64,
         _ => 3_600_000,
     };
     if matches!(spec, PolicySpec::None | PolicySpec::Static(_)) {

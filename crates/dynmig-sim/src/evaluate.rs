@@ -10,6 +10,7 @@ use crate::engine::{simulate, RunResult, SimConfig};
 use crate::metrics::{judged_jobs, metrics, normalise, Metrics, Norm};
 use crate::placement::Placement;
 use crate::policies::adaptive::AdaptiveSettings;
+use crate::policies::clairvoyant::ClairvoyantSettings;
 use crate::policies::mpc::MpcSettings;
 use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
 use crate::search::{
@@ -48,6 +49,9 @@ pub enum PolicyName {
     Adaptive,
     /// A trained model ([`EvalOptions::learned`]; not in [`ALL_POLICIES`]: it needs one).
     Learned,
+    /// Knows the future: a ceiling, not a policy a site can run (not in [`ALL_POLICIES`]:
+    /// `--ceilings` runs it, or name it; [`crate::policies::clairvoyant`]).
+    Clairvoyant,
 }
 
 /// Every policy that needs nothing more than the options, in report order.
@@ -81,6 +85,7 @@ impl PolicyName {
             PolicyName::Mpc => "mpc",
             PolicyName::Adaptive => "adaptive",
             PolicyName::Learned => "learned",
+            PolicyName::Clairvoyant => "clairvoyant",
         }
     }
 }
@@ -98,11 +103,11 @@ impl std::str::FromStr for PolicyName {
         ALL_POLICIES
             .iter()
             .copied()
-            .chain([PolicyName::Learned])
+            .chain([PolicyName::Learned, PolicyName::Clairvoyant])
             .find(|p| p.as_str() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown policy '{s}'; allowed: {}, learned (with a model)",
+                    "unknown policy '{s}'; allowed: {}, learned (with a model), clairvoyant (knows the future)",
                     ALL_POLICIES.map(PolicyName::as_str).join(", ")
                 )
             })
@@ -348,6 +353,14 @@ impl Bench<'_> {
                     opts.limits.max_concurrent
                 );
                 self.run(&PolicySpec::Adaptive(settings), "adaptive", &detail, progress)
+            }
+            PolicyName::Clairvoyant => {
+                let settings = ClairvoyantSettings::new(PlannerSettings::new(opts.limits.clone(), Objective::Speed));
+                let detail = format!(
+                    "knows every job; at most every {:?} picks keep or a planner's (speed, consolidate) proposals by lookahead runs over {:?} of true arrivals",
+                    settings.period, settings.horizon
+                );
+                self.run(&PolicySpec::Clairvoyant(settings), "clairvoyant", &detail, progress)
             }
             PolicyName::Learned => {
                 let Some(e) = opts.learned_for(self.c.model) else {
@@ -613,6 +626,7 @@ pub fn evaluate(
         PolicyName::Adaptive,
         PolicyName::Mpc,
         PolicyName::Learned,
+        PolicyName::Clairvoyant,
         PolicyName::Plan,
         PolicyName::Consolidate,
         PolicyName::Dynamic,

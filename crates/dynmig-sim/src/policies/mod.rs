@@ -10,9 +10,11 @@
 //!   pay ([`mpc::Mpc`]);
 //! - `adaptive`: the best static layout searched again every day on the days just past
 //!   ([`adaptive::Adaptive`]);
-//! - `learned`: a trained model from `dynmig-learn`, through [`PolicySpec::External`].
+//! - `learned`: a trained model from `dynmig-learn`, through [`PolicySpec::External`];
+//! - `clairvoyant`: knows the future, a ceiling no site can run ([`clairvoyant::Clairvoyant`]).
 
 pub mod adaptive;
+pub mod clairvoyant;
 pub(crate) mod joblog;
 pub mod mix;
 pub mod mpc;
@@ -54,6 +56,9 @@ pub enum PolicySpec {
     /// The best static layout re-searched every day on the past days ([`adaptive::Adaptive`]),
     /// starting from whole GPUs.
     Adaptive(adaptive::AdaptiveSettings),
+    /// The clairvoyant planner ([`clairvoyant::Clairvoyant`]): knows every job of the run,
+    /// starting from whole GPUs. A ceiling, not a policy a site can run.
+    Clairvoyant(clairvoyant::ClairvoyantSettings),
     /// A policy made by another crate (the learned policy of `dynmig-learn`), starting from
     /// whole GPUs and asked every `policy_interval_s`.
     External(ExternalPolicy),
@@ -95,6 +100,7 @@ impl PolicySpec {
             PolicySpec::Learned { .. } => "time-of-day",
             PolicySpec::Mpc(_) => "mpc",
             PolicySpec::Adaptive(_) => "adaptive",
+            PolicySpec::Clairvoyant(_) => "clairvoyant",
             PolicySpec::External(e) => e.name,
         }
     }
