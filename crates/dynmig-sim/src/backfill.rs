@@ -19,6 +19,9 @@ pub const BF_INTERVAL_S: f64 = 30.0;
 pub const BF_WINDOW_S: f64 = 1440.0 * 60.0;
 /// `bf_resolution`: the granularity of backfill's times, s (Slurm's default, 60).
 pub const BF_RESOLUTION_S: f64 = 60.0;
+/// `bf_max_job_test`: jobs backfill tries per plan (Slurm's default, 500: SchedMD's
+/// slurm.conf manual, `SchedulerParameters`).
+pub const BF_MAX_JOB_TEST: usize = 500;
 
 /// Departures from Slurm's scheduling, for what-if runs (none by default). Neither is what a
 /// Slurm cluster does; each exists to measure what the simpler rule of earlier results hid.

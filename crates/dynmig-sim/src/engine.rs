@@ -4,7 +4,7 @@
 //! Deterministic: the same workload, config and seed give the same result (ordered
 //! collections only; ties broken by job id and event sequence).
 
-use crate::backfill::{Resv, WhatIfs, BF_INTERVAL_S, BF_RESOLUTION_S, BF_WINDOW_S};
+use crate::backfill::{Resv, WhatIfs, BF_INTERVAL_S, BF_MAX_JOB_TEST, BF_RESOLUTION_S, BF_WINDOW_S};
 use crate::cluster::{Cluster, GpuState, Hold, SHAPE};
 use crate::model::Job;
 use crate::placement::Placement;
@@ -126,6 +126,11 @@ pub struct SimConfig {
     /// planned end) are rounded down to a multiple of it. Default [`BF_RESOLUTION_S`], 60 s
     /// (SchedMD's slurm.conf manual, `SchedulerParameters`). 0: exact times.
     pub bf_resolution_s: f64,
+    /// Slurm's `bf_max_job_test`: at each backfill plan (every `backfill_interval_s`) the
+    /// jobs queued behind a blocked job of the same type are tried too, at most this many
+    /// in all, in priority order; between plans only each type's first job is (Slurm's main
+    /// scheduler). Default [`BF_MAX_JOB_TEST`], 500 (SchedMD's slurm.conf manual). 0: never.
+    pub bf_max_job_test: usize,
     /// Departures from Slurm's scheduling (none by default): [`WhatIfs`].
     pub what_if: WhatIfs,
     /// Start of the evaluation window, s: [`RunResult::window_energy_j`] and
@@ -157,6 +162,7 @@ impl SimConfig {
             backfill_interval_s: BF_INTERVAL_S,
             bf_window_s: BF_WINDOW_S,
             bf_resolution_s: BF_RESOLUTION_S,
+            bf_max_job_test: BF_MAX_JOB_TEST,
             what_if: WhatIfs::default(),
             max_time_limit_s: 48.0 * 3600.0,
             stop_s: f64::INFINITY,
@@ -500,6 +506,8 @@ struct Sim<'a> {
     /// The last reservation computed: for which first blocked job, until when it is reused,
     /// and what it was.
     resv_cache: Option<(u32, i64, Reservation)>,
+    /// When the next backfill plan tries the jobs behind each type's first ([`SimConfig::bf_max_job_test`]), ms.
+    next_backfill_ms: i64,
     /// [`SimConfig::bf_resolution_s`] in ms.
     res_ms: i64,
     /// [`SimConfig::bf_window_s`] in ms (`i64::MAX`: no window).
@@ -648,6 +656,7 @@ impl<'a> Sim<'a> {
             idle_gpu_s: 0.0,
             view: View::default(),
             resv_cache: None,
+            next_backfill_ms: 0,
             res_ms: (cfg.bf_resolution_s * 1000.0).round().max(0.0) as i64,
             window_ms: if cfg.bf_window_s.is_finite() {
                 (cfg.bf_window_s * 1000.0).round() as i64
@@ -713,7 +722,18 @@ impl<'a> Sim<'a> {
                 .get(next_arrival)
                 .map_or(i64::MAX, |j| (j.release * 1000.0).round() as i64);
             let th = self.heap.peek().map_or(i64::MAX, |Reverse((t, _, _))| *t);
-            let now = ta.min(th).min(next_tick);
+            // Slurm's backfill plans every bf_interval while jobs wait, events or not; with
+            // nothing else to come (no arrival, no running job, no repartition) it has nothing
+            // new to find.
+            let deep_backfill = self.cfg.placement == Placement::Slurm
+                && self.cfg.bf_max_job_test > 0
+                && self.cfg.backfill_interval_s > 0.0;
+            let tb = if deep_backfill && self.queued > 0 && (ta != i64::MAX || th != i64::MAX) {
+                self.next_backfill_ms.max(last + 1)
+            } else {
+                i64::MAX
+            };
+            let now = ta.min(th).min(next_tick).min(tb);
             if now > self.stop_ms {
                 // Stopped: the energy runs to the stop, and jobs not done end there.
                 self.energy_j += self.c.total_w * (self.stop_ms - last) as f64 / 1000.0;

@@ -93,8 +93,9 @@ fn a_start_state_must_match_the_cluster_and_list_running_jobs_first() {
 /// On the synthetic workload at its default load whole GPUs serve everything (static =
 /// none) when jobs may run on larger instances (the `spill-up` what-if: under typed placement
 /// a small job needs a partition); the planner still partitions at daily peaks, and the
-/// lookahead says it does not pay. Its fewer partitions are never later (with exact backfill
-/// times, `bf_resolution` 0, they were less late; at Slurm's 60 s both are as late).
+/// lookahead says it does not pay. Its fewer partitions are no later (with exact backfill
+/// times, `bf_resolution` 0, they were less late; at Slurm's 60 s both are as late, within
+/// 0.1% since the backfill tries the jobs behind a blocked one).
 #[test]
 fn mpc_keeps_whole_gpus_where_partitions_do_not_pay() {
     let m = ModelParams::default();
@@ -130,9 +131,10 @@ fn mpc_keeps_whole_gpus_where_partitions_do_not_pay() {
             .map(|(o, j)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
             .sum()
     };
+    // Per-job backfill (2026-11-27) reorders a few short jobs: 0.02% apart when it came.
     assert!(
-        tardiness(&mpc) <= tardiness(&plan),
-        "fewer partitions, never later: {} s against {} s",
+        tardiness(&mpc) <= tardiness(&plan) * 1.001,
+        "fewer partitions, no later (0.1%): {} s against {} s",
         tardiness(&mpc),
         tardiness(&plan)
     );

@@ -24,6 +24,13 @@ impl Sim<'_> {
         // changes (except under random placement, whose search draws random numbers).
         let skip_dead = self.cfg.placement != Placement::Random && self.queues.len() <= 64;
         let mut dead = 0u64;
+        // A backfill plan (every bf_interval) also tries the jobs behind a blocked first job
+        // of its type, up to bf_max_job_test of them in the pass.
+        let mut deep = 0usize;
+        if self.cfg.placement == Placement::Slurm && self.now >= self.next_backfill_ms {
+            deep = self.cfg.bf_max_job_test;
+            self.next_backfill_ms = self.now + (self.cfg.backfill_interval_s * 1000.0).round() as i64;
+        }
         loop {
             let mut best: Option<((i64, u32), Keys)> = None;
             for class in 0..self.queues.len() {
@@ -33,8 +40,14 @@ impl Sim<'_> {
                 if best.as_ref().is_some_and(|(b, _)| *b <= head) || (skip_dead && dead & (1 << class) != 0) {
                     continue;
                 }
-                match self.find(head.1, class, resv) {
-                    Some(keys) => best = Some((head, keys)),
+                let found = match self.find(head.1, class, resv) {
+                    Some(keys) => Some((head, keys)),
+                    None if deep > 0 => self.find_behind(class, head, resv, &mut deep),
+                    None => None,
+                };
+                match found {
+                    Some((entry, keys)) if best.as_ref().is_none_or(|(b, _)| entry < *b) => best = Some((entry, keys)),
+                    Some(_) => {}
                     None if skip_dead => dead |= 1 << class,
                     None => {}
                 }
@@ -45,6 +58,39 @@ impl Sim<'_> {
             }
             self.start(job, keys);
         }
+    }
+
+    /// The first job queued behind `head` in queue `class` that can start now, in priority
+    /// order, trying at most `budget` jobs (counted down). Under Slurm's rules whether a job
+    /// of a queue fits depends only on when it would end (its time limit): a job whose limit
+    /// is no shorter than one that did not fit is passed over untried.
+    fn find_behind(
+        &mut self,
+        class: usize,
+        head: (i64, u32),
+        resv: Reservation,
+        budget: &mut usize,
+    ) -> Option<((i64, u32), Keys)> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let monotone = !self.cfg.what_if.clairvoyant_backfill && !self.cfg.what_if.spill_up;
+        let mut shortest_failed = self.limit[head.1 as usize];
+        let behind: Vec<(i64, u32)> = self.queues[class]
+            .range((Excluded(head), Unbounded))
+            .take(*budget)
+            .copied()
+            .collect();
+        for entry in behind {
+            *budget -= 1;
+            let limit = self.limit[entry.1 as usize];
+            if monotone && limit >= shortest_failed {
+                continue;
+            }
+            if let Some(keys) = self.find(entry.1, class, resv) {
+                return Some((entry, keys));
+            }
+            shortest_failed = shortest_failed.min(limit);
+        }
+        None
     }
 
     /// When `job`, started now on an instance of profile `p`, ends as backfill plans it: now

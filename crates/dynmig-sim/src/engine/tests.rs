@@ -235,3 +235,35 @@ fn under_a_fixed_layout_jobs_ask_for_the_types_it_has() {
     assert_eq!((r.jobs[0].slices, r.jobs[1].slices), (7, 7));
     assert_eq!(r.jobs[1].start_ms, 0);
 }
+
+#[test]
+fn backfill_tries_the_jobs_behind_a_blocked_job_of_the_same_type() {
+    // One node of two whole GPUs. A runs on one to 1,000 s (its limit); B (two GPUs, released
+    // at 1 s) holds the reservation at 1,000 s; H (one GPU, limit 2,000 s, released at 2 s)
+    // would end past it and waits; C (one GPU, the same type, limit 500 s, released at 3 s)
+    // ends before it. Slurm's backfill plan (every bf_interval, 30 s) tries C behind H and
+    // starts it on the free GPU; with bf_max_job_test 0 only each type's first job is tried
+    // and C waits behind H.
+    let jobs = vec![
+        job(0.0, 1000.0, 30_000, 1.0),
+        multi(1.0, 100.0, 2),
+        job(2.0, 2000.0, 30_000, 1.0),
+        job(3.0, 500.0, 30_000, 1.0),
+    ];
+    let spec = PolicySpec::Static(layout(2, "1x7g.40gb"));
+    let r = run(jobs.clone(), &spec, &cfg(2));
+    assert_eq!(
+        r.jobs[3].start_ms,
+        30 * S,
+        "C starts at the first backfill plan after it came"
+    );
+    assert_eq!(r.jobs[1].start_ms, 1000 * S, "B keeps its reservation");
+    let mut heads_only = cfg(2);
+    heads_only.bf_max_job_test = 0;
+    let r = run(jobs, &spec, &heads_only);
+    assert!(
+        r.jobs[3].start_ms >= 1000 * S,
+        "heads only: C waits behind H ({} ms)",
+        r.jobs[3].start_ms
+    );
+}
