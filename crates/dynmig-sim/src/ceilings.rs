@@ -13,6 +13,7 @@ use crate::engine::{DrainScope, SimConfig};
 use crate::evaluate::{evaluate, EvalOptions, Evaluation, PolicyName};
 use crate::metrics::{metrics, normalise, Metrics};
 use crate::per_allocation::{simulate_per_allocation, InstanceCosts};
+use crate::report::p99_hours;
 use crate::workload::Workload;
 use anyhow::Result;
 use std::fmt::Write;
@@ -129,8 +130,8 @@ pub fn markdown(cs: &[Ceiling], ev: &Evaluation) -> String {
             "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.0} | {:.3} | {:.1}% |",
             all.map_or("-".into(), |c| h(c.wait_p50_s)),
             all.map_or("-".into(), |c| h(c.wait_p95_s)),
-            all.map_or("-".into(), |c| h(c.wait_p99_s)),
-            multi.map_or("-".into(), |c| h(c.wait_p99_s)),
+            all.map_or("-".into(), |c| p99_hours(c.wait_p99_s)),
+            multi.map_or("-".into(), |c| p99_hours(c.wait_p99_s)),
             all.map_or("-".into(), |c| format!("{:.1}", c.bsld_mean)),
             all.map_or("-".into(), |c| format!("{:.1}", c.bsld_p95)),
             all.map_or("-".into(), |c| format!("{:.0}", c.gpu_h_per_day)),

@@ -59,6 +59,18 @@ fn cells(m: &Metrics) -> Vec<String> {
     ]
 }
 
+/// A class starves when its 99th-percentile queue wait is longer than this, s (24 h: a job
+/// of a class that waits more than a day one time in a hundred is what users report as
+/// "my jobs never start"; a threshold chosen for the tables, not from a source). Its p99
+/// cell is flagged with `!`.
+pub const STARVATION_P99_S: f64 = 24.0 * 3600.0;
+
+/// A p99 wait in hours, flagged with `!` when the class starves ([`STARVATION_P99_S`]).
+pub fn p99_hours(wait_p99_s: f64) -> String {
+    let flag = if wait_p99_s > STARVATION_P99_S { "!" } else { "" };
+    format!("{:.2}{flag}", wait_p99_s / 3600.0)
+}
+
 /// The columns of the site table after the two that name a row (e.g. policy and placement).
 pub const SITE_HEAD: [&str; 12] = [
     "class",
@@ -88,7 +100,7 @@ pub fn site_cells(first: &[String], classes: &[ClassFigures], rep: &Repartitions
                 c.jobs.to_string(),
                 h(c.wait_p50_s),
                 h(c.wait_p95_s),
-                h(c.wait_p99_s),
+                p99_hours(c.wait_p99_s),
                 h(c.wait_max_s),
                 format!("{:.2}", c.bsld_mean),
                 format!("{:.2}", c.bsld_p95),
@@ -114,7 +126,8 @@ pub fn site_head<'a>(first: &[&'a str]) -> Vec<&'a str> {
 /// What the site table's columns are, one line.
 pub fn site_legend() -> String {
     format!(
-        "site figures of the judged jobs per class (slice<=3g: 1g-3g; 1 GPU: 4g-7g; multi-GPU): waits, bounded slowdown max(1, (wait + run) / max(run, {BSLD_THRESHOLD_S:.0} s)) (Feitelson, JSSPP 2001), full-GPU hours of work per day, share of compute slices held; repartitions per node and day and drain waste (GPU-h held idle) per repartition, from the window start"
+        "site figures of the judged jobs per class (slice<=3g: 1g-3g; 1 GPU: 4g-7g; multi-GPU): waits, bounded slowdown max(1, (wait + run) / max(run, {BSLD_THRESHOLD_S:.0} s)) (Feitelson, JSSPP 2001), full-GPU hours of work per day, share of compute slices held; repartitions per node and day and drain waste (GPU-h held idle) per repartition, from the window start; `!`: the class starves (p99 wait over {:.0} h)",
+        STARVATION_P99_S / 3600.0
     )
 }
 
