@@ -26,6 +26,10 @@ pub struct SimulateArgs {
     /// Use the synthetic SMART-MIG-like generator instead of the trace.
     #[arg(long)]
     pub synthetic: bool,
+    /// With --synthetic: a family whose mix moves (day-night, weekly, burst, drift,
+    /// multi-surge; docs/model.md, "Workload families") instead of the steady mix.
+    #[arg(long, requires = "synthetic")]
+    pub family: Option<crate::workload::families::Family>,
     /// Days: the last N days of the trace, or N days of synthetic arrivals.
     #[arg(long)]
     pub days: Option<f64>,
@@ -84,7 +88,7 @@ pub struct SimulateArgs {
     /// for --matrix, 1-2 for --sensitivity].
     #[arg(long)]
     pub seeds: Option<String>,
-    /// Traces of --matrix, comma-separated: default, synthetic (development), gpushare20,
+    /// Traces of --matrix, comma-separated: default, synthetic, synthetic:FAMILY (development; FAMILY one of --family's), gpushare20,
     /// gpushare40, gpushare60 (validation), or paths.
     #[arg(long, value_delimiter = ',', default_value = "default,gpushare40,synthetic")]
     pub matrix_traces: Vec<String>,
@@ -224,7 +228,7 @@ fn request_params(a: &SimulateArgs) -> Result<RequestParams> {
 fn source<'p>(a: &SimulateArgs, pods: &'p Option<Vec<Pod>>) -> Source<'p> {
     match pods {
         Some(p) if !a.synthetic => Source::Trace(p),
-        _ => Source::Synthetic,
+        _ => Source::Synthetic(a.family),
     }
 }
 

@@ -9,6 +9,7 @@ use crate::evaluate::{evaluate, EvalOptions};
 use crate::metrics::Metrics;
 use crate::model::{ModelParams, SpeedCurve};
 use crate::workload::alibaba::Pod;
+use crate::workload::families::Family;
 use crate::workload::{build_workload, Load, Source};
 use anyhow::{anyhow, Result};
 use dynmig_core::geometry::GpuModel;
@@ -18,8 +19,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// The name of the synthetic source among the traces of a matrix.
+/// The name of the synthetic source among the traces of a matrix; `synthetic:FAMILY` names
+/// a family of it ([`crate::workload::families`]).
 pub const SYNTHETIC: &str = "synthetic";
+
+/// Whether a matrix trace name is the synthetic source: `Some(None)` for `synthetic`,
+/// `Some(Some(family))` for `synthetic:FAMILY`, `None` for a trace.
+///
+/// # Errors
+/// `synthetic:` with an unknown family (the message lists the known ones).
+pub fn synthetic_family(name: &str) -> Result<Option<Option<Family>>> {
+    if name == SYNTHETIC {
+        return Ok(Some(None));
+    }
+    match name.strip_prefix("synthetic:") {
+        Some(f) => Ok(Some(Some(f.parse()?))),
+        None => Ok(None),
+    }
+}
 
 /// One evaluation of a matrix or grid.
 #[derive(Debug, Clone)]
@@ -151,8 +168,8 @@ pub struct CellOutcome {
 /// The workload cannot be built or the evaluation failed.
 pub fn run_cell(cell: &Cell, setup: &Setup, pods: &BTreeMap<String, Vec<Pod>>) -> Result<CellOutcome> {
     let t0 = Instant::now();
-    let source = if cell.trace == SYNTHETIC {
-        Source::Synthetic
+    let source = if let Some(family) = synthetic_family(&cell.trace)? {
+        Source::Synthetic(family)
     } else {
         Source::Trace(
             pods.get(&cell.trace)
@@ -162,7 +179,7 @@ pub fn run_cell(cell: &Cell, setup: &Setup, pods: &BTreeMap<String, Vec<Pod>>) -
     // Synthetic arrivals run as long as the trace's window, so every cell has the same
     // search and evaluation windows.
     let days = match source {
-        Source::Synthetic => setup.days.or(Some(30.0)),
+        Source::Synthetic(_) => setup.days.or(Some(30.0)),
         Source::Trace(_) => setup.days,
     };
     let (wl, load) = build_workload(source, days, setup.load, cell.seed, &cell.params)?;

@@ -3,7 +3,9 @@
 
 use crate::cli::{eval_options, parse_drain, parse_model, SimulateArgs};
 use crate::engine::{DrainScope, SimConfig};
-use crate::matrix::{grid_cells, matrix_cells, parse_seeds, run_cells, summarise, Cell, CellOutcome, Setup, SYNTHETIC};
+use crate::matrix::{
+    grid_cells, matrix_cells, parse_seeds, run_cells, summarise, synthetic_family, Cell, CellOutcome, Setup, SYNTHETIC,
+};
 use crate::matrix_report as mr;
 use crate::model::ModelParams;
 use crate::workload::alibaba::{pods_of, Pod};
@@ -60,7 +62,7 @@ pub fn run(a: &SimulateArgs, load: Load, m: &ModelParams, model: &'static GpuMod
     if a.sensitivity {
         let seeds = parse_seeds(a.seeds.as_deref().unwrap_or("1-2"))?;
         let traces = vec![if a.synthetic {
-            SYNTHETIC.to_string()
+            a.family.map_or(SYNTHETIC.to_string(), |f| format!("{SYNTHETIC}:{f}"))
         } else {
             a.trace.clone()
         }];
@@ -76,7 +78,7 @@ pub fn run(a: &SimulateArgs, load: Load, m: &ModelParams, model: &'static GpuMod
 fn read_traces(traces: &[String]) -> Result<BTreeMap<String, Vec<Pod>>> {
     let mut pods = BTreeMap::new();
     for t in traces {
-        if t != SYNTHETIC && !pods.contains_key(t) {
+        if synthetic_family(t)?.is_none() && !pods.contains_key(t) {
             pods.insert(t.clone(), pods_of(t)?);
         }
     }

@@ -81,3 +81,74 @@ fn synthetic_arrivals_follow_the_day() {
         "exponential inference durations of mean 300 s: {mean}"
     );
 }
+
+/// The workload families (`workload::families`) move the mix where they say, on the
+/// generator's own draws.
+#[test]
+fn workload_families_move_the_mix_where_they_say() {
+    use dynmig_sim::workload::families::Family;
+    let m = ModelParams::default();
+    let make = |family| {
+        synthetic_workload(
+            &SyntheticParams {
+                days: 30.0,
+                family: Some(family),
+                ..Default::default()
+            },
+            &m,
+        )
+        .unwrap()
+    };
+    let day = 86_400.0;
+    let in_days = |wl: &dynmig_sim::workload::Workload, a: f64, b: f64| -> Vec<dynmig_sim::model::Job> {
+        wl.jobs
+            .iter()
+            .filter(|j| j.release >= a * day && j.release < b * day)
+            .cloned()
+            .collect()
+    };
+    let small_share = |jobs: &[dynmig_sim::model::Job]| {
+        let single: Vec<_> = jobs.iter().filter(|j| j.gpus == 1).collect();
+        single.iter().filter(|j| j.kind == JobKind::Inference).count() as f64 / single.len() as f64
+    };
+    let drift = make(Family::Drift);
+    let (early, late) = (
+        small_share(&in_days(&drift, 0.0, 5.0)),
+        small_share(&in_days(&drift, 25.0, 30.0)),
+    );
+    assert!(
+        late > 2.5 * early,
+        "drift: small share {early:.2} in days 0-5, {late:.2} in 25-30"
+    );
+    let surge = make(Family::MultiSurge);
+    let multi = |jobs: &[dynmig_sim::model::Job]| jobs.iter().filter(|j| j.gpus > 1).count() as f64 / jobs.len() as f64;
+    let (during, before) = (multi(&in_days(&surge, 18.0, 23.0)), multi(&in_days(&surge, 0.0, 18.0)));
+    assert!(
+        during > 0.07 && before < 0.03,
+        "multi-surge: {during:.3} in days 18-22, {before:.3} before"
+    );
+    let burst = make(Family::Burst);
+    let hours = |wl: &dynmig_sim::workload::Workload, d: f64| in_days(wl, d + 9.0 / 24.0, d + 21.0 / 24.0).len() as f64;
+    let ratio = hours(&burst, 16.0) / hours(&burst, 15.0);
+    assert!(
+        (2.3..3.8).contains(&ratio),
+        "burst: day 16 has {ratio:.2}x day 15's arrivals in 09-21 h"
+    );
+    let weekly = make(Family::Weekly);
+    let ratio = in_days(&weekly, 5.0, 6.0).len() as f64 / in_days(&weekly, 4.0, 5.0).len() as f64;
+    assert!(
+        (0.35..0.65).contains(&ratio),
+        "weekly: Saturday has {ratio:.2}x Friday's arrivals"
+    );
+    let dn = make(Family::DayNight);
+    let hour = |j: &&dynmig_sim::model::Job| (j.release / 3600.0).rem_euclid(24.0);
+    let (work, night): (Vec<_>, Vec<_>) = dn.jobs.iter().partition(|j| (8.0..20.0).contains(&hour(j)));
+    let work: Vec<_> = work.into_iter().cloned().collect();
+    let night: Vec<_> = night.into_iter().cloned().collect();
+    assert!(
+        small_share(&work) > 2.5 * small_share(&night),
+        "day-night: small share {:.2} by day, {:.2} by night",
+        small_share(&work),
+        small_share(&night)
+    );
+}

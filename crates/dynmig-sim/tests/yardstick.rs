@@ -170,7 +170,7 @@ fn trace_slice(seed: u64, days: f64, nodes: usize) -> Workload {
 
 fn synthetic(seed: u64, days: f64) -> Workload {
     build_workload(
-        Source::Synthetic,
+        Source::Synthetic(None),
         Some(days),
         Load::Factor(0.1),
         seed,

@@ -2,6 +2,7 @@
 //! ([`synthetic`]), both turned into [`Job`]s; and the load measure used to size a cluster.
 
 pub mod alibaba;
+pub mod families;
 pub mod synthetic;
 pub mod trace;
 
@@ -18,8 +19,8 @@ pub enum Source<'p> {
     /// Pods of an Alibaba pod list ([`trace`]): the last `days` days (default 30).
     Trace(&'p [Pod]),
     /// The SMART-MIG-like generator ([`synthetic`]): `days` days (default 7), its 100 jobs/h
-    /// scaled by the load.
-    Synthetic,
+    /// scaled by the load; with a family ([`families::Family`]), its mix moves.
+    Synthetic(Option<families::Family>),
 }
 
 /// How heavy a workload is.
@@ -60,11 +61,12 @@ pub fn build_workload(
     m: &ModelParams,
 ) -> Result<(Workload, f64)> {
     let make = |factor: f64| match source {
-        Source::Synthetic => {
+        Source::Synthetic(family) => {
             let p = SyntheticParams {
                 days: days.unwrap_or(7.0),
                 jobs_per_hour: SyntheticParams::default().jobs_per_hour * factor,
                 seed,
+                family,
                 ..Default::default()
             };
             synthetic_workload(&p, m)

@@ -2,6 +2,7 @@
 //! training and exponential inference durations, memory shares drawn from the trace's own
 //! mix. Parameters and sources in docs/model.md ("Synthetic workload").
 
+use super::families::Family;
 use super::Workload;
 use crate::model::{Job, JobKind, ModelParams};
 use anyhow::{bail, Result};
@@ -47,6 +48,8 @@ pub struct SyntheticParams {
     pub inference_mean_s: f64,
     /// Seed.
     pub seed: u64,
+    /// A family whose rate and mix move over time ([`Family`]); `None`: the steady mix.
+    pub family: Option<Family>,
 }
 
 impl Default for SyntheticParams {
@@ -61,6 +64,7 @@ impl Default for SyntheticParams {
             training_sigma: 1.2,
             inference_mean_s: 300.0,
             seed: 1,
+            family: None,
         }
     }
 }
@@ -91,7 +95,7 @@ pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Worklo
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
     // A stream of its own, so that time limits leave every other draw as it was.
     let mut limits = ChaCha8Rng::seed_from_u64(p.seed ^ 0x7153_11e1);
-    let max_rate = p.jobs_per_hour / 3600.0 * (1.0 + p.amplitude);
+    let max_rate = p.jobs_per_hour / 3600.0 * (1.0 + p.amplitude) * p.family.map_or(1.0, Family::max_rate);
     let gap = Exp::new(max_rate)?;
     let shares = WeightedIndex::new(TRACE_SHARES.iter().map(|s| s.1))?;
     let train = LogNormal::new(p.training_median_s.ln(), p.training_sigma)?;
@@ -104,13 +108,23 @@ pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Worklo
         if t >= end {
             break;
         }
-        if rng.gen::<f64>() * max_rate > rate_at(p, t) {
+        let shape = p.family.map(|f| f.shape(t, p.days, p.multi_gpu_share));
+        let rate = rate_at(p, t) * shape.map_or(1.0, |s| s.rate);
+        if rng.gen::<f64>() * max_rate > rate {
             continue;
         }
-        let (gpus, share) = if rng.gen::<f64>() < p.multi_gpu_share {
+        let multi = shape.map_or(p.multi_gpu_share, |s| s.multi_share);
+        let (gpus, share) = if rng.gen::<f64>() < multi {
             ([2, 4, 8][rng.gen_range(0..3)], 1.0)
         } else {
-            (1, f64::from(TRACE_SHARES[shares.sample(&mut rng)].0) / 1000.0)
+            let i = match shape {
+                None => shares.sample(&mut rng),
+                Some(s) => {
+                    let w = TRACE_SHARES.map(|(milli, n)| f64::from(n) * if milli >= 650 { s.large } else { s.small });
+                    WeightedIndex::new(w)?.sample(&mut rng)
+                }
+            };
+            (1, f64::from(TRACE_SHARES[i].0) / 1000.0)
         };
         let kind = if share >= 0.65 {
             JobKind::Training
@@ -140,8 +154,9 @@ pub fn synthetic_workload(p: &SyntheticParams, m: &ModelParams) -> Result<Worklo
     if jobs.is_empty() {
         bail!("the synthetic workload has no job; raise jobs_per_hour or days");
     }
+    let family = p.family.map_or(String::new(), |f| format!(", family {f}"));
     Ok(Workload::new(
         jobs,
-        format!("synthetic, {} days, {:.0} jobs/h", p.days, p.jobs_per_hour),
+        format!("synthetic{family}, {} days, {:.0} jobs/h", p.days, p.jobs_per_hour),
     ))
 }
