@@ -330,7 +330,10 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     let catalog = catalog(spec, &cluster);
     let mut sim = Sim::new(wl, cfg, cluster, &catalog)?;
     if let PolicySpec::Dynamic(limits) = spec {
-        sim.quiet_lifetime = Some(limits.min_layout_lifetime);
+        // The ages at which a layout may change again: its lifetime, and the end of the
+        // payback rule's hold on a layout the policy made that has not served yet.
+        let hold = limits.min_layout_lifetime * dynmig_core::policy::payback::Payback::default().hold_factor;
+        sim.quiet_ages = vec![limits.min_layout_lifetime, hold];
     }
     let candidates: Arc<[ProfileCounts]> = distinct_multisets(cfg.model).into();
     // The planners are told the placement rule they run under, as the controller tells them
@@ -526,9 +529,10 @@ struct Sim<'a> {
     catalog: Vec<bool>,
     /// Jobs still queued when the run ended with nothing left that could start them.
     never_started: Vec<u32>,
-    /// The demand-driven policy's `min_layout_lifetime` (`None` under other policies): its
-    /// calls are skipped while [`Sim::still_quiet`].
-    quiet_lifetime: Option<Duration>,
+    /// The layout ages at which the demand-driven policy may decide otherwise: its
+    /// `min_layout_lifetime` and its payback hold (empty under other policies); its calls are
+    /// skipped while [`Sim::still_quiet`].
+    quiet_ages: Vec<Duration>,
     /// The last call of the demand-driven policy, if it decided nothing.
     quiet: Option<Quiet>,
 }
@@ -669,7 +673,7 @@ impl<'a> Sim<'a> {
             transitions: HashMap::new(),
             catalog,
             never_started: Vec::new(),
-            quiet_lifetime: None,
+            quiet_ages: Vec::new(),
             quiet: None,
             c,
         })
@@ -1002,7 +1006,7 @@ impl<'a> Sim<'a> {
         }
         let snap = &self.view.snapshot;
         let plan = policy.plan_at(tod, &snap.nodes, &snap.demand());
-        if self.quiet_lifetime.is_some() {
+        if !self.quiet_ages.is_empty() {
             self.quiet = plan.is_empty().then(|| Quiet {
                 at_ms: self.now,
                 pending: self.pending.clone(),
@@ -1020,20 +1024,23 @@ impl<'a> Sim<'a> {
 
     /// Whether the demand-driven policy would decide nothing again: its last call decided
     /// nothing, and nothing it reads changed since (no node touched, the same pending demand,
-    /// no layout grew old enough to change). It reads the clock only through that age, so
-    /// its answer would be the same empty plan.
+    /// no layout grew past its lifetime or its payback hold). It reads the clock only through
+    /// those ages, so its answer would be the same empty plan. (Until 2026-11-27 the hold was
+    /// not among them: a layout held when the policy went quiet stayed for good, and the
+    /// demo's 2-GPU job never started in the simulator, found by slurm/demo-compare.sh.)
     fn still_quiet(&self, widest: usize) -> bool {
-        let (Some(life), Some(q)) = (self.quiet_lifetime, &self.quiet) else {
+        let Some(q) = &self.quiet else {
             return false;
         };
         if !self.c.dirty_nodes.is_empty() || q.widest != widest || q.pending != self.pending {
             return false;
         }
-        let old = |since: i64, t: i64| Duration::from_millis(u64::try_from(t - since).unwrap_or(0)) >= life;
-        self.c
-            .layout_since_ms
-            .iter()
-            .all(|&since| old(since, q.at_ms) == old(since, self.now))
+        let age = |since: i64, t: i64| Duration::from_millis(u64::try_from(t - since).unwrap_or(0));
+        self.c.layout_since_ms.iter().all(|&since| {
+            self.quiet_ages
+                .iter()
+                .all(|&a| (age(since, q.at_ms) >= a) == (age(since, self.now) >= a))
+        })
     }
 
     fn repartition(&mut self, node: usize, target: &NodeLayout) -> Result<()> {
