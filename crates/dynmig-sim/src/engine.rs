@@ -720,6 +720,9 @@ impl<'a> Sim<'a> {
         let sample_ms = (self.cfg.sample_interval_s * 1000.0) as i64;
         let mut last = 0i64;
         let mut last_change = 0i64;
+        let deep_backfill = self.cfg.placement == Placement::Slurm
+            && self.cfg.bf_max_job_test > 0
+            && self.cfg.backfill_interval_s > 0.0;
         while (self.done as usize) < n {
             let ta = self
                 .jobs
@@ -729,9 +732,6 @@ impl<'a> Sim<'a> {
             // Slurm's backfill plans every bf_interval while jobs wait, events or not; with
             // nothing else to come (no arrival, no running job, no repartition) it has nothing
             // new to find.
-            let deep_backfill = self.cfg.placement == Placement::Slurm
-                && self.cfg.bf_max_job_test > 0
-                && self.cfg.backfill_interval_s > 0.0;
             let tb = if deep_backfill && self.queued > 0 && (ta != i64::MAX || th != i64::MAX) {
                 self.next_backfill_ms.max(last + 1)
             } else {

@@ -1,12 +1,12 @@
 //! The clairvoyant planner (`crates/dynmig-sim/src/policies/clairvoyant.rs`): it judges the
 //! planners' proposals on the true future jobs.
 
+mod common;
 use dynmig_core::geometry::A100_40GB;
-use dynmig_sim::engine::{simulate, RunResult, SimConfig};
-use dynmig_sim::model::{Job, JobKind, ModelParams};
+use dynmig_sim::engine::{simulate, SimConfig};
+use dynmig_sim::model::{Job, JobKind};
 use dynmig_sim::policies::clairvoyant::ClairvoyantSettings;
 use dynmig_sim::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
-use dynmig_sim::workload::synthetic::{synthetic_workload, SyntheticParams};
 use dynmig_sim::workload::Workload;
 
 fn limits() -> PolicyLimits {
@@ -22,14 +22,6 @@ fn clairvoyant() -> PolicySpec {
         limits(),
         Objective::Speed,
     )))
-}
-
-fn tardiness(r: &RunResult, wl: &Workload) -> f64 {
-    r.jobs
-        .iter()
-        .zip(&wl.jobs)
-        .map(|(o, j)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
-        .sum()
 }
 
 /// Whole GPUs and small jobs whose type (1g.5gb) no node has: keeping the layouts leaves
@@ -64,22 +56,15 @@ fn the_clairvoyant_planner_serves_jobs_whose_type_no_node_has() {
 /// same energy (within 1%).
 #[test]
 fn knowing_the_future_it_is_less_late_than_the_planner_for_the_same_energy() {
-    let m = ModelParams::default();
-    let wl = synthetic_workload(
-        &SyntheticParams {
-            days: 3.0,
-            ..Default::default()
-        },
-        &m,
-    )
-    .unwrap();
-    let mut cfg = SimConfig::new(&A100_40GB, 16, 8);
-    cfg.what_if.spill_up = true;
+    let (wl, cfg) = common::spill_up_three_days();
     let plan = PolicySpec::Plan(PlannerSettings::new(limits(), Objective::Speed));
     let plan = simulate(&wl, &plan, &cfg, &|_| {}).unwrap();
     let cv = simulate(&wl, &clairvoyant(), &cfg, &|_| {}).unwrap();
     assert!(plan.reconfigs > 0, "the planner alone partitions here");
-    let (t_cv, t_plan) = (tardiness(&cv, &wl), tardiness(&plan, &wl));
+    let (t_cv, t_plan) = (
+        common::total_tardiness_s(&cv, &wl),
+        common::total_tardiness_s(&plan, &wl),
+    );
     eprintln!("clairvoyant {t_cv} s late, plan {t_plan} s");
     assert!(t_cv < t_plan, "clairvoyant {t_cv} s late, plan {t_plan} s");
     assert!(

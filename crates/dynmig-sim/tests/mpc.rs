@@ -5,10 +5,9 @@ mod common;
 use common::linear_power;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
 use dynmig_sim::engine::{simulate, simulate_from, SimConfig, StartState};
-use dynmig_sim::model::{Job, JobKind, ModelParams};
+use dynmig_sim::model::{Job, JobKind};
 use dynmig_sim::policies::mpc::MpcSettings;
 use dynmig_sim::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
-use dynmig_sim::workload::synthetic::{synthetic_workload, SyntheticParams};
 use dynmig_sim::workload::Workload;
 
 fn job(work: f64, mem_mib: u64, limit_factor: f64) -> Job {
@@ -98,17 +97,7 @@ fn a_start_state_must_match_the_cluster_and_list_running_jobs_first() {
 /// 0.1% since the backfill tries the jobs behind a blocked one).
 #[test]
 fn mpc_keeps_whole_gpus_where_partitions_do_not_pay() {
-    let m = ModelParams::default();
-    let wl = synthetic_workload(
-        &SyntheticParams {
-            days: 3.0,
-            ..Default::default()
-        },
-        &m,
-    )
-    .unwrap();
-    let mut cfg = SimConfig::new(&A100_40GB, 16, 8);
-    cfg.what_if.spill_up = true;
+    let (wl, cfg) = common::spill_up_three_days();
     let limits = PolicyLimits {
         max_concurrent: 2,
         min_layout_lifetime: std::time::Duration::from_secs(600),
@@ -124,13 +113,7 @@ fn mpc_keeps_whole_gpus_where_partitions_do_not_pay() {
         mpc.reconfigs,
         plan.reconfigs
     );
-    let tardiness = |r: &dynmig_sim::engine::RunResult| -> f64 {
-        r.jobs
-            .iter()
-            .zip(&wl.jobs)
-            .map(|(o, j)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
-            .sum()
-    };
+    let tardiness = |r| common::total_tardiness_s(r, &wl);
     // Per-job backfill (2026-11-27) reorders a few short jobs: 0.02% apart when it came.
     assert!(
         tardiness(&mpc) <= tardiness(&plan) * 1.001,

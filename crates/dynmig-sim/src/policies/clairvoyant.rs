@@ -80,16 +80,14 @@ pub struct Clairvoyant {
     /// The judgement's references.
     norm: Norm,
     next_s: f64,
-    /// Decisions taken and changes made (for reports).
-    pub decisions: u64,
-    /// Decisions that changed a layout.
-    pub changes: u64,
 }
 
 impl Clairvoyant {
     /// A clairvoyant planner for the run of `jobs` (the workload the engine runs, in its
     /// order) on `cfg`'s cluster.
     pub fn new(settings: ClairvoyantSettings, cfg: &SimConfig, jobs: &[Job]) -> Self {
+        // The engine's jobs are already in release order with ids equal to their index, so
+        // the workload keeps them as they are.
         let wl = Workload::new(jobs.to_vec(), "clairvoyant".into());
         let b = bounds(&wl, cfg.model, cfg.nodes * cfg.gpus_per_node, &cfg.power);
         let norm = Norm::of(&wl, &b, cfg.window_start_s);
@@ -108,11 +106,9 @@ impl Clairvoyant {
             proposals: vec![Vec::new(); planners.len()],
             planners,
             cfg,
-            jobs: jobs.into(),
+            jobs: wl.jobs.into(),
             settings,
             next_s: 0.0,
-            decisions: 0,
-            changes: 0,
         }
     }
 
@@ -274,19 +270,12 @@ impl Policy for Clairvoyant {
                 *last = r;
             }
         }
-        if self.log.now_s < self.next_s {
-            return Vec::new();
-        }
-        if self.proposals.iter().all(Vec::is_empty) {
+        if self.log.now_s < self.next_s || self.proposals.iter().all(Vec::is_empty) {
             return Vec::new();
         }
         self.next_s = self.log.now_s + self.settings.period.as_secs_f64();
-        self.decisions += 1;
         // A lookahead that cannot run (a state the engine refuses) changes nothing.
         let r = self.choose(nodes).unwrap_or_default();
-        if !r.is_empty() {
-            self.changes += 1;
-        }
         for last in &mut self.proposals {
             last.clear();
         }

@@ -195,7 +195,7 @@ impl Mpc {
 /// the horizon came first: no instance in its outcome) is charged its work on whole GPUs at
 /// full busy power, as the yardstick charges a job that never started: otherwise a plan that
 /// leaves a job unserved would look cheaper than one that serves it.
-pub(crate) fn et_change(wl: &Workload, a: &RunResult, b: &RunResult, cfg: &SimConfig) -> f64 {
+fn et_change(wl: &Workload, a: &RunResult, b: &RunResult, cfg: &SimConfig) -> f64 {
     let gpus = (cfg.nodes * cfg.gpus_per_node) as f64;
     let n = wl.jobs.len().max(1) as f64;
     let unserved_j = |r: &RunResult| -> f64 {

@@ -1,4 +1,5 @@
-//! Helpers shared by the simulator's integration tests.
+//! Helpers shared by the simulator's integration tests (each test binary uses some).
+#![allow(dead_code)]
 
 use dynmig_sim::power::PowerModel;
 
@@ -13,4 +14,28 @@ pub fn linear_power() -> PowerModel {
         full_slices: 7,
         source: "test".into(),
     }
+}
+
+/// Three days of the steady synthetic workload on 16 x 8 A100-40GB with the `spill-up`
+/// what-if: whole GPUs serve every job, and the planner partitions at daily peaks anyway
+/// (the case of the mpc and clairvoyant tests).
+pub fn spill_up_three_days() -> (dynmig_sim::workload::Workload, dynmig_sim::engine::SimConfig) {
+    use dynmig_sim::workload::synthetic::{synthetic_workload, SyntheticParams};
+    let params = SyntheticParams {
+        days: 3.0,
+        ..Default::default()
+    };
+    let wl = synthetic_workload(&params, &dynmig_sim::model::ModelParams::default()).unwrap();
+    let mut cfg = dynmig_sim::engine::SimConfig::new(&dynmig_core::geometry::A100_40GB, 16, 8);
+    cfg.what_if.spill_up = true;
+    (wl, cfg)
+}
+
+/// Total tardiness of run `r` of `wl`, s.
+pub fn total_tardiness_s(r: &dynmig_sim::engine::RunResult, wl: &dynmig_sim::workload::Workload) -> f64 {
+    r.jobs
+        .iter()
+        .zip(&wl.jobs)
+        .map(|(o, j)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
+        .sum()
 }
