@@ -26,23 +26,42 @@ pub struct Bounds {
     pub mean_tardiness_s: f64,
 }
 
-/// Least slice-seconds a job can be served in (over fitting profiles), and least busy energy.
-fn least(job: &Job, model: &GpuModel, power: &PowerModel) -> (f64, f64) {
+/// For each profile `job` could run on (those whose memory holds it; whole GPUs for a job of
+/// several GPUs): its least busy energy there (J, [`PowerModel::instance_lb_w`] x run time
+/// on every GPU it holds) and its run time (s), with the profile's compute slices.
+fn per_profile(job: &Job, model: &GpuModel, power: &PowerModel) -> Vec<(u8, f64, f64)> {
     let full = model.compute_slices;
     if job.gpus > 1 {
         let g = f64::from(job.gpus);
-        return (g * f64::from(full) * job.work, g * power.instance_lb_w(full) * job.work);
+        return vec![(full, g * power.instance_lb_w(full) * job.work, job.work)];
     }
-    let mut area = f64::INFINITY;
-    let mut energy = f64::INFINITY;
-    for p in classic_profiles(model) {
-        if p.memory_mib >= job.mem_mib {
+    classic_profiles(model)
+        .into_iter()
+        .filter(|p| p.memory_mib >= job.mem_mib)
+        .map(|p| {
             let t = job.time_on(p.compute_slices, full);
-            area = area.min(f64::from(p.compute_slices) * t);
-            energy = energy.min(power.instance_lb_w(p.compute_slices) * t);
-        }
-    }
-    (area, energy)
+            (p.compute_slices, power.instance_lb_w(p.compute_slices) * t, t)
+        })
+        .collect()
+}
+
+/// `(least busy energy J, run time s)` of `job` on each profile it could run on; empty when
+/// no profile of `model` holds it.
+pub fn least_per_profile(job: &Job, model: &GpuModel, power: &PowerModel) -> Vec<(f64, f64)> {
+    per_profile(job, model, power)
+        .into_iter()
+        .map(|(_, e, t)| (e, t))
+        .collect()
+}
+
+/// Least slice-seconds a job can be served in (over fitting profiles), and least busy energy.
+fn least(job: &Job, model: &GpuModel, power: &PowerModel) -> (f64, f64) {
+    let g = f64::from(job.gpus.max(1));
+    per_profile(job, model, power)
+        .into_iter()
+        .fold((f64::INFINITY, f64::INFINITY), |(area, energy), (c, e, t)| {
+            (area.min(g * f64::from(c) * t), energy.min(e))
+        })
 }
 
 /// Computes the bounds for `wl` on `gpus` GPUs of `model`.

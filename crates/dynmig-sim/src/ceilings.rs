@@ -7,11 +7,14 @@
 //!   Slurm that could change one GPU's GRES in place);
 //! - **per-allocation**: [`crate::per_allocation`], each job's instance created at its start;
 //! - **clairvoyant**: [`crate::policies::clairvoyant`], node drains chosen knowing every
-//!   future job: what foresight adds to the planners (greedy, not an optimum).
+//!   future job: what foresight adds to the planners (greedy, not an optimum);
+//! - **floor** ([`floor`]): the least ET any schedule of the judged jobs could reach, online
+//!   or offline, with any layouts and no drains: the bound every design above stays above.
 
+use crate::bounds::least_per_profile;
 use crate::engine::{DrainScope, SimConfig};
 use crate::evaluate::{evaluate, EvalOptions, Evaluation, PolicyName};
-use crate::metrics::{metrics, normalise, Metrics};
+use crate::metrics::{metrics, normalise, Metrics, Norm};
 use crate::per_allocation::{simulate_per_allocation, InstanceCosts};
 use crate::report::p99_hours;
 use crate::workload::Workload;
@@ -31,12 +34,67 @@ pub struct Ceiling {
     pub headroom: f64,
 }
 
+/// The floor of ET on the judged jobs: no schedule, online or offline, does better.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Floor {
+    /// Energy per judged job, J: the idle power of every GPU from the window start until the
+    /// last judged job could end on whole GPUs, plus each judged job's least busy energy on
+    /// the profile chosen for it.
+    pub energy_per_job_j: f64,
+    /// Mean tardiness of the judged jobs, s: each starts at its release on the profile chosen
+    /// for it.
+    pub mean_tardiness_s: f64,
+    /// [`Norm::et`] of the two.
+    pub et: f64,
+}
+
+/// The ET floor of the jobs of `wl` released from `window_start_s` on, on `cfg`'s cluster,
+/// with the references `norm` (docs/model.md, "Lower bounds", "ET floor").
+///
+/// A relaxation of every design: capacity is dropped (each job starts at its release) and
+/// each job gets the fitting profile that minimises its own share of ET. ET is affine in the
+/// energy per job and the mean tardiness and both are sums over jobs, so these choices
+/// together minimise the relaxed ET; every real schedule pays at least the idle energy, each
+/// job's least busy energy on the profile it ran on ([`crate::bounds`]) and a tardiness of at
+/// least `release + run time - due date`. `None` when no job is judged or a judged job
+/// fits no profile.
+pub fn floor(wl: &Workload, cfg: &SimConfig, norm: &Norm, window_start_s: f64) -> Option<Floor> {
+    let gpus = (cfg.nodes * cfg.gpus_per_node) as f64;
+    let full = cfg.model.compute_slices;
+    let (mut n, mut busy_j, mut tard_s, mut end_s) = (0usize, 0.0, 0.0, window_start_s);
+    for j in wl.jobs.iter().filter(|j| j.release >= window_start_s) {
+        let tardiness = |t: f64| (j.release + t - j.due).max(0.0);
+        let (e, t) = least_per_profile(j, cfg.model, &cfg.power)
+            .into_iter()
+            .map(|(e, t)| (e, tardiness(t)))
+            .min_by(|a, b| norm.et(a.0, a.1).total_cmp(&norm.et(b.0, b.1)))?;
+        n += 1;
+        busy_j += e;
+        tard_s += t;
+        end_s = end_s.max(j.release + j.time_on(full, full));
+    }
+    if n == 0 {
+        return None;
+    }
+    let energy_per_job_j = (cfg.power.idle_w * gpus * (end_s - window_start_s) + busy_j) / n as f64;
+    let mean_tardiness_s = tard_s / n as f64;
+    Some(Floor {
+        energy_per_job_j,
+        mean_tardiness_s,
+        et: norm.et(energy_per_job_j, mean_tardiness_s),
+    })
+}
+
 /// The ceilings of `wl` on `cfg`'s cluster, the fair static of a node-drain evaluation as
-/// the reference.
+/// the reference, the ET [`floor`] of the judged jobs, and the node-drain evaluation.
 ///
 /// # Errors
 /// An evaluation fails ([`evaluate`]) or the per-allocation run does.
-pub fn ceilings(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions) -> Result<(Vec<Ceiling>, Evaluation)> {
+pub fn ceilings(
+    wl: &Workload,
+    cfg: &SimConfig,
+    opts: &EvalOptions,
+) -> Result<(Vec<Ceiling>, Option<Floor>, Evaluation)> {
     let mut node_cfg = cfg.clone();
     node_cfg.drain = DrainScope::Node;
     let mut node_opts = opts.clone();
@@ -108,12 +166,13 @@ pub fn ceilings(wl: &Workload, cfg: &SimConfig, opts: &EvalOptions) -> Result<(V
         headroom: 1.0 - row.et / fair,
         row,
     });
-    Ok((out, node))
+    let floor = floor(wl, cfg, &node.norm, node.windows.eval_from_s());
+    Ok((out, floor, node))
 }
 
 /// The ceilings as a markdown table: the figures a site reads for all judged jobs, then ET
-/// and the headroom over the fair static.
-pub fn markdown(cs: &[Ceiling], ev: &Evaluation) -> String {
+/// and the headroom over the fair static; the floor last (its energy, tardiness and ET only).
+pub fn markdown(cs: &[Ceiling], floor: Option<&Floor>, ev: &Evaluation) -> String {
     let mut s = String::new();
     let fair = ev.rows.iter().find(|r| r.policy == "static");
     let _ = writeln!(
@@ -147,6 +206,17 @@ pub fn markdown(cs: &[Ceiling], ev: &Evaluation) -> String {
     }
     for c in cs {
         line(&mut s, &c.name, &c.row, c.headroom);
+    }
+    if let Some(f) = floor {
+        let headroom = fair.map_or(f64::NAN, |r| 1.0 - f.et / r.et);
+        let _ = writeln!(
+            s,
+            "| floor (no schedule does better) | - | - | - | - | - | - | - | - | {:.3} | {:.0} | {:.3} | {:.1}% |",
+            f.energy_per_job_j / 1e6,
+            f.mean_tardiness_s,
+            f.et,
+            headroom * 100.0,
+        );
     }
     s
 }

@@ -460,9 +460,9 @@ pub fn run(a: &SimulateArgs) -> Result<()> {
         return Ok(());
     }
     if a.ceilings {
-        let (cs, ev) = crate::ceilings::ceilings(&wl, &cfg, &opts)?;
+        let (cs, floor, ev) = crate::ceilings::ceilings(&wl, &cfg, &opts)?;
         bar.finish_and_clear();
-        print!("{}", crate::ceilings::markdown(&cs, &ev));
+        print!("{}", crate::ceilings::markdown(&cs, floor.as_ref(), &ev));
         return Ok(());
     }
     let ev = evaluate(&wl, &cfg, &opts, &progress)?;

@@ -182,6 +182,9 @@ pub struct Cluster {
     pub dirty: Vec<u8>,
     /// The nodes whose `dirty` is not 0, each once.
     pub dirty_nodes: Vec<u32>,
+    /// Counts every change of what a job could start on ([`Cluster::touch`]): equal values
+    /// mean the same instances, states, holds and busy instances.
+    pub version: u64,
     /// When each node's layout last changed, ms.
     pub layout_since_ms: Vec<i64>,
     /// Free instances on up GPUs, per profile, by key.
@@ -250,6 +253,7 @@ impl Cluster {
             node_busy: vec![0; nodes],
             dirty: vec![SHAPE; nodes],
             dirty_nodes: (0..nodes as u32).collect(),
+            version: 0,
             layout_since_ms: vec![0; nodes],
             free: vec![KeySet::new(gpus * 8); profiles.len()],
             free_full: vec![0; nodes],
@@ -295,6 +299,7 @@ impl Cluster {
 
     /// Marks node `node` dirty with `what` ([`BUSY`], [`SHAPE`]).
     pub fn touch(&mut self, node: usize, what: u8) {
+        self.version += 1;
         if self.dirty[node] == 0 {
             self.dirty_nodes.push(node as u32);
         }

@@ -511,6 +511,12 @@ struct Sim<'a> {
     resv_cache: Option<(u32, i64, Reservation)>,
     /// When the next backfill plan tries the jobs behind each type's first ([`SimConfig::bf_max_job_test`]), ms.
     next_backfill_ms: i64,
+    /// Counts every insertion into and removal from the queues.
+    queue_version: u64,
+    /// The last backfill plan that started nothing: the cluster's and the queues' versions
+    /// and the reservation it planned around. A plan that would see the same is skipped
+    /// (`Sim::schedule`).
+    idle_backfill: Option<(u64, u64, Reservation)>,
     /// [`SimConfig::bf_resolution_s`] in ms.
     res_ms: i64,
     /// [`SimConfig::bf_window_s`] in ms (`i64::MAX`: no window).
@@ -661,6 +667,8 @@ impl<'a> Sim<'a> {
             view: View::default(),
             resv_cache: None,
             next_backfill_ms: 0,
+            queue_version: 0,
+            idle_backfill: None,
             res_ms: (cfg.bf_resolution_s * 1000.0).round().max(0.0) as i64,
             window_ms: if cfg.bf_window_s.is_finite() {
                 (cfg.bf_window_s * 1000.0).round() as i64
@@ -936,6 +944,7 @@ impl<'a> Sim<'a> {
     }
 
     fn queue_insert(&mut self, class: usize, entry: (i64, u32)) {
+        self.queue_version += 1;
         self.queues[class].insert(entry);
         if self.heads[class].is_none_or(|h| entry < h) {
             self.heads[class] = Some(entry);
@@ -943,6 +952,7 @@ impl<'a> Sim<'a> {
     }
 
     fn queue_remove(&mut self, class: usize, entry: (i64, u32)) -> bool {
+        self.queue_version += 1;
         let removed = self.queues[class].remove(&entry);
         if self.heads[class] == Some(entry) {
             self.heads[class] = self.queues[class].first().copied();

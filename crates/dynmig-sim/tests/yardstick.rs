@@ -274,3 +274,84 @@ fn every_table_leads_with_the_site_figures_and_prints_the_price() {
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|x| x.len() == head.len()));
 }
+
+#[test]
+fn no_design_goes_below_the_floor() {
+    let cases: [(&str, Workload, &'static GpuModel); 2] = [
+        ("synthetic", synthetic(2, 2.0), &H100_80GB),
+        ("default slice", trace_slice(2, 2.0, 2), &A100_40GB),
+    ];
+    for (name, wl, model) in cases {
+        {
+            let cfg = SimConfig::new(model, 2, 8);
+            let o = EvalOptions {
+                policies: vec![
+                    PolicyName::None,
+                    PolicyName::Static,
+                    PolicyName::StaticOracle,
+                    PolicyName::Dynamic,
+                    PolicyName::Plan,
+                ],
+                search_days: Some((0.0, 1.0)),
+                eval_from_days: Some(1.0),
+                warn: false,
+                static_local_runs: 4,
+                ..Default::default()
+            };
+            let (cs, floor, ev) = dynmig_sim::ceilings::ceilings(&wl, &cfg, &o).unwrap();
+            let floor = floor.unwrap();
+            assert!(
+                floor.et > 0.0 && floor.et.is_finite(),
+                "{name}, {}: floor {}",
+                model.name,
+                floor.et
+            );
+            let rows = ev.rows.iter().chain(cs.iter().map(|c| &c.row));
+            for r in rows {
+                assert!(
+                    floor.et <= r.et,
+                    "{name}, {}: {} at ET {} below the floor {}",
+                    model.name,
+                    r.policy,
+                    r.et,
+                    floor.et
+                );
+                assert!(
+                    floor.energy_per_job_j <= r.energy_per_job_j * (1.0 + 1e-9),
+                    "{}",
+                    r.policy
+                );
+            }
+            let text = dynmig_sim::ceilings::markdown(&cs, Some(&floor), &ev);
+            assert!(text.lines().last().unwrap().starts_with("| floor"), "{text}");
+        }
+    }
+}
+
+#[test]
+fn the_floor_of_one_job_is_its_best_profile_at_its_release() {
+    // One judged 5 GiB job, due one full-GPU run after its release: on a whole GPU it is on
+    // time; on a slice it is late. The floor takes whichever costs less ET.
+    let mut jobs = vec![job(0.0, 600.0, 5 * 1024, 1), job(3600.0, 600.0, 5 * 1024, 1)];
+    jobs[1].id = 1;
+    let wl = Workload::new(jobs, "two jobs".into());
+    let cfg = SimConfig::new(&A100_40GB, 1, 1);
+    let b = bounds(&wl, cfg.model, 1, &cfg.power);
+    let norm = Norm::of(&wl, &b, 3600.0);
+    let f = dynmig_sim::ceilings::floor(&wl, &cfg, &norm, 3600.0).unwrap();
+    let idle = cfg.power.idle_w * 600.0;
+    let options: Vec<(f64, f64)> = [1u8, 2, 3, 4, 7]
+        .iter()
+        .map(|&c| {
+            let t = wl.jobs[1].time_on(c, 7);
+            (idle + cfg.power.instance_lb_w(c) * t, (t - 600.0).max(0.0))
+        })
+        .collect();
+    let best = options
+        .iter()
+        .map(|&(e, t)| norm.et(e, t))
+        .fold(f64::INFINITY, f64::min);
+    assert!(close(f.et, best), "floor {} against {best}", f.et);
+    // Nothing judged: no floor.
+    assert!(dynmig_sim::ceilings::floor(&wl, &cfg, &norm, 7200.0).is_none());
+}

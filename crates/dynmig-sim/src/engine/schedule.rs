@@ -26,10 +26,21 @@ impl Sim<'_> {
         let mut dead = 0u64;
         // A backfill plan (every bf_interval) also tries the jobs behind a blocked first job
         // of its type, up to bf_max_job_test of them in the pass.
+        //
+        // A plan that would see what the last plan that started nothing saw (the same
+        // instances, states, holds and queues, and the same reservation) is skipped: it would
+        // try the same jobs in the same order, and with time passing a job fits no more than
+        // it did (it must still end before the same hold deadlines and the same shadow time,
+        // and ends later).
         let mut deep = 0usize;
+        let mut plan: Option<(u64, u64, Reservation)> = None;
         if self.cfg.placement == Placement::Slurm && self.now >= self.next_backfill_ms {
-            deep = self.cfg.bf_max_job_test;
             self.next_backfill_ms = self.now + (self.cfg.backfill_interval_s * 1000.0).round() as i64;
+            let seen = (self.c.version, self.queue_version, resv);
+            if self.idle_backfill != Some(seen) {
+                deep = self.cfg.bf_max_job_test;
+                plan = Some(seen);
+            }
         }
         loop {
             let mut best: Option<((i64, u32), Keys)> = None;
@@ -58,6 +69,11 @@ impl Sim<'_> {
             }
             self.start(job, keys);
         }
+        if let Some(seen) = plan {
+            if (self.c.version, self.queue_version) == (seen.0, seen.1) {
+                self.idle_backfill = Some(seen);
+            }
+        }
     }
 
     /// The first job queued behind `head` in queue `class` that can start now, in priority
@@ -74,18 +90,14 @@ impl Sim<'_> {
         use std::ops::Bound::{Excluded, Unbounded};
         let monotone = !self.cfg.what_if.clairvoyant_backfill && !self.cfg.what_if.spill_up;
         let mut shortest_failed = self.limit[head.1 as usize];
-        let behind: Vec<(i64, u32)> = self.queues[class]
-            .range((Excluded(head), Unbounded))
-            .take(*budget)
-            .copied()
-            .collect();
-        for entry in behind {
+        let behind = self.queues[class].range((Excluded(head), Unbounded)).take(*budget);
+        for &entry in behind {
             *budget -= 1;
             let limit = self.limit[entry.1 as usize];
             if monotone && limit >= shortest_failed {
                 continue;
             }
-            if let Some(keys) = self.find(entry.1, class, resv) {
+            if let Some(keys) = self.find_fixed(entry.1, class, resv) {
                 return Some((entry, keys));
             }
             shortest_failed = shortest_failed.min(limit);
@@ -141,6 +153,27 @@ impl Sim<'_> {
 
     /// Free instance keys for `job` of queue `class`, if it can start now.
     pub(super) fn find(&mut self, job: u32, class: usize, resv: Reservation) -> Option<Keys> {
+        if self.cfg.placement == Placement::Random && class < self.c.profiles.len() {
+            let (lo, hi) = self.allowed_profiles(job, class);
+            let total: usize = (lo..hi).map(|p| self.c.free[p].len()).sum();
+            if total == 0 {
+                return None;
+            }
+            let mut r = self.rng.gen_range(0..total);
+            let mut p = lo;
+            while r >= self.c.free[p].len() {
+                r -= self.c.free[p].len();
+                p += 1;
+            }
+            let from = self.rng.gen_range(0..(self.c.insts.len() as u32 * 8));
+            let key = self.c.free[p].next_from(from).or_else(|| self.c.free[p].first())?;
+            return self.fits_reservation(job, key, p, resv).then_some(Keys::One(key));
+        }
+        self.find_fixed(job, class, resv)
+    }
+
+    /// [`Sim::find`] for every placement rule but the random one (which draws random numbers).
+    fn find_fixed(&self, job: u32, class: usize, resv: Reservation) -> Option<Keys> {
         let np = self.c.profiles.len();
         if class >= np {
             let n = class - np;
@@ -169,21 +202,6 @@ impl Sim<'_> {
             ));
         }
         let (lo, hi) = self.allowed_profiles(job, class);
-        if self.cfg.placement == Placement::Random {
-            let total: usize = (lo..hi).map(|p| self.c.free[p].len()).sum();
-            if total == 0 {
-                return None;
-            }
-            let mut r = self.rng.gen_range(0..total);
-            let mut p = lo;
-            while r >= self.c.free[p].len() {
-                r -= self.c.free[p].len();
-                p += 1;
-            }
-            let from = self.rng.gen_range(0..(self.c.insts.len() as u32 * 8));
-            let key = self.c.free[p].next_from(from).or_else(|| self.c.free[p].first())?;
-            return self.fits_reservation(job, key, p, resv).then_some(Keys::One(key));
-        }
         let fastest = self.cfg.placement.fastest_first();
         for i in 0..hi - lo {
             let p = if fastest { hi - 1 - i } else { lo + i };
