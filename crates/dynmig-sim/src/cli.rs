@@ -49,8 +49,9 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: usize,
     /// Policies, comma-separated: none, static, static-oracle, twice-daily,
-    /// twice-daily-oracle, dynamic, time-of-day, plan, consolidate, mpc, learned (with
-    /// --learned-model).
+    /// twice-daily-oracle, dynamic, time-of-day, plan, consolidate, mpc, adaptive, guarded
+    /// (the fair static's layout, left when the engine's runs on the last days say a change
+    /// pays; docs/policy.md), learned (with --learned-model), clairvoyant.
     #[arg(
         long,
         value_delimiter = ',',

@@ -10,6 +10,7 @@ use crate::model::Job;
 use crate::placement::Placement;
 use crate::policies::adaptive::Adaptive;
 use crate::policies::clairvoyant::Clairvoyant;
+use crate::policies::guarded::Guarded;
 use crate::policies::mpc::Mpc;
 use crate::policies::views::node_name;
 use crate::policies::views::{node_index, View};
@@ -273,12 +274,15 @@ enum Driver {
     Fixed,
     Plain(Box<dyn Policy>, bool),
     Learned(Learned),
+    /// The guarded default, whose GRES types follow its layouts ([`Sim::set_catalog`]).
+    Guarded(Box<Guarded>),
 }
 
 /// The initial layouts of a policy on a cluster.
 pub fn initial_layouts(spec: &PolicySpec, cfg: &SimConfig) -> Vec<NodeLayout> {
     match spec {
         PolicySpec::Static(l) => l.clone(),
+        PolicySpec::Guarded(s) => s.base.clone(),
         PolicySpec::Scheduled(p) => p.first().map(|x| x.1.clone()).unwrap_or_default(),
         _ => {
             let full = ProfileCounts::parse(cfg.model, &format!("1x{}", cfg.model.full_profile().name))
@@ -361,6 +365,10 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
             }
             Driver::Plain(Box::new(Adaptive::new(s, cfg)), false)
         }
+        PolicySpec::Guarded(s) => {
+            sim.dynamic_catalog = true;
+            Driver::Guarded(Box::new(Guarded::new(s.clone(), cfg)))
+        }
         PolicySpec::Clairvoyant(s) => {
             let mut s = s.clone();
             s.planner.exact_profiles |= typed;
@@ -377,6 +385,7 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
             PolicySpec::Plan(_)
             | PolicySpec::Mpc(_)
             | PolicySpec::Adaptive(_)
+            | PolicySpec::Guarded(_)
             | PolicySpec::Clairvoyant(_)
             | PolicySpec::External(_),
         ) => (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64,
@@ -385,7 +394,11 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     if matches!(spec, PolicySpec::None | PolicySpec::Static(_)) {
         driver = Driver::Fixed;
     }
-    sim.observe = matches!(&driver, Driver::Plain(p, _) if p.observes_jobs());
+    sim.observe = match &driver {
+        Driver::Plain(p, _) => p.observes_jobs(),
+        Driver::Guarded(g) => g.observes_jobs(),
+        _ => false,
+    };
     sim.run(&mut driver, interval_ms, &candidates, progress)?;
     Ok(sim.finish(spec.name()))
 }
@@ -401,6 +414,7 @@ fn catalog(spec: &PolicySpec, c: &Cluster) -> Vec<bool> {
             return (0..c.profiles.len()).map(|p| c.inst_count[p] > 0).collect();
         }
         PolicySpec::Scheduled(periods) => periods.iter().flat_map(|(_, l)| l.iter()).collect(),
+        PolicySpec::Guarded(s) => s.base.iter().collect(),
         _ => return vec![true; c.profiles.len()],
     };
     let mut on = vec![false; c.profiles.len()];
@@ -475,6 +489,12 @@ struct Sim<'a> {
     /// Queue class of each job: its smallest fitting profile, or `profiles + gpus` for
     /// multi-GPU jobs.
     class: Vec<u16>,
+    /// What each job first asks for before the catalog is applied: the profile its request
+    /// names (its class but for [`catalog_fit`]), or its class.
+    asked: Vec<u16>,
+    /// Whether the catalog follows the policy's layouts ([`Sim::set_catalog`]); job events
+    /// then name what a job asks for, not the type the catalog gives it.
+    dynamic_catalog: bool,
     /// Pending instances per profile.
     pending: Vec<u32>,
     queued: u32,
@@ -621,8 +641,10 @@ impl<'a> Sim<'a> {
         } else {
             catalog.to_vec()
         };
-        for ((k, r), j) in class.iter_mut().zip(&req).zip(&wl.jobs) {
+        let mut asked = class.clone();
+        for (((k, a), r), j) in class.iter_mut().zip(asked.iter_mut()).zip(&req).zip(&wl.jobs) {
             if let (Some(first), None) = (r.profile, j.exact_slices) {
+                *a = first;
                 *k = catalog_fit(&c, &catalog, first as usize) as u16;
             }
         }
@@ -635,6 +657,8 @@ impl<'a> Sim<'a> {
             queues: vec![BTreeSet::new(); np + cfg.gpus_per_node + 1],
             heads: vec![None; np + cfg.gpus_per_node + 1],
             class,
+            asked,
+            dynamic_catalog: false,
             pending: vec![0; np],
             queued: 0,
             out: vec![None; wl.jobs.len()],
@@ -886,7 +910,12 @@ impl<'a> Sim<'a> {
             return;
         }
         let j = &self.jobs[job as usize];
-        let p = (self.class[job as usize] as usize).min(self.c.full);
+        let class = if self.dynamic_catalog {
+            self.asked[job as usize]
+        } else {
+            self.class[job as usize]
+        };
+        let p = (class as usize).min(self.c.full);
         self.job_events.push(JobEvent::Submitted {
             id: u64::from(job),
             at_s: self.now as f64 / 1000.0,
@@ -990,6 +1019,7 @@ impl<'a> Sim<'a> {
                 }
                 l
             }
+            Driver::Guarded(g) => g.as_mut(),
         };
         self.events += 1;
         let np = self.c.profiles.len();
@@ -1029,7 +1059,52 @@ impl<'a> Sim<'a> {
                 .ok_or_else(|| anyhow!("policy names unknown node {}", r.node))?;
             self.repartition(node, &r.target)?;
         }
+        if let Driver::Guarded(g) = driver {
+            let types = g.catalog();
+            let on: Vec<bool> = self.c.profiles.iter().map(|p| types.contains(p.name)).collect();
+            self.set_catalog(on);
+        }
         Ok(())
+    }
+
+    /// Makes `on` the GRES types single-GPU jobs ask for, as a controller does when its
+    /// layouts change (job_submit's catalog, and `scontrol update` of the pending jobs' GRES):
+    /// every job not yet started (queued or still to come) asks again for the smallest type
+    /// of `on` that holds what it first asked for ([`catalog_fit`]). Jobs that asked for an
+    /// exact profile and multi-GPU jobs keep theirs; a queued job keeps its place and its
+    /// time limit (Slurm keeps both on a GRES update).
+    fn set_catalog(&mut self, on: Vec<bool>) {
+        if on == self.catalog || !on.iter().any(|x| *x) {
+            return;
+        }
+        self.catalog = on;
+        self.resv_cache = None;
+        let np = self.c.profiles.len();
+        for i in 0..self.jobs.len() {
+            if self.out[i].is_some() || self.finished[i] || self.jobs[i].exact_slices.is_some() {
+                continue;
+            }
+            let old = self.class[i] as usize;
+            if old >= np {
+                continue;
+            }
+            let new = catalog_fit(&self.c, &self.catalog, self.asked[i] as usize);
+            if new == old {
+                continue;
+            }
+            let job = i as u32;
+            let entry = (self.qkey[i], job);
+            let queued = self.queues[old].contains(&entry);
+            if queued {
+                self.add_pending(job, -1);
+                self.queue_remove(old, entry);
+            }
+            self.class[i] = new as u16;
+            if queued {
+                self.queue_insert(new, entry);
+                self.add_pending(job, 1);
+            }
+        }
     }
 
     /// Whether the demand-driven policy would decide nothing again: its last call decided
@@ -1289,6 +1364,7 @@ impl<'a> Sim<'a> {
             u32::from(self.attempt[i]),
             &self.cfg.requests,
         );
+        self.asked[i] = next as u16;
         self.class[i] = catalog_fit(&self.c, &self.catalog, next) as u16;
         self.limit[i] = self.limit_ms(job);
         self.queue_insert(self.class[i] as usize, (self.qkey[i], job));

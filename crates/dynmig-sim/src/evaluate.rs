@@ -11,6 +11,7 @@ use crate::metrics::{judged_jobs, metrics, normalise, Metrics, Norm};
 use crate::placement::Placement;
 use crate::policies::adaptive::AdaptiveSettings;
 use crate::policies::clairvoyant::ClairvoyantSettings;
+use crate::policies::guarded::{GuardedSettings, GUARD_DETAIL};
 use crate::policies::mpc::MpcSettings;
 use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
 use crate::search::{
@@ -47,6 +48,9 @@ pub enum PolicyName {
     Mpc,
     /// The best static layout re-searched every day on the past days.
     Adaptive,
+    /// The fair static's layout, left only when the engine's runs on the days just past say
+    /// a change pays ([`crate::policies::guarded`]).
+    Guarded,
     /// A trained model ([`EvalOptions::learned`]; not in [`ALL_POLICIES`]: it needs one).
     Learned,
     /// Knows the future: a ceiling, not a policy a site can run (not in [`ALL_POLICIES`]:
@@ -55,7 +59,7 @@ pub enum PolicyName {
 }
 
 /// Every policy that needs nothing more than the options, in report order.
-pub const ALL_POLICIES: [PolicyName; 11] = [
+pub const ALL_POLICIES: [PolicyName; 12] = [
     PolicyName::None,
     PolicyName::Static,
     PolicyName::StaticOracle,
@@ -67,6 +71,7 @@ pub const ALL_POLICIES: [PolicyName; 11] = [
     PolicyName::Consolidate,
     PolicyName::Mpc,
     PolicyName::Adaptive,
+    PolicyName::Guarded,
 ];
 
 impl PolicyName {
@@ -84,6 +89,7 @@ impl PolicyName {
             PolicyName::Consolidate => "consolidate",
             PolicyName::Mpc => "mpc",
             PolicyName::Adaptive => "adaptive",
+            PolicyName::Guarded => "guarded",
             PolicyName::Learned => "learned",
             PolicyName::Clairvoyant => "clairvoyant",
         }
@@ -234,12 +240,23 @@ struct Searched {
     skipped: Vec<String>,
     statics: Option<Row>,
     pairs: Option<Row>,
+    /// The guarded default's row, started from the best static layout (fair search only).
+    guarded: Option<Row>,
     /// The static candidates this search ranked (name, layout), its local search's best
     /// included: the oracle's search ranks the fair search's too.
     candidates: Vec<(String, Vec<dynmig_core::geometry::NodeLayout>)>,
     /// The twice-daily pairs this search ranked: the oracle's search ranks the fair
     /// search's too.
     pair_candidates: Vec<(String, PolicySpec)>,
+}
+
+/// The rows asked of a search: the best static layout, the best twice-daily pair, the
+/// guarded default started from the best static layout.
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    statics: bool,
+    pairs: bool,
+    guarded: bool,
 }
 
 /// Candidates another search ranked, for the oracle's to rank too (a superset).
@@ -254,7 +271,7 @@ struct Extra<'a> {
 /// The search a policy's row comes from (`None`: it is not searched).
 fn searched_by(p: PolicyName) -> Option<Search> {
     match p {
-        PolicyName::Static | PolicyName::TwiceDaily => Some(Search::Fair),
+        PolicyName::Static | PolicyName::TwiceDaily | PolicyName::Guarded => Some(Search::Fair),
         PolicyName::StaticOracle | PolicyName::TwiceDailyOracle => Some(Search::Oracle),
         _ => None,
     }
@@ -386,8 +403,11 @@ impl Bench<'_> {
     fn search(
         &self,
         which: Search,
-        statics: bool,
-        pairs: bool,
+        Asked {
+            statics,
+            guarded,
+            pairs,
+        }: Asked,
         extra: Extra<'_>,
         rank_pairs: bool,
         progress: &dyn Fn(&str, u64),
@@ -406,12 +426,14 @@ impl Bench<'_> {
             skipped: Vec::new(),
             statics: None,
             pairs: None,
+            guarded: None,
             candidates: Vec::new(),
             pair_candidates: Vec::new(),
         };
         if which == Search::Fair && wl.jobs.is_empty() {
             out.statics = statics.then(|| (None, vec![self.nothing_to_search(static_row)]));
             out.pairs = pairs.then(|| (None, vec![self.nothing_to_search(pairs_row)]));
+            out.guarded = guarded.then(|| (None, vec![self.nothing_to_search("guarded")]));
             return Ok(out);
         }
         let mut cfg = self.c.clone();
@@ -444,8 +466,38 @@ impl Bench<'_> {
         out.candidates = cands;
         let local_note = format!("local search {runs} runs in {local_wall:.1} s");
         let ranked = (ranked, n);
-        if statics {
-            out.statics = Some(self.best_row(static_row, which, &ranked, &local_note, progress)?);
+        if statics || guarded {
+            let (row, chosen) = self.best_row(static_row, which, &ranked, &local_note, progress)?;
+            out.statics = Some(row);
+            if guarded {
+                out.guarded = Some(match chosen {
+                    Some(PolicySpec::Static(base)) => {
+                        let detail = format!(
+                            "from the fair static ({}), {}",
+                            crate::search::describe(&base),
+                            GUARD_DETAIL
+                        );
+                        let mut settings = GuardedSettings::new(base, self.opts.limits.clone());
+                        // The node layouts of the search's three best candidates.
+                        for r in ranked.0.iter().take(3) {
+                            for layouts in spec_layouts(&r.spec) {
+                                settings.shortlist.push(layouts.to_vec());
+                                for l in layouts {
+                                    if !settings.node_types.contains(l) {
+                                        settings.node_types.push(l.clone());
+                                    }
+                                }
+                            }
+                        }
+                        let spec = PolicySpec::Guarded(settings);
+                        (Some(self.run(&spec, "guarded", &detail, progress)?), Vec::new())
+                    }
+                    _ => (
+                        None,
+                        vec!["guarded row omitted: no fair static layout to start from".into()],
+                    ),
+                });
+            }
         }
         // `rank_pairs` without `pairs`: the fair search ranks its pairs for the oracle's only.
         if pairs || rank_pairs {
@@ -453,7 +505,7 @@ impl Bench<'_> {
             let r = s.pairs(&ranked.0, top, dn, extra.pairs, progress);
             out.pair_candidates = r.0.iter().map(|x| (x.name.clone(), x.spec.clone())).collect();
             if pairs {
-                out.pairs = Some(self.best_row(pairs_row, which, &r, "", progress)?);
+                out.pairs = Some(self.best_row(pairs_row, which, &r, "", progress)?.0);
             }
         }
         out.tried = s.tried;
@@ -463,15 +515,21 @@ impl Bench<'_> {
 
     /// The fair search and the oracle's, as asked (`fair`, `oracle`: (statics, pairs)); the
     /// oracle's also ranks the fair search's static candidates, so the fair search runs
-    /// whenever the oracle's does.
+    /// whenever the oracle's does. `fair` is (statics, pairs, guarded): the guarded default
+    /// starts from the fair search's best static layout.
     fn searches(
         &self,
-        fair: (bool, bool),
+        fair: (bool, bool, bool),
         oracle: (bool, bool),
         progress: &dyn Fn(&str, u64),
     ) -> Vec<(Search, Result<Searched>)> {
         let mut out = Vec::new();
-        let f = self.search(Search::Fair, fair.0, fair.1, Extra::default(), oracle.1, progress);
+        let asked = Asked {
+            statics: fair.0,
+            pairs: fair.1,
+            guarded: fair.2,
+        };
+        let f = self.search(Search::Fair, asked, Extra::default(), oracle.1, progress);
         let extra = f.as_ref().map(|s| s.candidates.clone()).unwrap_or_default();
         let extra_pairs = f.as_ref().map(|s| s.pair_candidates.clone()).unwrap_or_default();
         let failed = f.as_ref().err().map(|e| format!("{e:#}"));
@@ -486,7 +544,12 @@ impl Bench<'_> {
                         statics: &extra,
                         pairs: &extra_pairs,
                     };
-                    self.search(Search::Oracle, oracle.0, oracle.1, more, false, progress)
+                    let asked = Asked {
+                        statics: oracle.0,
+                        pairs: oracle.1,
+                        guarded: false,
+                    };
+                    self.search(Search::Oracle, asked, more, false, progress)
                 }
             };
             out.push((Search::Oracle, o));
@@ -513,7 +576,7 @@ impl Bench<'_> {
         (ranked, n): &(Vec<Ranked>, usize),
         note: &str,
         progress: &dyn Fn(&str, u64),
-    ) -> Result<Row> {
+    ) -> Result<(Row, Option<PolicySpec>)> {
         let (a, b) = self.win.search_days;
         let mut warnings = Vec::new();
         let mut whence = match which {
@@ -549,7 +612,7 @@ impl Bench<'_> {
             };
             let detail = format!("{whence}, best of {n}{skipped}{pick}: {}", cand.name);
             match self.run(&cand.spec, row, &detail, progress) {
-                Ok(x) => return Ok((Some(x), warnings)),
+                Ok(x) => return Ok(((Some(x), warnings), Some(cand.spec.clone()))),
                 Err(e) => warnings.push(format!(
                     "{row}: '{}' skipped: its run on the whole workload failed: {e:#}",
                     cand.name
@@ -557,7 +620,7 @@ impl Bench<'_> {
             }
         }
         warnings.push(format!("{row} row omitted: every candidate was skipped"));
-        Ok((None, warnings))
+        Ok(((None, warnings), None))
     }
 }
 
@@ -617,9 +680,13 @@ pub fn evaluate(
     let wants = |p: PolicyName| opts.policies.contains(&p) && !(p == PolicyName::Learned && learned_omitted.is_some());
     // The searches first (the longest), then the other rows; `none` always (ET/none divides by it).
     let mut tasks = Vec::new();
-    let fair = (wants(PolicyName::Static), wants(PolicyName::TwiceDaily));
+    let fair = (
+        wants(PolicyName::Static),
+        wants(PolicyName::TwiceDaily),
+        wants(PolicyName::Guarded),
+    );
     let oracle = (wants(PolicyName::StaticOracle), wants(PolicyName::TwiceDailyOracle));
-    if fair.0 || fair.1 || oracle.0 || oracle.1 {
+    if fair.0 || fair.1 || fair.2 || oracle.0 || oracle.1 {
         tasks.push(Task::Searches);
     }
     for p in [
@@ -693,6 +760,7 @@ pub fn evaluate(
                         .1;
                     let row = match p {
                         PolicyName::Static | PolicyName::StaticOracle => s.statics.as_ref(),
+                        PolicyName::Guarded => s.guarded.as_ref(),
                         _ => s.pairs.as_ref(),
                     };
                     let (row, w) = row.expect("a row asked for is searched");

@@ -49,6 +49,9 @@ pub(crate) struct JobLog {
     model: &'static GpuModel,
     /// Speed-up exponent of the jobs built ([`JobLog::job`]).
     speedup: f64,
+    /// How the built jobs speed up with compute slices: one exponent, `speedup` (the
+    /// default), or [`crate::model::SpeedCurve::MisoTraining`], the public MISO table.
+    pub curve: crate::model::SpeedCurve,
     /// Whether a built single-GPU job runs only on its own profile (as in Slurm).
     exact_profiles: bool,
     /// Arrivals older than this (s before the latest event) are forgotten.
@@ -71,6 +74,7 @@ impl JobLog {
         Self {
             model,
             speedup,
+            curve: crate::model::SpeedCurve::Exponent,
             exact_profiles,
             keep_s,
             now_s: 0.0,
@@ -119,13 +123,16 @@ impl JobLog {
         Job {
             id: 0,
             release: release_s,
-            work: run_s * (f64::from(slices) / f64::from(full)).powf(gamma),
+            work: match self.curve {
+                crate::model::SpeedCurve::Exponent => run_s * (f64::from(slices) / f64::from(full)).powf(gamma),
+                c => run_s * c.speed(slices, full, gamma),
+            },
             mem_mib,
             gpus,
             kind: JobKind::Training,
             gamma,
-            // The policies' own model of a job: one exponent for every job.
-            curve: crate::model::SpeedCurve::Exponent,
+            // The policies' own model of a job.
+            curve: self.curve,
             due: due_s,
             limit_factor: (limit_s / run_s).max(1.0),
             // Slurm runs a job only on the GRES type it asked for (a controller's planner says

@@ -10,11 +10,14 @@
 //!   pay ([`mpc::Mpc`]);
 //! - `adaptive`: the best static layout searched again every day on the days just past
 //!   ([`adaptive::Adaptive`]);
+//! - `guarded`: the fair static's layout, left only when runs of the engine on the days
+//!   just past say a change pays, with a way back ([`guarded::Guarded`]);
 //! - `learned`: a trained model from `dynmig-learn`, through [`PolicySpec::External`];
 //! - `clairvoyant`: knows the future, a ceiling no site can run ([`clairvoyant::Clairvoyant`]).
 
 pub mod adaptive;
 pub mod clairvoyant;
+pub mod guarded;
 pub(crate) mod joblog;
 pub mod mix;
 pub mod mpc;
@@ -56,6 +59,9 @@ pub enum PolicySpec {
     /// The best static layout re-searched every day on the past days ([`adaptive::Adaptive`]),
     /// starting from whole GPUs.
     Adaptive(adaptive::AdaptiveSettings),
+    /// The guarded default ([`guarded::Guarded`]), starting from its base layout (the fair
+    /// static's), jobs asking only for the base's GRES types.
+    Guarded(guarded::GuardedSettings),
     /// The clairvoyant planner ([`clairvoyant::Clairvoyant`]): knows every job of the run,
     /// starting from whole GPUs. A ceiling, not a policy a site can run.
     Clairvoyant(clairvoyant::ClairvoyantSettings),
@@ -100,6 +106,7 @@ impl PolicySpec {
             PolicySpec::Learned { .. } => "time-of-day",
             PolicySpec::Mpc(_) => "mpc",
             PolicySpec::Adaptive(_) => "adaptive",
+            PolicySpec::Guarded(_) => "guarded",
             PolicySpec::Clairvoyant(_) => "clairvoyant",
             PolicySpec::External(e) => e.name,
         }

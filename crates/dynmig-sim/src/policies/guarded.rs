@@ -1,0 +1,343 @@
+//! The guarded default (issue 27; docs/policy.md, "Guarded"): the layout an administrator
+//! would pick (the fair static search's, the `base`), left only when the evidence says a
+//! change pays, and always with a way back.
+//!
+//! - **Catalog.** Jobs ask only for the GRES types of the layout the nodes follow (at first
+//!   `base`'s, as on the site without dynmig); when that layout changes, the pending jobs
+//!   ask again for the smallest type of the new layout that holds them (the engine's
+//!   `set_catalog`; in Slurm job_submit's catalog and `scontrol update` of their GRES).
+//! - **Candidates.** Every `every` (1 day, after `min_history`), from the layout the nodes
+//!   follow now: `base`, the `shortlist` (the fair search's three best layouts: the
+//!   administrator's shortlist), and each move of `k` nodes (k in `moves`) from one node
+//!   type to another, the node types being `base`'s node layouts, a whole node and
+//!   `node_types` (the shortlist's node layouts).
+//! - **Evidence.** Each candidate is run by the simulator's engine on the jobs of the last
+//!   `window` (3 days; with the older jobs still waiting, as [`super::adaptive`] does), as
+//!   Slurm shows them (what they asked for, time limits, run times of those that ended), sped
+//!   up on smaller instances by the public MISO table (`curve`), with ET's fixed references
+//!   of that workload. The best candidate replaces the current layout only
+//!   if, against the current layout on the same jobs, its ET is lower by `margin` (5%) on
+//!   the whole window and lower on each half of it (both halves agree: a change that pays
+//!   only on the older half of the window follows a mix that is gone), and its wait p95 and
+//!   mean bounded slowdown are no higher.
+//! - **Drain cost.** Nodes change through the planner's reservations at their jobs' time
+//!   limits ([`Wanted::assign`]), at most `max_concurrent` at once, none whose running work
+//!   ends later than `max_wait`. The margin is what a change must gain to pay its drains.
+//! - **Way back.** `base` is a candidate at every decision and needs no margin: when it is
+//!   at least as good as the current layout on the window, the nodes go back to it.
+
+use super::joblog::JobLog;
+use super::{PolicyLimits, PolicySpec};
+use crate::bounds::bounds;
+use crate::engine::{simulate, SimConfig};
+use crate::metrics::{metrics, Norm};
+use crate::model::Job;
+use crate::search::unrunnable;
+use crate::workload::Workload;
+use dynmig_core::demand::Demand;
+use dynmig_core::geometry::{NodeLayout, ProfileCounts};
+use dynmig_core::policy::events::JobEvent;
+use dynmig_core::policy::wanted::{change_budget, Wanted};
+use dynmig_core::policy::{NodeSnapshot, Policy, Repartition};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// What the reports say of the default settings.
+pub const GUARD_DETAIL: &str = "decided daily on the last 3 days among the base, the search's 3 best layouts and moves of 1, 2 or 4 nodes: a change when 5% better and both halves agree; back to the base when no worse";
+
+/// Settings of [`Guarded`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardedSettings {
+    /// The layout it starts from and goes back to (one per node): the fair static's.
+    pub base: Vec<NodeLayout>,
+    /// Concurrency and hysteresis (`max_concurrent`, `min_layout_lifetime`).
+    pub limits: PolicyLimits,
+    /// Jobs submitted this far back are the evidence (3 days).
+    pub window: Duration,
+    /// Time between decisions (1 day).
+    pub every: Duration,
+    /// No decision before this much history (2 days).
+    pub min_history: Duration,
+    /// A candidate must lower ET by this share of the current layout's on the window (0.05).
+    pub margin: f64,
+    /// How many nodes one move changes from one node type to another ([1, 2, 4]); the
+    /// largest is the most nodes one decision drains.
+    pub moves: Vec<usize>,
+    /// More node types moves may choose (none by default; an evaluation gives the node
+    /// layouts of the fair search's three best candidates).
+    pub node_types: Vec<NodeLayout>,
+    /// Whole cluster layouts that are candidates at every decision besides `base` (none by
+    /// default; an evaluation gives the fair search's three best: the administrator's
+    /// shortlist). Moving to one may change many nodes, one reservation at a time.
+    pub shortlist: Vec<Vec<NodeLayout>>,
+    /// How the jobs the evidence is built from speed up with compute slices: the MISO
+    /// table (the public measurement the simulator's training jobs follow, docs/model.md),
+    /// or one exponent, `speedup`.
+    pub curve: crate::model::SpeedCurve,
+    /// Speed-up exponent of those jobs under [`crate::model::SpeedCurve::Exponent`] (0.7, as
+    /// the planner's).
+    pub speedup: f64,
+    /// A node changes only if its running work ends within this (4 h, as the planner's).
+    pub max_wait: Duration,
+}
+
+impl GuardedSettings {
+    /// The defaults above from `base` with `limits`.
+    pub fn new(base: Vec<NodeLayout>, limits: PolicyLimits) -> Self {
+        Self {
+            base,
+            limits,
+            window: Duration::from_secs(3 * 86_400),
+            every: Duration::from_secs(86_400),
+            min_history: Duration::from_secs(2 * 86_400),
+            margin: 0.05,
+            moves: vec![1, 2, 4],
+            node_types: Vec::new(),
+            shortlist: Vec::new(),
+            curve: crate::model::SpeedCurve::MisoTraining,
+            speedup: 0.7,
+            max_wait: Duration::from_secs(4 * 3600),
+        }
+    }
+}
+
+/// What one candidate did on the evidence.
+#[derive(Debug, Clone, Copy)]
+struct Score {
+    et: f64,
+    wait_p95_s: f64,
+    bsld_mean: f64,
+}
+
+/// The guarded default (module docs).
+pub struct Guarded {
+    settings: GuardedSettings,
+    cfg: SimConfig,
+    log: JobLog,
+    /// The node types moves choose from: `base`'s node layouts and a whole node.
+    types: Vec<NodeLayout>,
+    /// What the nodes follow.
+    target: Vec<NodeLayout>,
+    first_s: Option<f64>,
+    next_s: f64,
+    /// Decisions taken: (time s, description), for reports and tests.
+    pub decisions: Vec<(f64, String)>,
+}
+
+impl Guarded {
+    /// A policy for the engine settings `cfg` (those of the run it is in).
+    pub fn new(settings: GuardedSettings, cfg: &SimConfig) -> Self {
+        let mut cfg = cfg.clone();
+        cfg.sample_interval_s = 0.0;
+        cfg.window_start_s = 0.0;
+        cfg.audit = false;
+        let mut types: Vec<NodeLayout> = Vec::new();
+        let full = ProfileCounts::parse(cfg.model, &format!("1x{}", cfg.model.full_profile().name))
+            .expect("the full profile parses");
+        let whole = NodeLayout {
+            gpus: vec![full; cfg.gpus_per_node],
+        };
+        for l in settings
+            .base
+            .iter()
+            .chain(std::iter::once(&whole))
+            .chain(settings.node_types.iter())
+        {
+            if !types.contains(l) {
+                types.push(l.clone());
+            }
+        }
+        let mut log = JobLog::new(cfg.model, settings.speedup, false, settings.window.as_secs_f64());
+        log.curve = settings.curve;
+        Self {
+            // Jobs as they asked (their memory, not the type the catalog gave them), so that
+            // each candidate's runs type them with its own catalog.
+            log,
+            target: settings.base.clone(),
+            cfg,
+            types,
+            settings,
+            first_s: None,
+            next_s: f64::NEG_INFINITY,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// The evidence: the jobs of the last `window` and the older ones still waiting, released
+    /// from the window's start; `None` when there are none.
+    fn evidence(&self) -> Option<Workload> {
+        let now = self.log.now_s;
+        let from = now - self.settings.window.as_secs_f64();
+        let mut jobs = self.log.backlog(from, |at| at - from);
+        jobs.extend(self.log.arrivals(from, now, |at| at - from));
+        (!jobs.is_empty()).then(|| Workload::new(jobs, "guarded evidence".into()))
+    }
+
+    /// The candidates: `base` and every move of `k` nodes from one node type to another.
+    fn candidates(&self) -> Vec<Vec<NodeLayout>> {
+        let mut out: Vec<Vec<NodeLayout>> = vec![self.settings.base.clone()];
+        for l in &self.settings.shortlist {
+            if !out.contains(l) && *l != self.target && l.len() == self.target.len() {
+                out.push(l.clone());
+            }
+        }
+        for from in &self.types {
+            let at: Vec<usize> = (0..self.target.len()).filter(|&i| &self.target[i] == from).collect();
+            for to in self.types.iter().filter(|t| *t != from) {
+                for &k in &self.settings.moves {
+                    if k > at.len() {
+                        continue;
+                    }
+                    let mut c = self.target.clone();
+                    for &i in &at[at.len() - k..] {
+                        c[i] = to.clone();
+                    }
+                    if !out.contains(&c) && c != self.target {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// How `layouts` does on `wl` (`None`: it cannot run some job, or the run failed).
+    fn score(&self, wl: &Workload, layouts: &[NodeLayout], norm: &Norm) -> Option<Score> {
+        if unrunnable(&[layouts], self.cfg.model, wl).is_some() {
+            return None;
+        }
+        let spec = PolicySpec::Static(layouts.to_vec());
+        let r = simulate(wl, &spec, &self.cfg, &|_| {}).ok()?;
+        let gpus = self.cfg.nodes * self.cfg.gpus_per_node;
+        let b = bounds(wl, self.cfg.model, gpus, &self.cfg.power);
+        let m = metrics(wl, &r, &b, "", 0.0, &self.cfg);
+        let all = m.classes.iter().find(|c| c.class == "all")?;
+        Some(Score {
+            et: norm.et(m.energy_per_job_j, m.mean_tardiness_s),
+            wait_p95_s: all.wait_p95_s,
+            bsld_mean: all.bsld_mean,
+        })
+    }
+
+    /// Decides on the evidence (module docs); returns the new target if it changes.
+    fn decide(&mut self, nodes: usize) -> Option<Vec<NodeLayout>> {
+        if nodes != self.target.len() {
+            return None;
+        }
+        let wl = self.evidence()?;
+        let cfg = SimConfig {
+            nodes,
+            ..self.cfg.clone()
+        };
+        let gpus = cfg.nodes * cfg.gpus_per_node;
+        let norm = Norm::of(&wl, &bounds(&wl, cfg.model, gpus, &cfg.power), 0.0);
+        let current = self.score(&wl, &self.target, &norm)?;
+        let mut best: Option<(Score, Vec<NodeLayout>)> = None;
+        for c in self.candidates() {
+            let Some(s) = self.score(&wl, &c, &norm) else { continue };
+            if c == self.settings.base && self.target != self.settings.base && s.et <= current.et {
+                // The way back needs no margin.
+                return Some(c);
+            }
+            if best.as_ref().is_none_or(|(b, _)| s.et < b.et) {
+                best = Some((s, c));
+            }
+        }
+        let (s, c) = best?;
+        let pays = s.et < (1.0 - self.settings.margin) * current.et
+            && s.wait_p95_s <= current.wait_p95_s
+            && s.bsld_mean <= current.bsld_mean;
+        if !pays {
+            return None;
+        }
+        // Both halves of the window agree.
+        let mid = self.settings.window.as_secs_f64() / 2.0;
+        for half in [
+            released_in(&wl, f64::NEG_INFINITY, mid),
+            released_in(&wl, mid, f64::INFINITY),
+        ] {
+            if half.jobs.is_empty() {
+                return None;
+            }
+            let hn = Norm::of(&half, &bounds(&half, cfg.model, gpus, &cfg.power), 0.0);
+            let (a, b) = (self.score(&half, &c, &hn)?, self.score(&half, &self.target, &hn)?);
+            if a.et >= b.et {
+                return None;
+            }
+        }
+        Some(c)
+    }
+}
+
+/// The jobs of `wl` released in `[from, to)`, their ids renumbered (the engine needs ids
+/// equal to positions).
+fn released_in(wl: &Workload, from: f64, to: f64) -> Workload {
+    let jobs: Vec<Job> = wl
+        .jobs
+        .iter()
+        .filter(|j| j.release >= from && j.release < to)
+        .cloned()
+        .collect();
+    Workload::new(jobs, wl.description.clone())
+}
+
+impl Guarded {
+    /// The GRES types jobs ask for now: those of the layout the nodes follow.
+    pub fn catalog(&self) -> BTreeSet<&'static str> {
+        present(&self.target)
+    }
+}
+
+/// The GRES types `layouts` have.
+fn present(layouts: &[NodeLayout]) -> BTreeSet<&'static str> {
+    layouts
+        .iter()
+        .flat_map(|l| l.gpus.iter())
+        .flat_map(|g| g.iter().filter(|(_, n)| *n > 0).map(|(name, _)| name))
+        .collect()
+}
+
+impl Policy for Guarded {
+    fn name(&self) -> &'static str {
+        "guarded"
+    }
+
+    fn plan(&mut self, nodes: &[NodeSnapshot], demand: &Demand) -> Vec<Repartition> {
+        self.plan_at(Duration::ZERO, nodes, demand)
+    }
+
+    fn plan_at(&mut self, _time_of_day: Duration, nodes: &[NodeSnapshot], _demand: &Demand) -> Vec<Repartition> {
+        let now = self.log.now_s;
+        let first = *self.first_s.get_or_insert(now);
+        if now >= self.next_s && now - first >= self.settings.min_history.as_secs_f64() {
+            self.next_s = now + self.settings.every.as_secs_f64();
+            if let Some(t) = self.decide(nodes.len()) {
+                self.decisions.push((now, crate::search::describe(&t)));
+                self.target = t;
+            }
+        }
+        let mut out = Vec::new();
+        let mut budget = change_budget(
+            nodes,
+            self.settings.limits.max_concurrent,
+            4 * self.settings.limits.max_concurrent.max(1),
+        );
+        let refs: Vec<&NodeSnapshot> = nodes.iter().collect();
+        Wanted::from_layouts(&self.target).assign(
+            &refs,
+            &mut budget,
+            self.settings.limits.min_layout_lifetime,
+            self.settings.max_wait,
+            &mut out,
+        );
+        out
+    }
+
+    fn observes_jobs(&self) -> bool {
+        true
+    }
+
+    fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
+        self.log.observe(now_s, events);
+    }
+}

@@ -1,0 +1,105 @@
+//! The guarded default (`crates/dynmig-sim/src/policies/guarded.rs`): it keeps the base
+//! layout while nothing says a change pays, moves when the evidence on both halves of its
+//! window agrees, and the pending jobs then ask for the new layout's GRES types.
+
+use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
+use dynmig_sim::engine::{simulate, SimConfig};
+use dynmig_sim::metrics::Norm;
+use dynmig_sim::model::{Job, JobKind};
+use dynmig_sim::policies::guarded::GuardedSettings;
+use dynmig_sim::policies::mix::uniform;
+use dynmig_sim::policies::{PolicyLimits, PolicySpec};
+use dynmig_sim::workload::Workload;
+use std::time::Duration;
+
+fn limits() -> PolicyLimits {
+    PolicyLimits {
+        max_concurrent: 2,
+        min_layout_lifetime: Duration::from_secs(600),
+        min_gain: 1,
+    }
+}
+
+fn job(release: f64, work: f64, mem_mib: u64) -> Job {
+    Job {
+        id: 0,
+        release,
+        work,
+        mem_mib,
+        gpus: 1,
+        kind: JobKind::Training,
+        gamma: 0.7,
+        curve: Default::default(),
+        due: release + 1.5 * work,
+        limit_factor: 2.0,
+        exact_slices: None,
+    }
+}
+
+fn whole(cfg: &SimConfig) -> Vec<NodeLayout> {
+    let full = ProfileCounts::parse(cfg.model, "1x7g.40gb").unwrap();
+    uniform(cfg.model, cfg.nodes, cfg.gpus_per_node, &full, cfg.nodes)
+}
+
+fn sevenths(cfg: &SimConfig) -> Vec<NodeLayout> {
+    let l = ProfileCounts::parse(cfg.model, "7x1g.5gb").unwrap();
+    uniform(cfg.model, cfg.nodes, cfg.gpus_per_node, &l, 0)
+}
+
+fn et(wl: &Workload, cfg: &SimConfig, spec: &PolicySpec) -> (f64, dynmig_sim::engine::RunResult) {
+    let r = simulate(wl, spec, cfg, &|_| {}).unwrap();
+    let b = dynmig_sim::bounds::bounds(wl, cfg.model, cfg.nodes * cfg.gpus_per_node, &cfg.power);
+    let m = dynmig_sim::metrics::metrics(wl, &r, &b, "", 0.0, cfg);
+    (Norm::of(wl, &b, 0.0).et(m.energy_per_job_j, m.mean_tardiness_s), r)
+}
+
+/// Whole GPUs, then (from day 2) a steady flood of small jobs that whole GPUs serve one at
+/// a time: both halves of every later window say 7x1g.5gb pays, the guard moves there, the
+/// queued small jobs ask for 1g.5gb from then on, and every job runs, sooner than on the
+/// base layout.
+#[test]
+fn it_moves_when_the_mix_moves_and_the_jobs_follow_the_new_types() {
+    let mut jobs = Vec::new();
+    // Days 0-2: whole-GPU jobs, one every 20 min, 1 h each.
+    for i in 0..144 {
+        jobs.push(job(f64::from(i) * 1200.0, 3600.0, 30_000));
+    }
+    // Days 2-6: a 4 GiB job every 100 s, 1 h each on a whole GPU: 36 running at once on 16
+    // whole GPUs at best (a queue that grows), 112 1g.5gb instances if partitioned.
+    for i in 0..(4 * 864) {
+        jobs.push(job(2.0 * 86_400.0 + f64::from(i) * 100.0, 3600.0, 4_000));
+    }
+    let wl = Workload::new(jobs, "whole then small".into());
+    let cfg = SimConfig::new(&A100_40GB, 2, 8);
+    let base = whole(&cfg);
+    let mut settings = GuardedSettings::new(base.clone(), limits());
+    settings.shortlist = vec![sevenths(&cfg)];
+    let (guarded, g) = et(&wl, &cfg, &PolicySpec::Guarded(settings));
+    let (fixed, _) = et(&wl, &cfg, &PolicySpec::Static(base));
+    assert!(g.reconfigs >= 1, "the guard never moved");
+    assert!(g.never_started.is_empty(), "never started: {:?}", g.never_started.len());
+    assert!(g.jobs.iter().all(|o| o.end_ms > o.start_ms), "every job ran");
+    // Small jobs that started after the move ran on 1g.5gb instances (the catalog followed).
+    let on_1g = g.jobs.iter().filter(|o| o.slices == 1).count();
+    assert!(on_1g > 100, "{on_1g} jobs on 1g instances");
+    assert!(guarded < fixed, "guarded {guarded} not below the base layout's {fixed}");
+}
+
+/// A steady mix the base layout serves well: the guard never leaves it, and its run is the
+/// base layout's, job for job.
+#[test]
+fn on_a_steady_mix_it_keeps_the_base_layout() {
+    let jobs: Vec<Job> = (0..(6 * 72))
+        .map(|i| job(f64::from(i) * 1200.0, 3600.0, 30_000))
+        .collect();
+    let wl = Workload::new(jobs, "steady whole".into());
+    let cfg = SimConfig::new(&A100_40GB, 2, 8);
+    let base = whole(&cfg);
+    let mut settings = GuardedSettings::new(base.clone(), limits());
+    settings.shortlist = vec![sevenths(&cfg)];
+    let g = simulate(&wl, &PolicySpec::Guarded(settings), &cfg, &|_| {}).unwrap();
+    let s = simulate(&wl, &PolicySpec::Static(base), &cfg, &|_| {}).unwrap();
+    assert_eq!(g.reconfigs, 0);
+    let starts = |r: &dynmig_sim::engine::RunResult| r.jobs.iter().map(|o| (o.start_ms, o.end_ms)).collect::<Vec<_>>();
+    assert_eq!(starts(&g), starts(&s));
+}
