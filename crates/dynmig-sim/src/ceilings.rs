@@ -34,7 +34,9 @@ pub struct Ceiling {
     pub headroom: f64,
 }
 
-/// The floor of ET on the judged jobs: no schedule, online or offline, does better.
+/// The floor of ET on the judged jobs: no schedule, online or offline, does better. Its
+/// energy and tardiness are those of the relaxed schedule that reaches it: only their ET is
+/// a bound (a design may spend less energy and be later, or the reverse).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Floor {
     /// Energy per judged job, J: the idle power of every GPU from the window start until the
@@ -211,7 +213,7 @@ pub fn markdown(cs: &[Ceiling], floor: Option<&Floor>, ev: &Evaluation) -> Strin
         let headroom = fair.map_or(f64::NAN, |r| 1.0 - f.et / r.et);
         let _ = writeln!(
             s,
-            "| floor (no schedule does better) | - | - | - | - | - | - | - | - | {:.3} | {:.0} | {:.3} | {:.1}% |",
+            "| floor (no schedule has a lower ET; E and tardiness: the relaxation's) | - | - | - | - | - | - | - | - | {:.3} | {:.0} | {:.3} | {:.1}% |",
             f.energy_per_job_j / 1e6,
             f.mean_tardiness_s,
             f.et,

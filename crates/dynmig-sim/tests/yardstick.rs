@@ -316,11 +316,6 @@ fn no_design_goes_below_the_floor() {
                     r.et,
                     floor.et
                 );
-                assert!(
-                    floor.energy_per_job_j <= r.energy_per_job_j * (1.0 + 1e-9),
-                    "{}",
-                    r.policy
-                );
             }
             let text = dynmig_sim::ceilings::markdown(&cs, Some(&floor), &ev);
             assert!(text.lines().last().unwrap().starts_with("| floor"), "{text}");
