@@ -53,12 +53,9 @@ fn et(wl: &Workload, cfg: &SimConfig, spec: &PolicySpec) -> (f64, dynmig_sim::en
     (Norm::of(wl, &b, 0.0).et(m.energy_per_job_j, m.mean_tardiness_s), r)
 }
 
-/// Whole GPUs, then (from day 2) a steady flood of small jobs that whole GPUs serve one at
-/// a time: both halves of every later window say 7x1g.5gb pays, the guard moves there, the
-/// queued small jobs ask for 1g.5gb from then on, and every job runs, sooner than on the
-/// base layout.
-#[test]
-fn it_moves_when_the_mix_moves_and_the_jobs_follow_the_new_types() {
+/// Whole GPUs for 2 days, then a steady flood of small jobs that whole GPUs serve one at a
+/// time (a 4 GiB job every 100 s, 1 h each).
+fn whole_then_small() -> Workload {
     let mut jobs = Vec::new();
     // Days 0-2: whole-GPU jobs, one every 20 min, 1 h each.
     for i in 0..144 {
@@ -69,11 +66,20 @@ fn it_moves_when_the_mix_moves_and_the_jobs_follow_the_new_types() {
     for i in 0..(4 * 864) {
         jobs.push(job(2.0 * 86_400.0 + f64::from(i) * 100.0, 3600.0, 4_000));
     }
-    let wl = Workload::new(jobs, "whole then small".into());
+    Workload::new(jobs, "whole then small".into())
+}
+
+/// [`whole_then_small`] with no long-window check: both halves of every later window say
+/// 7x1g.5gb pays, the guard moves there, the queued small jobs ask for 1g.5gb from then on,
+/// and every job runs, sooner than on the base layout.
+#[test]
+fn it_moves_when_the_mix_moves_and_the_jobs_follow_the_new_types() {
+    let wl = whole_then_small();
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     let base = whole(&cfg);
     let mut settings = GuardedSettings::new(base.clone(), limits());
     settings.shortlist = vec![sevenths(&cfg)];
+    settings.long_window = Duration::ZERO;
     let (guarded, g) = et(&wl, &cfg, &PolicySpec::Guarded(settings));
     let (fixed, _) = et(&wl, &cfg, &PolicySpec::Static(base));
     assert!(g.reconfigs >= 1, "the guard never moved");
@@ -102,4 +108,18 @@ fn on_a_steady_mix_it_keeps_the_base_layout() {
     assert_eq!(g.reconfigs, 0);
     let starts = |r: &dynmig_sim::engine::RunResult| r.jobs.iter().map(|o| (o.start_ms, o.end_ms)).collect::<Vec<_>>();
     assert_eq!(starts(&g), starts(&s));
+}
+
+/// [`whole_then_small`] with the default long window (14 days, here the whole history): the
+/// move does not run the whole-GPU jobs of the first days, which the base was chosen for,
+/// so it is refused and the base stays.
+#[test]
+fn a_move_that_loses_what_the_base_was_chosen_for_is_refused() {
+    let wl = whole_then_small();
+    let cfg = SimConfig::new(&A100_40GB, 2, 8);
+    let base = whole(&cfg);
+    let mut settings = GuardedSettings::new(base, limits());
+    settings.shortlist = vec![sevenths(&cfg)];
+    let g = simulate(&wl, &PolicySpec::Guarded(settings), &cfg, &|_| {}).unwrap();
+    assert_eq!(g.reconfigs, 0);
 }

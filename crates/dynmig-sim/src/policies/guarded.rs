@@ -19,7 +19,9 @@
 //!   if, against the current layout on the same jobs, its ET is lower by `margin` (5%) on
 //!   the whole window and lower on each half of it (both halves agree: a change that pays
 //!   only on the older half of the window follows a mix that is gone), and its wait p95 and
-//!   mean bounded slowdown are no higher.
+//!   mean bounded slowdown are no higher; and it is no worse (ET and wait p95) on the jobs of
+//!   the last `long_window` (14 days, the fair static's search window: a move must not lose
+//!   what the base was chosen for).
 //! - **Drain cost.** Nodes change through the planner's reservations at their jobs' time
 //!   limits ([`Wanted::assign`]), at most `max_concurrent` at once, none whose running work
 //!   ends later than `max_wait`. The margin is what a change must gain to pay its drains.
@@ -43,7 +45,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// What the reports say of the default settings.
-pub const GUARD_DETAIL: &str = "decided daily on the last 3 days among the base, the search's 3 best layouts and moves of 1, 2 or 4 nodes: a change when 5% better and both halves agree; back to the base when no worse";
+pub const GUARD_DETAIL: &str = "decided daily on the last 3 days among the base, the search's 3 best layouts and moves of 1, 2 or 4 nodes: a change when 5% better, both halves agree and no worse on the last 14 days; back to the base when no worse";
 
 /// Settings of [`Guarded`].
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +56,10 @@ pub struct GuardedSettings {
     pub limits: PolicyLimits,
     /// Jobs submitted this far back are the evidence (3 days).
     pub window: Duration,
+    /// A change must also be no worse on the jobs submitted this far back (14 days, the
+    /// fair static's search window): ET and wait p95. Zero or shorter than `window`: no
+    /// such check.
+    pub long_window: Duration,
     /// Time between decisions (1 day).
     pub every: Duration,
     /// No decision before this much history (2 days).
@@ -88,6 +94,7 @@ impl GuardedSettings {
             base,
             limits,
             window: Duration::from_secs(3 * 86_400),
+            long_window: Duration::from_secs(14 * 86_400),
             every: Duration::from_secs(86_400),
             min_history: Duration::from_secs(2 * 86_400),
             margin: 0.05,
@@ -147,7 +154,8 @@ impl Guarded {
                 types.push(l.clone());
             }
         }
-        let mut log = JobLog::new(cfg.model, settings.speedup, false, settings.window.as_secs_f64());
+        let keep = settings.window.max(settings.long_window).as_secs_f64();
+        let mut log = JobLog::new(cfg.model, settings.speedup, false, keep);
         log.curve = settings.curve;
         Self {
             // Jobs as they asked (their memory, not the type the catalog gave them), so that
@@ -165,9 +173,9 @@ impl Guarded {
 
     /// The evidence: the jobs of the last `window` and the older ones still waiting, released
     /// from the window's start; `None` when there are none.
-    fn evidence(&self) -> Option<Workload> {
+    fn evidence(&self, window: Duration) -> Option<Workload> {
         let now = self.log.now_s;
-        let from = now - self.settings.window.as_secs_f64();
+        let from = now - window.as_secs_f64();
         let mut jobs = self.log.backlog(from, |at| at - from);
         jobs.extend(self.log.arrivals(from, now, |at| at - from));
         (!jobs.is_empty()).then(|| Workload::new(jobs, "guarded evidence".into()))
@@ -224,7 +232,7 @@ impl Guarded {
         if nodes != self.target.len() {
             return None;
         }
-        let wl = self.evidence()?;
+        let wl = self.evidence(self.settings.window)?;
         let cfg = SimConfig {
             nodes,
             ..self.cfg.clone()
@@ -262,6 +270,16 @@ impl Guarded {
             let hn = Norm::of(&half, &bounds(&half, cfg.model, gpus, &cfg.power), 0.0);
             let (a, b) = (self.score(&half, &c, &hn)?, self.score(&half, &self.target, &hn)?);
             if a.et >= b.et {
+                return None;
+            }
+        }
+        // Not worse over the long window, where a layout like the base was chosen: a move
+        // that pays on a few days must not lose what the base was chosen for.
+        if self.settings.long_window > self.settings.window {
+            let long = self.evidence(self.settings.long_window)?;
+            let ln = Norm::of(&long, &bounds(&long, cfg.model, gpus, &cfg.power), 0.0);
+            let (a, b) = (self.score(&long, &c, &ln)?, self.score(&long, &self.target, &ln)?);
+            if a.et > b.et || a.wait_p95_s > b.wait_p95_s {
                 return None;
             }
         }
