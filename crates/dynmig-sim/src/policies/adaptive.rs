@@ -14,12 +14,13 @@
 //!   planner, or at first the layouts they have) is scored on the same jobs; the best
 //!   candidate replaces it only when its ET is lower by `min_gain` (2%) of it. A candidate
 //!   that cannot run some job of the history is skipped, as in the baseline search.
-//! - **How nodes move.** As the planner's do ([`Wanted::assign`]): nodes already in a wanted
+//! - **How nodes move.** As the planner's do ([`dynmig_core::policy::wanted::Wanted::assign`]): nodes already in a wanted
 //!   layout keep it, the others change when their running work ends soonest (within
 //!   `max_wait`), through reservations at their jobs' time limits, at most `max_concurrent`
 //!   at once.
 
 use super::joblog::JobLog;
+use super::move_toward;
 use super::{Objective, Planner, PlannerSettings, Policy, PolicyLimits, PolicySpec};
 use crate::engine::SimConfig;
 use crate::search::Searcher;
@@ -27,7 +28,6 @@ use crate::workload::Workload;
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::NodeLayout;
 use dynmig_core::policy::events::JobEvent;
-use dynmig_core::policy::wanted::{change_budget, Wanted};
 use dynmig_core::policy::{NodeSnapshot, Repartition};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -295,22 +295,13 @@ impl Policy for Adaptive {
             .as_mut()
             .map(|p| p.plan_at(time_of_day, nodes, demand))
             .unwrap_or_default();
-        let mut out = Vec::new();
         let target = match &self.mode {
-            None => return out,
+            None => return Vec::new(),
             Some(Mode::Planner) => return proposals,
             Some(Mode::Static(t)) => t,
         };
-        let mut budget = change_budget(nodes, self.settings.limits.max_concurrent, self.settings.max_planned);
-        let refs: Vec<&NodeSnapshot> = nodes.iter().collect();
-        Wanted::from_layouts(target).assign(
-            &refs,
-            &mut budget,
-            self.settings.limits.min_layout_lifetime,
-            self.settings.max_wait,
-            &mut out,
-        );
-        out
+        let s = &self.settings;
+        move_toward(target, nodes, &s.limits, s.max_planned, s.max_wait)
     }
 
     fn observes_jobs(&self) -> bool {

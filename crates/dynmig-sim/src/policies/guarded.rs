@@ -23,12 +23,13 @@
 //!   the last `long_window` (14 days, the fair static's search window: a move must not lose
 //!   what the base was chosen for).
 //! - **Drain cost.** Nodes change through the planner's reservations at their jobs' time
-//!   limits ([`Wanted::assign`]), at most `max_concurrent` at once, none whose running work
+//!   limits ([`dynmig_core::policy::wanted::Wanted::assign`]), at most `max_concurrent` at once, none whose running work
 //!   ends later than `max_wait`. The margin is what a change must gain to pay its drains.
 //! - **Way back.** `base` is a candidate at every decision and needs no margin: when it is
 //!   at least as good as the current layout on the window, the nodes go back to it.
 
 use super::joblog::JobLog;
+use super::move_toward;
 use super::{PolicyLimits, PolicySpec};
 use crate::bounds::bounds;
 use crate::engine::{simulate, SimConfig};
@@ -39,7 +40,6 @@ use crate::workload::Workload;
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts};
 use dynmig_core::policy::events::JobEvent;
-use dynmig_core::policy::wanted::{change_budget, Wanted};
 use dynmig_core::policy::{NodeSnapshot, Policy, Repartition};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -334,21 +334,9 @@ impl Policy for Guarded {
                 self.target = t;
             }
         }
-        let mut out = Vec::new();
-        let mut budget = change_budget(
-            nodes,
-            self.settings.limits.max_concurrent,
-            4 * self.settings.limits.max_concurrent.max(1),
-        );
-        let refs: Vec<&NodeSnapshot> = nodes.iter().collect();
-        Wanted::from_layouts(&self.target).assign(
-            &refs,
-            &mut budget,
-            self.settings.limits.min_layout_lifetime,
-            self.settings.max_wait,
-            &mut out,
-        );
-        out
+        let s = &self.settings;
+        let max_planned = 4 * s.limits.max_concurrent.max(1);
+        move_toward(&self.target, nodes, &s.limits, max_planned, s.max_wait)
     }
 
     fn observes_jobs(&self) -> bool {

@@ -32,6 +32,30 @@ pub use dynmig_core::policy::{DemandDriven, NoChange, Policy, PolicyLimits};
 use dynmig_core::policy::{NodeSnapshot, Repartition};
 use std::time::Duration;
 
+/// The repartitions that move `nodes` toward `target` (one layout per node) as the planner
+/// moves them ([`dynmig_core::policy::wanted::Wanted::assign`]): nodes already in a wanted
+/// layout keep it, the others change when their running work ends soonest (within
+/// `max_wait`), at most `limits.max_concurrent` at once and `max_planned` planned.
+pub(crate) fn move_toward(
+    target: &[NodeLayout],
+    nodes: &[NodeSnapshot],
+    limits: &PolicyLimits,
+    max_planned: usize,
+    max_wait: Duration,
+) -> Vec<Repartition> {
+    let mut out = Vec::new();
+    let mut budget = dynmig_core::policy::wanted::change_budget(nodes, limits.max_concurrent, max_planned);
+    let refs: Vec<&NodeSnapshot> = nodes.iter().collect();
+    dynmig_core::policy::wanted::Wanted::from_layouts(target).assign(
+        &refs,
+        &mut budget,
+        limits.min_layout_lifetime,
+        max_wait,
+        &mut out,
+    );
+    out
+}
+
 /// A policy to simulate, with its initial cluster layout.
 #[derive(Debug, Clone)]
 pub enum PolicySpec {
