@@ -31,11 +31,11 @@
 use super::joblog::JobLog;
 use super::move_toward;
 use super::{PolicyLimits, PolicySpec};
-use crate::bounds::bounds;
+use crate::bounds::{bounds, Bounds};
 use crate::engine::{simulate, SimConfig};
 use crate::metrics::{metrics, Norm};
-use crate::model::Job;
 use crate::search::unrunnable;
+use crate::window::released_in;
 use crate::workload::Workload;
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts};
@@ -108,6 +108,13 @@ impl GuardedSettings {
     }
 }
 
+/// Jobs to score candidates on, with their bounds and ET references.
+struct Evidence {
+    wl: Workload,
+    b: Bounds,
+    norm: Norm,
+}
+
 /// What one candidate did on the evidence.
 #[derive(Debug, Clone, Copy)]
 struct Score {
@@ -127,8 +134,6 @@ pub struct Guarded {
     target: Vec<NodeLayout>,
     first_s: Option<f64>,
     next_s: f64,
-    /// Decisions taken: (time s, description), for reports and tests.
-    pub decisions: Vec<(f64, String)>,
 }
 
 impl Guarded {
@@ -167,7 +172,6 @@ impl Guarded {
             settings,
             first_s: None,
             next_s: f64::NEG_INFINITY,
-            decisions: Vec::new(),
         }
     }
 
@@ -209,19 +213,30 @@ impl Guarded {
         out
     }
 
-    /// How `layouts` does on `wl` (`None`: it cannot run some job, or the run failed).
-    fn score(&self, wl: &Workload, layouts: &[NodeLayout], norm: &Norm) -> Option<Score> {
-        if unrunnable(&[layouts], self.cfg.model, wl).is_some() {
+    /// `wl` with its bounds and ET references on the cluster, to score candidates on.
+    fn judged(&self, wl: Workload) -> Evidence {
+        let gpus = self.cfg.nodes * self.cfg.gpus_per_node;
+        let b = bounds(&wl, self.cfg.model, gpus, &self.cfg.power);
+        let norm = Norm::of(&wl, &b, 0.0);
+        Evidence { wl, b, norm }
+    }
+
+    /// The GRES types jobs ask for now: those of the layout the nodes follow.
+    pub fn catalog(&self) -> BTreeSet<&'static str> {
+        present(&self.target)
+    }
+
+    /// How `layouts` does on `ev` (`None`: it cannot run some job, or the run failed).
+    fn score(&self, ev: &Evidence, layouts: &[NodeLayout]) -> Option<Score> {
+        if unrunnable(&[layouts], self.cfg.model, &ev.wl).is_some() {
             return None;
         }
         let spec = PolicySpec::Static(layouts.to_vec());
-        let r = simulate(wl, &spec, &self.cfg, &|_| {}).ok()?;
-        let gpus = self.cfg.nodes * self.cfg.gpus_per_node;
-        let b = bounds(wl, self.cfg.model, gpus, &self.cfg.power);
-        let m = metrics(wl, &r, &b, "", 0.0, &self.cfg);
+        let r = simulate(&ev.wl, &spec, &self.cfg, &|_| {}).ok()?;
+        let m = metrics(&ev.wl, &r, &ev.b, "", 0.0, &self.cfg);
         let all = m.classes.iter().find(|c| c.class == "all")?;
         Some(Score {
-            et: norm.et(m.energy_per_job_j, m.mean_tardiness_s),
+            et: ev.norm.et(m.energy_per_job_j, m.mean_tardiness_s),
             wait_p95_s: all.wait_p95_s,
             bsld_mean: all.bsld_mean,
         })
@@ -232,17 +247,11 @@ impl Guarded {
         if nodes != self.target.len() {
             return None;
         }
-        let wl = self.evidence(self.settings.window)?;
-        let cfg = SimConfig {
-            nodes,
-            ..self.cfg.clone()
-        };
-        let gpus = cfg.nodes * cfg.gpus_per_node;
-        let norm = Norm::of(&wl, &bounds(&wl, cfg.model, gpus, &cfg.power), 0.0);
-        let current = self.score(&wl, &self.target, &norm)?;
+        let ev = self.judged(self.evidence(self.settings.window)?);
+        let current = self.score(&ev, &self.target)?;
         let mut best: Option<(Score, Vec<NodeLayout>)> = None;
         for c in self.candidates() {
-            let Some(s) = self.score(&wl, &c, &norm) else { continue };
+            let Some(s) = self.score(&ev, &c) else { continue };
             if c == self.settings.base && self.target != self.settings.base && s.et <= current.et {
                 // The way back needs no margin.
                 return Some(c);
@@ -261,14 +270,14 @@ impl Guarded {
         // Both halves of the window agree.
         let mid = self.settings.window.as_secs_f64() / 2.0;
         for half in [
-            released_in(&wl, f64::NEG_INFINITY, mid),
-            released_in(&wl, mid, f64::INFINITY),
+            released_in(&ev.wl, f64::NEG_INFINITY, mid),
+            released_in(&ev.wl, mid, f64::INFINITY),
         ] {
             if half.jobs.is_empty() {
                 return None;
             }
-            let hn = Norm::of(&half, &bounds(&half, cfg.model, gpus, &cfg.power), 0.0);
-            let (a, b) = (self.score(&half, &c, &hn)?, self.score(&half, &self.target, &hn)?);
+            let half = self.judged(half);
+            let (a, b) = (self.score(&half, &c)?, self.score(&half, &self.target)?);
             if a.et >= b.et {
                 return None;
             }
@@ -276,33 +285,13 @@ impl Guarded {
         // Not worse over the long window, where a layout like the base was chosen: a move
         // that pays on a few days must not lose what the base was chosen for.
         if self.settings.long_window > self.settings.window {
-            let long = self.evidence(self.settings.long_window)?;
-            let ln = Norm::of(&long, &bounds(&long, cfg.model, gpus, &cfg.power), 0.0);
-            let (a, b) = (self.score(&long, &c, &ln)?, self.score(&long, &self.target, &ln)?);
+            let long = self.judged(self.evidence(self.settings.long_window)?);
+            let (a, b) = (self.score(&long, &c)?, self.score(&long, &self.target)?);
             if a.et > b.et || a.wait_p95_s > b.wait_p95_s {
                 return None;
             }
         }
         Some(c)
-    }
-}
-
-/// The jobs of `wl` released in `[from, to)`, their ids renumbered (the engine needs ids
-/// equal to positions).
-fn released_in(wl: &Workload, from: f64, to: f64) -> Workload {
-    let jobs: Vec<Job> = wl
-        .jobs
-        .iter()
-        .filter(|j| j.release >= from && j.release < to)
-        .cloned()
-        .collect();
-    Workload::new(jobs, wl.description.clone())
-}
-
-impl Guarded {
-    /// The GRES types jobs ask for now: those of the layout the nodes follow.
-    pub fn catalog(&self) -> BTreeSet<&'static str> {
-        present(&self.target)
     }
 }
 
@@ -330,7 +319,6 @@ impl Policy for Guarded {
         if now >= self.next_s && now - first >= self.settings.min_history.as_secs_f64() {
             self.next_s = now + self.settings.every.as_secs_f64();
             if let Some(t) = self.decide(nodes.len()) {
-                self.decisions.push((now, crate::search::describe(&t)));
                 self.target = t;
             }
         }
