@@ -214,6 +214,7 @@ fn each_gpu_model_gets_its_own_model_and_a_cluster_without_one_has_no_learned_ro
         warn: false,
         threads: 1,
         limits,
+        frozen: false,
         ..EvalOptions::default()
     };
     let rows = |m: &'static dynmig_core::geometry::GpuModel| {

@@ -19,8 +19,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, clap::Args)]
 pub struct SimulateArgs {
     /// The Alibaba trace: `default` (development), or `gpushare20`, `gpushare40`,
-    /// `gpushare60` (validation only: crates/dynmig-sim/data/README.md, "Splits"), or the path
-    /// of a v2023 pod-list CSV.
+    /// `gpushare60` (validation only), `gpushare80`, `gpushare100` (test only, held out:
+    /// crates/dynmig-sim/data/README.md, "Splits"), or the path of a v2023 pod-list CSV.
     #[arg(long, default_value = "default")]
     pub trace: String,
     /// Use the synthetic SMART-MIG-like generator instead of the trace.
@@ -90,7 +90,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub seeds: Option<String>,
     /// Traces of --matrix, comma-separated: default, synthetic, synthetic:FAMILY (development; FAMILY one of --family's), gpushare20,
-    /// gpushare40, gpushare60 (validation), or paths.
+    /// gpushare40, gpushare60 (validation), gpushare80, gpushare100 (test, held out), or paths.
     #[arg(long, value_delimiter = ',', default_value = "default,gpushare40,synthetic")]
     pub matrix_traces: Vec<String>,
     /// GPU models of --matrix, comma-separated.
@@ -148,6 +148,11 @@ pub struct SimulateArgs {
     /// uniform layouts and the demand mix only; docs/simulate.md, "Fair baselines").
     #[arg(long, default_value_t = crate::search::LOCAL_SEARCH_RUNS)]
     pub static_local_runs: usize,
+    /// Leave out the `<policy>-frozen` rows: beside each policy whose layouts change, the
+    /// static layout of its mean node mix over the judged days (docs/simulate.md, "Frozen
+    /// mix").
+    #[arg(long)]
+    pub no_frozen: bool,
     /// Seed (workload draws and random placement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -337,6 +342,7 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
         eval_from_days: a.eval_from,
         learned: a.learned.clone(),
         static_local_runs: a.static_local_runs,
+        frozen: !a.no_frozen,
         ..Default::default()
     })
 }

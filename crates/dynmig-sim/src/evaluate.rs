@@ -155,6 +155,18 @@ pub struct EvalOptions {
     /// ([`Searcher::local`]; 0: uniform layouts and the demand mix only) [default:
     /// [`LOCAL_SEARCH_RUNS`]].
     pub static_local_runs: usize,
+    /// Beside each row whose layouts change, a `<policy>-frozen` row: the static layout of
+    /// its mean node mix over the judged days ([`crate::engine::frozen_mix`]; issue 27,
+    /// item 6) [default: true].
+    pub frozen: bool,
+}
+
+/// The suffix of a frozen-mix row's name.
+pub const FROZEN_SUFFIX: &str = "-frozen";
+
+/// Whether a row's layouts never change, so that it has no frozen-mix row.
+fn fixed_layout(policy: &str) -> bool {
+    matches!(policy, "none" | "static" | "static-oracle") || policy.ends_with(FROZEN_SUFFIX)
 }
 
 impl EvalOptions {
@@ -182,6 +194,7 @@ impl Default for EvalOptions {
             threads: default_threads(),
             learned: Vec::new(),
             static_local_runs: LOCAL_SEARCH_RUNS,
+            frozen: true,
         }
     }
 }
@@ -321,6 +334,41 @@ impl Bench<'_> {
         let mut m = metrics(self.wl, &r, self.b, &detail, wall, &self.c);
         m.policy = row.to_string();
         Ok((m, r))
+    }
+
+    /// The `<policy>-frozen` row of a run whose layouts changed: its mean node mix over the
+    /// judged days as a static layout (`Ok(None)`: nothing counted, or a mix that cannot run
+    /// some job, said in the warning).
+    fn frozen_row(&self, r: &RunResult, progress: &dyn Fn(&str, u64)) -> Result<Row> {
+        let row = format!("{}{FROZEN_SUFFIX}", r.policy);
+        let Some(mix) = crate::engine::frozen_mix(&r.layout_time, self.c.nodes) else {
+            return Ok((
+                None,
+                vec![format!(
+                    "{row} row omitted: {} held no layout in the judged window",
+                    r.policy
+                )],
+            ));
+        };
+        if let Some(j) = unrunnable(&[&mix], self.c.model, self.wl) {
+            return Ok((
+                None,
+                vec![format!(
+                    "{row} row omitted: the mean mix {} cannot run {}",
+                    crate::search::describe(&mix),
+                    describe_job(j)
+                )],
+            ));
+        }
+        let detail = format!(
+            "the static layout of {}'s mean node mix over the judged days: {}",
+            r.policy,
+            crate::search::describe(&mix)
+        );
+        Ok((
+            Some(self.run(&PolicySpec::Static(mix), &row, &detail, progress)?),
+            Vec::new(),
+        ))
     }
 
     /// The row of a policy that is not searched.
@@ -785,6 +833,23 @@ pub fn evaluate(
                     .map(|(n, et)| (pl.to_string(), format!("{tag} {n}"), *et)),
             );
             skipped.extend(s.skipped.iter().cloned());
+        }
+        if opts.frozen {
+            let changing: Vec<usize> = (0..out.len()).filter(|&i| !fixed_layout(&out[i].1.policy)).collect();
+            let frozen = par_map(&changing, opts.threads, progress, |&i, p| {
+                bench.frozen_row(&out[i].1, p)
+            });
+            let mut with = Vec::with_capacity(out.len() + frozen.len());
+            let mut frozen = changing.iter().zip(frozen).peekable();
+            for (i, row) in out.into_iter().enumerate() {
+                with.push(row);
+                if let Some((_, f)) = frozen.next_if(|(k, _)| **k == i) {
+                    let (row, mut w) = f?;
+                    with.extend(row);
+                    warnings.append(&mut w);
+                }
+            }
+            out = with;
         }
         if opts.warn {
             for w in &warnings {

@@ -346,6 +346,10 @@ pub struct PolicySummary {
     /// ([`crate::metrics::Norm::mj_per_tardiness_hour`]), over the seeds.
     #[serde(default = "Stat::none")]
     pub mj_per_tardiness_h: Stat,
+    /// ET over the ET of its own `-frozen` row (the static layout of its mean node mix over
+    /// the judged days), per seed; NaN without one ([`crate::evaluate::FROZEN_SUFFIX`]).
+    #[serde(default = "Stat::none")]
+    pub et_vs_frozen: Stat,
 }
 
 /// A group of cells (all but the seed equal) summarised over seeds.
@@ -412,7 +416,14 @@ pub fn summarise(outcomes: &[&CellOutcome]) -> Vec<Group> {
                         .collect();
                     let st = |f: &dyn Fn(&Metrics) -> f64| Stat::of(rows.iter().map(|m| f(m)));
                     let (classes, repartitions) = crate::metrics::mean_site_figures(&rows);
+                    let frozen = format!("{p}{}", crate::evaluate::FROZEN_SUFFIX);
+                    let et_vs_frozen = Stat::of(cells.iter().filter_map(|c| {
+                        let own = c.rows.iter().find(|m| m.policy == p)?;
+                        let f = c.rows.iter().find(|m| m.policy == frozen)?;
+                        Some(own.et / f.et)
+                    }));
                     PolicySummary {
+                        et_vs_frozen,
                         classes,
                         repartitions,
                         mj_per_tardiness_h: st(&|m| m.norm().mj_per_tardiness_hour()),

@@ -103,6 +103,7 @@ pub fn matrix_terminal(groups: &[Group]) -> String {
         s.push_str(&price(g));
         s.push_str("\n\n");
     }
+    s.push_str(&frozen_markdown(groups));
     s.push_str(&site_legend());
     s.push('\n');
     s
@@ -125,9 +126,55 @@ pub fn matrix_markdown(groups: &[Group]) -> String {
         }
         s.push_str(&format!("\n{}\n\n", price(g)));
     }
+    s.push_str(&frozen_markdown(groups));
     s.push_str(&site_legend());
     s.push('\n');
     s
+}
+
+/// Within this share of its frozen mix's ET, a dynamic policy found a better static, not a
+/// reason to change layouts (issue 27, item 6).
+pub const FROZEN_TOLERANCE: f64 = 0.02;
+
+/// What a policy's ET over its frozen mix's says.
+fn frozen_verdict(r: f64) -> &'static str {
+    if r < 1.0 - FROZEN_TOLERANCE {
+        "adaptation pays"
+    } else if r <= 1.0 + FROZEN_TOLERANCE {
+        "a better static (within 2%)"
+    } else {
+        "its frozen mix is better"
+    }
+}
+
+/// "Adaptation or a better static?" as Markdown: per group and policy with a frozen row, its
+/// ET over the fair static's, its frozen mix's over the fair static's, and its ET over its
+/// frozen mix's (mean and range over seeds), with the verdict ([`FROZEN_TOLERANCE`]).
+pub fn frozen_markdown(groups: &[Group]) -> String {
+    let mut rows = Vec::new();
+    for g in groups {
+        for p in g.policies.iter().filter(|p| p.et_vs_frozen.mean.is_finite()) {
+            let frozen = format!("{}{}", p.policy, crate::evaluate::FROZEN_SUFFIX);
+            let f = g.policies.iter().find(|x| x.policy == frozen);
+            rows.push(format!(
+                "| {} | {} | {} | {} | {} | {} |",
+                g.group,
+                p.policy,
+                range(&p.et_vs_static, 3),
+                f.map_or("-".into(), |f| range(&f.et_vs_static, 3)),
+                range(&p.et_vs_frozen, 3),
+                frozen_verdict(p.et_vs_frozen.mean)
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "### Adaptation or a better static?\n\nEach policy whose layouts change beside the static layout of its own mean node mix over the judged days (`<policy>-frozen`); within {:.0}% of it, the policy found a better static, not a reason to change layouts.\n\n| group | policy | ET/static | frozen ET/static | ET/frozen | verdict |\n|---|---|---|---|---|---|\n{}\n\n",
+        FROZEN_TOLERANCE * 100.0,
+        rows.join("\n")
+    )
 }
 
 /// The ranking of a group: `dynamic 0.612 < static 0.640 < ...` (mean ET).

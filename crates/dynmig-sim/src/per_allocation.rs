@@ -242,6 +242,7 @@ pub fn simulate_per_allocation(wl: &Workload, cfg: &SimConfig, costs: InstanceCo
         drain_waste_gpu_s: 0.0,
         idle_gpu_s: s.idle_gpu_s,
         idle_w: idle,
+        layout_time: Vec::new(),
     })
 }
 

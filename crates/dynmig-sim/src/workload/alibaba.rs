@@ -118,6 +118,14 @@ pub const EMBEDDED_GPUSHARE20: &str = include_str!("../../data/alibaba-gpu-v2023
 /// (validation only: crates/dynmig-sim/data/README.md, "Splits"; `--trace gpushare60`).
 pub const EMBEDDED_GPUSHARE60: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_gpushare60.csv");
 
+/// The publisher's pod list with 80% fractional-GPU pods, `openb_pod_list_gpushare80.csv`
+/// (test only, held out: crates/dynmig-sim/data/README.md, "Splits"; `--trace gpushare80`).
+pub const EMBEDDED_GPUSHARE80: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_gpushare80.csv");
+
+/// The publisher's pod list with only fractional-GPU pods, `openb_pod_list_gpushare100.csv`
+/// (test only, held out: crates/dynmig-sim/data/README.md, "Splits"; `--trace gpushare100`).
+pub const EMBEDDED_GPUSHARE100: &str = include_str!("../../data/alibaba-gpu-v2023/openb_pod_list_gpushare100.csv");
+
 /// Which part of the data discipline a trace belongs to (crates/dynmig-sim/data/README.md,
 /// "Splits"): policies and the simulator are developed on [`Split::Development`] traces only
 /// and judged, never tuned, on [`Split::Validation`] ones.
@@ -128,6 +136,9 @@ pub enum Split {
     Development,
     /// gpushare20, gpushare40 and gpushare60: judged only.
     Validation,
+    /// gpushare80 and gpushare100: held out, judged only for a design fixed beforehand, and
+    /// said so (first used 2026-11-28 for the guarded default's third build).
+    Test,
     /// A pod list given by path: the user's own.
     Other,
 }
@@ -139,6 +150,7 @@ impl Split {
         match trace {
             "default" | "synthetic" => Split::Development,
             "gpushare20" | "gpushare40" | "gpushare60" => Split::Validation,
+            "gpushare80" | "gpushare100" => Split::Test,
             _ => Split::Other,
         }
     }
@@ -148,6 +160,7 @@ impl Split {
         match self {
             Split::Development => "development",
             Split::Validation => "validation",
+            Split::Test => "test (held out)",
             Split::Other => "user trace",
         }
     }
@@ -162,10 +175,17 @@ pub fn embedded_pods() -> Result<Vec<Pod>> {
 }
 
 /// Names of the shipped traces that [`pods_of`] takes instead of a path.
-pub const SHIPPED_TRACES: [&str; 4] = ["default", "gpushare20", "gpushare40", "gpushare60"];
+pub const SHIPPED_TRACES: [&str; 6] = [
+    "default",
+    "gpushare20",
+    "gpushare40",
+    "gpushare60",
+    "gpushare80",
+    "gpushare100",
+];
 
-/// The pods of a trace named on the command line: `default`, `gpushare20`, `gpushare40` or
-/// `gpushare60` (shipped, see
+/// The pods of a trace named on the command line: `default`, `gpushare20`, `gpushare40`,
+/// `gpushare60`, `gpushare80` or `gpushare100` (shipped, see
 /// [`SHIPPED_TRACES`]), or else a path to a pod-list CSV.
 ///
 /// # Errors
@@ -176,6 +196,8 @@ pub fn pods_of(trace: &str) -> Result<Vec<Pod>> {
         "gpushare20" => parse_pods(EMBEDDED_GPUSHARE20).context("parsing the embedded gpushare20 trace"),
         "gpushare40" => parse_pods(EMBEDDED_GPUSHARE40).context("parsing the embedded gpushare40 trace"),
         "gpushare60" => parse_pods(EMBEDDED_GPUSHARE60).context("parsing the embedded gpushare60 trace"),
+        "gpushare80" => parse_pods(EMBEDDED_GPUSHARE80).context("parsing the embedded gpushare80 trace"),
+        "gpushare100" => parse_pods(EMBEDDED_GPUSHARE100).context("parsing the embedded gpushare100 trace"),
         path => read_pods(std::path::Path::new(path)),
     }
 }
@@ -195,19 +217,23 @@ mod embedded_tests {
     fn the_embedded_trace_is_the_whole_published_file() {
         // 8,152 pods, as the publisher's file holds (crates/dynmig-sim/data/README.md).
         assert_eq!(super::embedded_pods().unwrap().len(), 8152);
-        for name in ["gpushare20", "gpushare40", "gpushare60"] {
+        for name in ["gpushare20", "gpushare40", "gpushare60", "gpushare80", "gpushare100"] {
             assert_eq!(super::pods_of(name).unwrap().len(), 8152, "{name}");
         }
     }
 
     #[test]
-    fn every_shipped_trace_but_the_default_is_validation_only() {
+    fn every_shipped_trace_but_the_default_is_validation_or_test_only() {
         use super::Split;
         assert_eq!(Split::of("default"), Split::Development);
         assert_eq!(Split::of("synthetic"), Split::Development);
-        for name in super::SHIPPED_TRACES.iter().filter(|n| **n != "default") {
+        for name in ["gpushare20", "gpushare40", "gpushare60"] {
             assert_eq!(Split::of(name), Split::Validation, "{name}");
         }
+        for name in ["gpushare80", "gpushare100"] {
+            assert_eq!(Split::of(name), Split::Test, "{name}");
+        }
+        assert_eq!(super::SHIPPED_TRACES.len(), 6);
         assert_eq!(Split::of("/tmp/pods.csv"), Split::Other);
     }
 }
