@@ -69,12 +69,22 @@ fn whole_then_small() -> Workload {
     Workload::new(jobs, "whole then small".into())
 }
 
-/// [`whole_then_small`] with no long-window check: both halves of every later window say
-/// 7x1g.5gb pays, the guard moves there, the queued small jobs ask for 1g.5gb from then on,
-/// and every job runs, sooner than on the base layout.
+/// [`whole_then_small`] with the first days' jobs small too (4 GiB, on whole GPUs under the
+/// base): no job ever needs more than a 1g.5gb, so 7x1g.5gb everywhere strands none.
+fn quiet_then_small() -> Workload {
+    let mut wl = whole_then_small();
+    for j in &mut wl.jobs {
+        j.mem_mib = 4_000;
+    }
+    wl
+}
+
+/// [`quiet_then_small`] with no long window: the recent days say 7x1g.5gb pays, the guard
+/// moves there, the queued small jobs ask for 1g.5gb from then on, and every job runs,
+/// sooner than on the base layout.
 #[test]
 fn it_moves_when_the_mix_moves_and_the_jobs_follow_the_new_types() {
-    let wl = whole_then_small();
+    let wl = quiet_then_small();
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     let base = whole(&cfg);
     let mut settings = GuardedSettings::new(base.clone(), limits());
@@ -130,7 +140,7 @@ fn a_move_that_loses_what_the_base_was_chosen_for_is_refused() {
 /// the bound follows `every`).
 #[test]
 fn no_node_repartitions_more_than_once_per_decision() {
-    let wl = whole_then_small();
+    let wl = quiet_then_small();
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     for every_h in [24u64, 6] {
         let mut settings = GuardedSettings::new(whole(&cfg), limits());
@@ -149,4 +159,32 @@ fn no_node_repartitions_more_than_once_per_decision() {
             cfg.nodes
         );
     }
+}
+
+/// Nothing stranded: an 8-GPU job on day 1 and another on day 5, small jobs between. The
+/// evidence windows after day 4 hold no multi-GPU job and say 7x1g.5gb everywhere pays, but
+/// that layout could not run the 8-GPU job seen on day 1: the guard keeps a node of whole
+/// GPUs, and the day-5 job runs.
+#[test]
+fn a_move_that_would_strand_a_job_seen_before_is_never_taken() {
+    let mut jobs = whole_then_small().jobs;
+    for day in [1.0, 5.0] {
+        let mut j = job(day * 86_400.0, 3600.0, 30_000);
+        j.gpus = 8;
+        jobs.push(j);
+    }
+    jobs.sort_by(|a, b| a.release.total_cmp(&b.release));
+    let wl = Workload::new(jobs, "whole then small, two 8-GPU jobs".into());
+    let cfg = SimConfig::new(&A100_40GB, 2, 8);
+    let mut settings = GuardedSettings::new(whole(&cfg), limits());
+    settings.shortlist = vec![sevenths(&cfg)];
+    settings.node_types = vec![sevenths(&cfg).remove(0)];
+    settings.long_window = Duration::ZERO;
+    settings.window = Duration::from_secs(86_400);
+    let g = simulate(&wl, &PolicySpec::Guarded(settings), &cfg, &|_| {}).unwrap();
+    assert!(g.reconfigs >= 1, "the guard never moved");
+    assert!(g.never_started.is_empty(), "never started: {:?}", g.never_started);
+    let multi: Vec<_> = wl.jobs.iter().zip(&g.jobs).filter(|(j, _)| j.gpus == 8).collect();
+    assert_eq!(multi.len(), 2);
+    assert!(multi.iter().all(|(_, o)| o.slices > 0 && o.end_ms > o.start_ms));
 }

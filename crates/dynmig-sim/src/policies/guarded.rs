@@ -26,6 +26,10 @@
 //! - **Drain cost.** Nodes change through the planner's reservations at their jobs' time
 //!   limits ([`dynmig_core::policy::wanted::Wanted::assign`]), at most `max_concurrent` at once, none whose running work
 //!   ends later than `max_wait`. The margin is what a change must gain to pay its drains.
+//! - **Nothing stranded.** A candidate that could not run a job like the most demanding
+//!   ones seen since the start (the largest single-GPU request, the most GPUs one job asked
+//!   for) is never taken, though the evidence windows hold none (added after the held-out
+//!   gpushare80 run: a move to slices everywhere left 100 multi-GPU jobs never started).
 //! - **Way back.** `base` needs no margin: when it is at least as good as the current layout
 //!   on the long window, the nodes go back to it.
 //! - **Calm.** The target changes at most once per `every` (a day) and a node is only ever
@@ -122,6 +126,14 @@ struct Evidence {
     norm: Norm,
 }
 
+/// The most demanding jobs seen since the start: (GPUs, MiB per GPU) of single-GPU and of
+/// multi-GPU jobs, each the largest seen (0: none).
+#[derive(Debug, Clone, Copy, Default)]
+struct Envelope {
+    single: (u32, u64),
+    multi: (u32, u64),
+}
+
 /// What one candidate did on the evidence.
 #[derive(Debug, Clone, Copy)]
 struct Score {
@@ -141,6 +153,9 @@ pub struct Guarded {
     target: Vec<NodeLayout>,
     first_s: Option<f64>,
     next_s: f64,
+    /// Every job seen since the start, reduced to its largest demands: no candidate may
+    /// leave a job like them unable to run, though the evidence windows no longer hold one.
+    envelope: Envelope,
 }
 
 impl Guarded {
@@ -179,6 +194,7 @@ impl Guarded {
             settings,
             first_s: None,
             next_s: f64::NEG_INFINITY,
+            envelope: Envelope::default(),
         }
     }
 
@@ -228,6 +244,30 @@ impl Guarded {
         Evidence { wl, b, norm }
     }
 
+    /// Whether `layouts` could not run a job like the most demanding ones seen since the
+    /// start (the largest single-GPU request, the most GPUs a job asked for): a candidate
+    /// that would strand such a job when it comes back is never taken.
+    fn strands(&self, layouts: &[NodeLayout]) -> bool {
+        let jobs: Vec<crate::model::Job> = [self.envelope.single, self.envelope.multi]
+            .into_iter()
+            .filter(|(g, _)| *g > 0)
+            .map(|(gpus, mem_mib)| crate::model::Job {
+                id: 0,
+                release: 0.0,
+                work: 1.0,
+                mem_mib,
+                gpus,
+                kind: crate::model::JobKind::Training,
+                gamma: self.settings.speedup,
+                curve: self.settings.curve,
+                due: 1.0,
+                limit_factor: 1.0,
+                exact_slices: None,
+            })
+            .collect();
+        !jobs.is_empty() && unrunnable(&[layouts], self.cfg.model, &Workload::new(jobs, "envelope".into())).is_some()
+    }
+
     /// The GRES types jobs ask for now: those of the layout the nodes follow.
     pub fn catalog(&self) -> BTreeSet<&'static str> {
         present(&self.target)
@@ -235,7 +275,7 @@ impl Guarded {
 
     /// How `layouts` does on `ev` (`None`: it cannot run some job, or the run failed).
     fn score(&self, ev: &Evidence, layouts: &[NodeLayout]) -> Option<Score> {
-        if unrunnable(&[layouts], self.cfg.model, &ev.wl).is_some() {
+        if unrunnable(&[layouts], self.cfg.model, &ev.wl).is_some() || self.strands(layouts) {
             return None;
         }
         let spec = PolicySpec::Static(layouts.to_vec());
@@ -335,5 +375,21 @@ impl Policy for Guarded {
 
     fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
         self.log.observe(now_s, events);
+        for e in events {
+            if let JobEvent::Submitted { profile, gpus, .. } = e {
+                let mib = self
+                    .cfg
+                    .model
+                    .profile(profile)
+                    .map_or(self.cfg.model.total_memory_mib, |p| p.memory_mib);
+                let (g, m) = if *gpus > 1 {
+                    &mut self.envelope.multi
+                } else {
+                    &mut self.envelope.single
+                };
+                *g = (*g).max(*gpus);
+                *m = (*m).max(mib);
+            }
+        }
     }
 }
