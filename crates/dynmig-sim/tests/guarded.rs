@@ -188,3 +188,25 @@ fn a_move_that_would_strand_a_job_seen_before_is_never_taken() {
     assert_eq!(multi.len(), 2);
     assert!(multi.iter().all(|(_, o)| o.slices > 0 && o.end_ms > o.start_ms));
 }
+
+/// The way back when a new kind of job comes: the guard moves to 7x1g.5gb everywhere while
+/// only small jobs have been seen; an 8-GPU job on day 5 cannot run there, and the next
+/// decision goes back to the base, where it runs.
+#[test]
+fn a_job_the_current_layout_cannot_run_takes_the_nodes_back_to_the_base() {
+    let mut jobs = quiet_then_small().jobs;
+    let mut j = job(5.0 * 86_400.0, 3600.0, 30_000);
+    j.gpus = 8;
+    jobs.push(j);
+    jobs.sort_by(|a, b| a.release.total_cmp(&b.release));
+    let wl = Workload::new(jobs, "small, then one 8-GPU job".into());
+    let cfg = SimConfig::new(&A100_40GB, 2, 8);
+    let mut settings = GuardedSettings::new(whole(&cfg), limits());
+    settings.shortlist = vec![sevenths(&cfg)];
+    settings.long_window = Duration::ZERO;
+    let g = simulate(&wl, &PolicySpec::Guarded(settings), &cfg, &|_| {}).unwrap();
+    assert!(g.reconfigs >= 2, "{} repartitions: no move and way back", g.reconfigs);
+    assert!(g.never_started.is_empty(), "never started: {:?}", g.never_started);
+    let (_, o) = wl.jobs.iter().zip(&g.jobs).find(|(j, _)| j.gpus == 8).unwrap();
+    assert!(o.slices > 0 && o.end_ms > o.start_ms);
+}

@@ -30,6 +30,9 @@
 //!   ones seen since the start (the largest single-GPU request, the most GPUs one job asked
 //!   for) is never taken, though the evidence windows hold none (added after the held-out
 //!   gpushare80 run: a move to slices everywhere left 100 multi-GPU jobs never started).
+//!   When a job unlike any seen before comes and the current layout cannot run it, the next
+//!   decision goes back to the base (added after the same run: the move had come before the
+//!   first multi-GPU job, and the guard, unable to score its own layout, never decided again).
 //! - **Way back.** `base` needs no margin: when it is at least as good as the current layout
 //!   on the long window, the nodes go back to it.
 //! - **Calm.** The target changes at most once per `every` (a day) and a node is only ever
@@ -300,7 +303,13 @@ impl Guarded {
         } else {
             self.judged(short.wl.clone())
         };
-        let current = self.score(&long, &self.target)?;
+        let Some(current) = self.score(&long, &self.target) else {
+            // The layout the nodes follow cannot run a job of the evidence (one unlike any
+            // seen when it was taken): back to the base, which the search checked on every
+            // job of its window, if the base can run them.
+            let back = self.target != self.settings.base && self.score(&long, &self.settings.base).is_some();
+            return back.then(|| self.settings.base.clone());
+        };
         // The way back needs no margin: the base at least as good on the long window.
         if self.target != self.settings.base {
             if let Some(b) = self.score(&long, &self.settings.base) {
