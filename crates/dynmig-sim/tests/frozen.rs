@@ -1,10 +1,11 @@
 //! Adaptation or a better static? (issue 27, item 6): beside each policy whose layouts
 //! change, the static layout of its own mean node mix over the judged days.
 
+mod common;
+
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
 use dynmig_sim::engine::{frozen_mix, simulate, SimConfig};
 use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
-use dynmig_sim::model::{Job, JobKind};
 use dynmig_sim::policies::mix::uniform;
 use dynmig_sim::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
 use dynmig_sim::workload::Workload;
@@ -15,21 +16,7 @@ fn node(text: &str) -> NodeLayout {
     uniform(&A100_40GB, 1, 2, &l, 0).remove(0)
 }
 
-fn job(release: f64, work: f64, mem_mib: u64) -> Job {
-    Job {
-        id: 0,
-        release,
-        work,
-        mem_mib,
-        gpus: 1,
-        kind: JobKind::Training,
-        gamma: 0.7,
-        curve: Default::default(),
-        due: release + 1.5 * work,
-        limit_factor: 2.0,
-        exact_slices: None,
-    }
-}
+use common::training_job as job;
 
 /// Whole-GPU jobs on day 0, then small ones on days 1-2: the planner repartitions.
 fn shifting() -> Workload {

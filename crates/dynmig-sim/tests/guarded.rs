@@ -2,10 +2,12 @@
 //! layout while nothing says a change pays, moves when the evidence on both halves of its
 //! window agrees, and the pending jobs then ask for the new layout's GRES types.
 
+mod common;
+
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::metrics::Norm;
-use dynmig_sim::model::{Job, JobKind};
+use dynmig_sim::model::Job;
 use dynmig_sim::policies::guarded::GuardedSettings;
 use dynmig_sim::policies::mix::uniform;
 use dynmig_sim::policies::{PolicyLimits, PolicySpec};
@@ -20,21 +22,7 @@ fn limits() -> PolicyLimits {
     }
 }
 
-fn job(release: f64, work: f64, mem_mib: u64) -> Job {
-    Job {
-        id: 0,
-        release,
-        work,
-        mem_mib,
-        gpus: 1,
-        kind: JobKind::Training,
-        gamma: 0.7,
-        curve: Default::default(),
-        due: release + 1.5 * work,
-        limit_factor: 2.0,
-        exact_slices: None,
-    }
-}
+use common::training_job as job;
 
 fn whole(cfg: &SimConfig) -> Vec<NodeLayout> {
     let full = ProfileCounts::parse(cfg.model, "1x7g.40gb").unwrap();

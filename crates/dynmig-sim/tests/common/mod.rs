@@ -39,3 +39,22 @@ pub fn total_tardiness_s(r: &dynmig_sim::engine::RunResult, wl: &dynmig_sim::wor
         .map(|(o, j)| (o.end_ms as f64 / 1000.0 - j.due).max(0.0))
         .sum()
 }
+
+/// A single-GPU training job released at `release` (s) with `work` s of full-GPU work and
+/// `mem_mib` of GPU memory: speed-up exponent 0.7, due at 1.5x its work, time limit twice
+/// its run (the guarded and frozen-mix tests).
+pub fn training_job(release: f64, work: f64, mem_mib: u64) -> dynmig_sim::model::Job {
+    dynmig_sim::model::Job {
+        id: 0,
+        release,
+        work,
+        mem_mib,
+        gpus: 1,
+        kind: dynmig_sim::model::JobKind::Training,
+        gamma: 0.7,
+        curve: Default::default(),
+        due: release + 1.5 * work,
+        limit_factor: 2.0,
+        exact_slices: None,
+    }
+}
