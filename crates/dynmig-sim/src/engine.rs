@@ -262,40 +262,9 @@ pub struct RunResult {
     pub never_started: Vec<u32>,
     /// Node-seconds each node layout was held from [`SimConfig::window_start_s`] to the
     /// makespan (a node counts from the moment its instances were set, draining included),
-    /// longest first: the mix a policy kept over the judged days ([`frozen_mix`]).
+    /// longest first: the mix a policy kept over the judged days ([`mix::frozen_mix`]).
     #[serde(skip)]
     pub layout_time: Vec<(NodeLayout, f64)>,
-}
-
-/// The mean node mix of `layout_time` over `nodes` nodes, as a static layout: each node
-/// layout gets its share of the node-seconds in whole nodes (largest remainder; ties to the
-/// layout held longer), most nodes first. Issue 27, item 6: a dynamic policy within 2% of
-/// the static layout of its own mean mix found a better static, not a reason to change
-/// layouts. `None` when no time was counted.
-pub fn frozen_mix(layout_time: &[(NodeLayout, f64)], nodes: usize) -> Option<Vec<NodeLayout>> {
-    let total: f64 = layout_time.iter().map(|(_, s)| s).sum();
-    if total <= 0.0 || nodes == 0 {
-        return None;
-    }
-    let quota: Vec<f64> = layout_time.iter().map(|(_, s)| s / total * nodes as f64).collect();
-    let mut count: Vec<usize> = quota.iter().map(|q| q.floor() as usize).collect();
-    let mut order: Vec<usize> = (0..quota.len()).collect();
-    order.sort_by(|&a, &b| {
-        (quota[b] - quota[b].floor())
-            .total_cmp(&(quota[a] - quota[a].floor()))
-            .then(a.cmp(&b))
-    });
-    let short = nodes - count.iter().sum::<usize>();
-    for &i in order.iter().take(short) {
-        count[i] += 1;
-    }
-    let mut by: Vec<usize> = (0..count.len()).collect();
-    by.sort_by(|&a, &b| count[b].cmp(&count[a]).then(a.cmp(&b)));
-    Some(
-        by.into_iter()
-            .flat_map(|i| std::iter::repeat_n(layout_time[i].0.clone(), count[i]))
-            .collect(),
-    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

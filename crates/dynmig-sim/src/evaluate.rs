@@ -156,7 +156,7 @@ pub struct EvalOptions {
     /// [`LOCAL_SEARCH_RUNS`]].
     pub static_local_runs: usize,
     /// Beside each row whose layouts change, a `<policy>-frozen` row: the static layout of
-    /// its mean node mix over the judged days ([`crate::engine::frozen_mix`]; issue 27,
+    /// its mean node mix over the judged days ([`crate::policies::mix::frozen_mix`]; issue 27,
     /// item 6) [default: true].
     pub frozen: bool,
 }
@@ -341,7 +341,7 @@ impl Bench<'_> {
     /// some job, said in the warning).
     fn frozen_row(&self, r: &RunResult, progress: &dyn Fn(&str, u64)) -> Result<Row> {
         let row = format!("{}{FROZEN_SUFFIX}", r.policy);
-        let Some(mix) = crate::engine::frozen_mix(&r.layout_time, self.c.nodes) else {
+        let Some(mix) = crate::policies::mix::frozen_mix(&r.layout_time, self.c.nodes) else {
             return Ok((
                 None,
                 vec![format!(

@@ -4,9 +4,9 @@
 mod common;
 
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
-use dynmig_sim::engine::{frozen_mix, simulate, SimConfig};
+use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
-use dynmig_sim::policies::mix::uniform;
+use dynmig_sim::policies::mix::{frozen_mix, uniform};
 use dynmig_sim::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
 use dynmig_sim::workload::Workload;
 use std::time::Duration;

@@ -57,6 +57,13 @@ fn whole_then_small() -> Workload {
     Workload::new(jobs, "whole then small".into())
 }
 
+/// A 1-hour job on 8 whole GPUs released on `day`.
+fn eight_gpus(day: f64) -> Job {
+    let mut j = job(day * 86_400.0, 3600.0, 30_000);
+    j.gpus = 8;
+    j
+}
+
 /// [`whole_then_small`] with the first days' jobs small too (4 GiB, on whole GPUs under the
 /// base): no job ever needs more than a 1g.5gb, so 7x1g.5gb everywhere strands none.
 fn quiet_then_small() -> Workload {
@@ -157,9 +164,7 @@ fn no_node_repartitions_more_than_once_per_decision() {
 fn a_move_that_would_strand_a_job_seen_before_is_never_taken() {
     let mut jobs = whole_then_small().jobs;
     for day in [1.0, 5.0] {
-        let mut j = job(day * 86_400.0, 3600.0, 30_000);
-        j.gpus = 8;
-        jobs.push(j);
+        jobs.push(eight_gpus(day));
     }
     jobs.sort_by(|a, b| a.release.total_cmp(&b.release));
     let wl = Workload::new(jobs, "whole then small, two 8-GPU jobs".into());
@@ -183,9 +188,7 @@ fn a_move_that_would_strand_a_job_seen_before_is_never_taken() {
 #[test]
 fn a_job_the_current_layout_cannot_run_takes_the_nodes_back_to_the_base() {
     let mut jobs = quiet_then_small().jobs;
-    let mut j = job(5.0 * 86_400.0, 3600.0, 30_000);
-    j.gpus = 8;
-    jobs.push(j);
+    jobs.push(eight_gpus(5.0));
     jobs.sort_by(|a, b| a.release.total_cmp(&b.release));
     let wl = Workload::new(jobs, "small, then one 8-GPU job".into());
     let cfg = SimConfig::new(&A100_40GB, 2, 8);

@@ -131,7 +131,7 @@ struct Evidence {
 
 /// The most demanding jobs seen since the start: (GPUs, MiB per GPU) of single-GPU and of
 /// multi-GPU jobs, each the largest seen (0: none).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Envelope {
     single: (u32, u64),
     multi: (u32, u64),
@@ -159,6 +159,8 @@ pub struct Guarded {
     /// Every job seen since the start, reduced to its largest demands: no candidate may
     /// leave a job like them unable to run, though the evidence windows no longer hold one.
     envelope: Envelope,
+    /// [`Guarded::envelope`] as a workload, made again when it grows.
+    envelope_jobs: Option<Workload>,
 }
 
 impl Guarded {
@@ -198,6 +200,7 @@ impl Guarded {
             first_s: None,
             next_s: f64::NEG_INFINITY,
             envelope: Envelope::default(),
+            envelope_jobs: None,
         }
     }
 
@@ -251,6 +254,13 @@ impl Guarded {
     /// start (the largest single-GPU request, the most GPUs a job asked for): a candidate
     /// that would strand such a job when it comes back is never taken.
     fn strands(&self, layouts: &[NodeLayout]) -> bool {
+        self.envelope_jobs
+            .as_ref()
+            .is_some_and(|wl| unrunnable(&[layouts], self.cfg.model, wl).is_some())
+    }
+
+    /// [`Guarded::envelope`] as jobs to check candidates against (`None`: no job seen yet).
+    fn envelope_workload(&self) -> Option<Workload> {
         let jobs: Vec<crate::model::Job> = [self.envelope.single, self.envelope.multi]
             .into_iter()
             .filter(|(g, _)| *g > 0)
@@ -268,7 +278,7 @@ impl Guarded {
                 exact_slices: None,
             })
             .collect();
-        !jobs.is_empty() && unrunnable(&[layouts], self.cfg.model, &Workload::new(jobs, "envelope".into())).is_some()
+        (!jobs.is_empty()).then(|| Workload::new(jobs, "envelope".into()))
     }
 
     /// The GRES types jobs ask for now: those of the layout the nodes follow.
@@ -384,6 +394,7 @@ impl Policy for Guarded {
 
     fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
         self.log.observe(now_s, events);
+        let before = self.envelope;
         for e in events {
             if let JobEvent::Submitted { profile, gpus, .. } = e {
                 let mib = self
@@ -399,6 +410,9 @@ impl Policy for Guarded {
                 *g = (*g).max(*gpus);
                 *m = (*m).max(mib);
             }
+        }
+        if self.envelope != before {
+            self.envelope_jobs = self.envelope_workload();
         }
     }
 }
