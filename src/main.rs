@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 use dynmig::cli::load_config;
 use dynmig::cli::signals::Signals;
 use dynmig::dev::{demo, trace};
-use dynmig_controller::{managed_nodes, pass, policy_from_config, JobFeed, PassSettings};
+use dynmig_controller::{managed_nodes, pass, policy_for_release, policy_from_config, JobFeed, PassSettings};
 use dynmig_core::geometry::{all_layouts, maximal_layouts, model_by_name, model_names, ProfileCounts};
 use dynmig_node::hooks::{node_backend, HookEnv};
 use dynmig_node::paths::{event_log, NodePaths};
@@ -354,7 +354,11 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Controller { once } => {
             let (mut config, source) = load_config(explicit)?;
             dynmig::cli::logging::apply_config_level(config.log.level);
-            let mut policy = policy_from_config(&config).map_err(|e| anyhow!("[policy]: {e}"))?;
+            // Pending jobs follow the guarded default's catalog only where Slurm can change a
+            // submitted job's GPU type (23.02.6+); the release is asked once.
+            let release = dynmig_node::oom::running_release(&config.paths.scontrol);
+            let retype = release.is_some_and(|v| dynmig_core::modify::update_replaces_gpu_request(v.0));
+            let mut policy = policy_for_release(&config, retype).map_err(|e| anyhow!("[policy]: {e}"))?;
             let mut slurm = SlurmCommands::from_config(&config);
             let mut managed = managed_nodes(&config);
             let mut events = event_log(&config);
@@ -375,11 +379,18 @@ fn run(cli: Cli) -> Result<()> {
                 policy.name(),
                 config.controller.interval
             );
+            if policy.catalog().is_some() && !retype {
+                log::warn!(
+                    "Slurm {} cannot change a submitted job's GPU type (SchedMD bug 17184, fixed in 23.02.6): \
+                     new jobs follow the catalog, pending ones keep their type and no layout leaves it",
+                    release.map_or_else(|| "of unknown release".to_string(), |v| v.to_string())
+                );
+            }
             loop {
                 if signals.take_reload() {
                     // The policy starts afresh with the new config (its limits are in it).
                     let new = dynmig::cli::signals::reload(source.as_deref(), |c| {
-                        policy_from_config(c).map_err(|e| anyhow!("[policy]: {e}"))
+                        policy_for_release(c, retype).map_err(|e| anyhow!("[policy]: {e}"))
                     });
                     if let Some((c, p)) = new {
                         if c.controller.metrics_listen != config.controller.metrics_listen {
@@ -400,6 +411,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 let settings = PassSettings {
                     sweep: first,
+                    retype,
                     ..PassSettings::from_config(&config, dynmig_host::clock::now_secs())
                 };
                 let started = std::time::Instant::now();
@@ -425,6 +437,9 @@ fn run(cli: Cli) -> Result<()> {
                         }
                         for n in &r.timed_out {
                             log::warn!("{n}: jobs outlived drain_timeout; repartition dropped");
+                        }
+                        for j in &r.retyped {
+                            log::info!("job {} moved from {} to {} (catalog)", j.job, j.from, j.to);
                         }
                         log::debug!(
                             "pass: pending {:?}, drain waste {} instances",

@@ -133,7 +133,7 @@ fn controller_config(dir: &Path, level: &str, interval: &str) -> String {
     );
     let scontrol = fake_command(dir, "scontrol", "{}");
     format!(
-        "version = 1\n[paths]\nstate_dir = \"{}\"\nsqueue = \"{}\"\nsinfo = \"{}\"\nscontrol = \"{}\"\n[controller]\ninterval = \"{interval}\"\n[log]\nlevel = \"{level}\"\n[[node_group]]\nname = \"g\"\nnodes = \"n1\"\ngpu_model = \"A100-80GB\"\ngpus = 1\nbackend = \"simulated\"\n",
+        "version = 1\n[paths]\nstate_dir = \"{}\"\nsqueue = \"{}\"\nsinfo = \"{}\"\nscontrol = \"{}\"\n[controller]\ninterval = \"{interval}\"\n[policy]\nkind = \"demand\"\n[log]\nlevel = \"{level}\"\n[[node_group]]\nname = \"g\"\nnodes = \"n1\"\ngpu_model = \"A100-80GB\"\ngpus = 1\nbackend = \"simulated\"\n",
         dir.join("state").display(),
         squeue.display(),
         sinfo.display(),

@@ -45,7 +45,7 @@ fn setup(dir: &Path) -> PathBuf {
     std::fs::write(
         &config,
         format!(
-            "version = 1\n[paths]\nstate_dir = \"{}\"\nsqueue = \"{}\"\nsinfo = \"{}\"\n[[node_group]]\nname = \"g\"\nnodes = \"n1\"\ngpu_model = \"A100-80GB\"\ngpus = 2\nbackend = \"simulated\"\n",
+            "version = 1\n[paths]\nstate_dir = \"{}\"\nsqueue = \"{}\"\nsinfo = \"{}\"\n[policy]\nkind = \"demand\"\n[[node_group]]\nname = \"g\"\nnodes = \"n1\"\ngpu_model = \"A100-80GB\"\ngpus = 2\nbackend = \"simulated\"\n",
             dir.join("state").display(),
             squeue.display(),
             sinfo.display()

@@ -17,6 +17,7 @@ use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout};
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::{Job, JobKind, ModelParams};
 use dynmig_sim::policies::adaptive::AdaptiveSettings;
+use dynmig_sim::policies::guarded::GuardedSettings;
 use dynmig_sim::policies::mpc::MpcSettings;
 use dynmig_sim::policies::{PlannerSettings, PolicyLimits, PolicySpec};
 use dynmig_sim::search::{describe, Searcher};
@@ -115,15 +116,21 @@ pub fn spec_for(config: &Config) -> Result<PolicySpec> {
             })
         }
         PolicyConfig::Adaptive => PolicySpec::Adaptive(AdaptiveSettings::new(PolicyLimits::from_config(config, 1))),
-        PolicyConfig::Static => PolicySpec::Static(
-            config
-                .node_groups
-                .iter()
-                .flat_map(|g| g.nodes.iter().map(|_| g.initial_node_layout()))
-                .collect(),
-        ),
+        PolicyConfig::Guarded { .. } => {
+            PolicySpec::Guarded(GuardedSettings::from_config(config).context("no node group")?)
+        }
+        PolicyConfig::Static => PolicySpec::Static(initial_layouts(config)),
         PolicyConfig::None | PolicyConfig::Learned { .. } => PolicySpec::None,
     })
+}
+
+/// Each configured node's `initial_layout`, in file order.
+fn initial_layouts(config: &Config) -> Vec<NodeLayout> {
+    config
+        .node_groups
+        .iter()
+        .flat_map(|g| g.nodes.iter().map(|_| g.initial_node_layout()))
+        .collect()
 }
 
 /// The `[policy] kind` of a policy config.
@@ -134,6 +141,7 @@ pub fn policy_kind(p: &PolicyConfig) -> &'static str {
         PolicyConfig::Plan { consolidate: false, .. } => "plan",
         PolicyConfig::Plan { consolidate: true, .. } => "consolidate",
         PolicyConfig::Adaptive => "adaptive",
+        PolicyConfig::Guarded { .. } => "guarded",
         PolicyConfig::Learned { .. } => "learned",
         PolicyConfig::Static => "static",
         PolicyConfig::None => "none",

@@ -281,6 +281,76 @@ fn a_job_whose_user_changes_its_gpu_request_runs_on_what_it_asks_now_or_the_chan
 
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
+fn guarded_catalog_sizes_new_jobs_and_moves_pending_ones() {
+    // The guarded default's Slurm side (docs/policy.md, "Guarded", step 1). Its base is the
+    // groups' initial layout (a whole 7g.80gb per GPU): the controller writes that catalog,
+    // job_submit sizes new jobs to it, and pending jobs it sized before move to it where
+    // Slurm can change a submitted job's type (23.02.6+).
+    let c = Cluster::up_with(false, &[("DYNMIG_POLICY", "guarded")]);
+    let retype = c.updates_replace_gres();
+    let catalog = c.dir.join("dynmig/catalog.json");
+    assert!(!catalog.exists(), "no controller has run yet");
+    // 1. Before any catalog: an 8 GiB job gets the smallest profile that holds it.
+    let held = c.sbatch(&["--hold", "--gres=gpu:1", "--mig-mem=8G", "--time=5", "--wrap=true"]);
+    assert_eq!(tres(&c.job(held)), "gres:gpu:1g.10gb:1");
+    // 2. One controller pass: the catalog of the base, and the held job moved to it.
+    let out = c.cmd(
+        &bin_dir().join("dynmig").display().to_string(),
+        &["controller", "--once"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&catalog).expect("the controller wrote the catalog");
+    assert_eq!(text, r#"{"v":1,"types":{"A100-80GB":["7g.80gb"]}}"#);
+    let job = c.job(held);
+    if retype {
+        assert_eq!(tres(&job), "gres:gpu:7g.80gb:1");
+        assert!(job.contains("prev=1g.10gb by=catalog"), "{job}");
+    } else {
+        // 22.05 would keep the old request beside the new one: the job keeps its type.
+        assert_eq!(tres(&job), "gres:gpu:1g.10gb:1");
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(log.contains("pending ones keep their type"), "{log}");
+    }
+    // 3. New jobs follow the catalog once job_submit's refresher has read it (every 5 s).
+    let mut new = 0;
+    c.wait_for(
+        "job_submit to size a job to the catalog",
+        Duration::from_secs(30),
+        || {
+            if new != 0 {
+                let _ = c.cmd("scancel", &[&new.to_string()]);
+            }
+            new = c.sbatch(&["--hold", "--gres=gpu:1", "--mig-mem=8G", "--time=5", "--wrap=true"]);
+            tres(&c.job(new)) == "gres:gpu:7g.80gb:1"
+        },
+    );
+    // 4. Both run to completion on the whole GPUs the nodes have, with no repartition; the
+    // job 22.05 could not move is cancelled (no node has its type).
+    assert!(c.cmd("scontrol", &["release", &new.to_string()]).status.success());
+    c.wait_ends(new, "COMPLETED", Duration::from_secs(60));
+    if retype {
+        assert!(c.cmd("scontrol", &["release", &held.to_string()]).status.success());
+        c.wait_ends(held, "COMPLETED", Duration::from_secs(60));
+    } else {
+        assert!(c.cmd("scancel", &[&held.to_string()]).status.success());
+        c.wait_ends(held, "CANCELLED", Duration::from_secs(30));
+    }
+    // 5. Under another kind the catalog goes and every profile is offered again.
+    let conf = c.dir.join("dynmig.toml");
+    let text = std::fs::read_to_string(&conf)
+        .unwrap()
+        .replace("kind = \"guarded\"", "kind = \"static\"");
+    std::fs::write(&conf, text).unwrap();
+    let out = c.cmd(
+        &bin_dir().join("dynmig").display().to_string(),
+        &["controller", "--once"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!catalog.exists(), "the static controller removed the catalog");
+}
+
+#[test]
+#[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn doctor_says_whether_the_installed_plugins_are_builds_for_the_running_slurm() {
     let c = Cluster::up(false);
     let dynmig = bin_dir().join("dynmig");

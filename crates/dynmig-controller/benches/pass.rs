@@ -103,6 +103,8 @@ fn main() {
         reservation_duration: Duration::from_secs(600),
         plans: None,
         sweep: false,
+        catalog: None,
+        retype: false,
     };
     let limits = PolicyLimits {
         max_concurrent: 10,

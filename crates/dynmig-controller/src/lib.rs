@@ -9,6 +9,7 @@
 //! the node's `slurmd_start_time`. A restarted controller picks up where it was.
 #![deny(missing_docs)]
 
+pub mod catalog;
 mod jobs;
 pub mod metrics;
 mod plans;
@@ -36,6 +37,7 @@ use dynmig_core::types::DrainMode;
 use dynmig_host::fs::LineLog;
 use dynmig_sim::engine::{DrainTiming, SimConfig};
 use dynmig_sim::policies::adaptive::{Adaptive, AdaptiveSettings};
+use dynmig_sim::policies::guarded::{Guarded, GuardedSettings};
 use dynmig_sim::policies::mpc::{Mpc, MpcSettings};
 use dynmig_slurm::{JobInfo, JobState, MaintReservation, NodeInfo, SlurmApi, SlurmError};
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +53,16 @@ use std::time::Duration;
 /// The learned policy's model cannot be read or was trained for other GPUs (the message says
 /// which file and what it was trained for).
 pub fn policy_from_config(config: &Config) -> Result<Box<dyn Policy>, String> {
+    policy_for_release(config, true)
+}
+
+/// [`policy_from_config`] for a Slurm that can (`retype`, 23.02.6+) or cannot change a
+/// submitted job's GPU type: where it cannot, the guarded default never leaves a type a
+/// waiting job asks for ([`GuardedSettings::pending_types_fixed`]).
+///
+/// # Errors
+/// As [`policy_from_config`].
+pub fn policy_for_release(config: &Config, retype: bool) -> Result<Box<dyn Policy>, String> {
     if let PolicyConfig::Learned { model } = &config.policy {
         let g = config.node_groups.first().ok_or("no node group")?;
         let m = dynmig_learn::Model::load(model, g.gpu_model).map_err(|e| format!("{e:#}"))?;
@@ -95,6 +107,13 @@ pub fn policy_from_config(config: &Config) -> Result<Box<dyn Policy>, String> {
             }
             None => Box::new(NoChange),
         },
+        PolicyConfig::Guarded { .. } => match (GuardedSettings::from_config(config), config.node_groups.first()) {
+            (Some(mut s), Some(g)) => {
+                s.pending_types_fixed = !retype;
+                Box::new(Guarded::new(s, &engine_model(config, g)))
+            }
+            _ => Box::new(NoChange),
+        },
         PolicyConfig::Static | PolicyConfig::None | PolicyConfig::Learned { .. } => Box::new(NoChange),
     })
 }
@@ -126,6 +145,8 @@ pub struct PassReport {
     pub supply: Vec<NodeSupply>,
     /// Managed nodes per role ([`NodeRole::name`]).
     pub roles: BTreeMap<&'static str, u32>,
+    /// Pending jobs moved to a type of the policy's catalog ([`catalog`]).
+    pub retyped: Vec<catalog::Retyped>,
     /// Jobs that job_submit/dynmig decided (a `DecisionRecord` in their AdminComment), per
     /// (`pending` or `running`, the decision's source such as `mig-mem` or `history`).
     pub decided_jobs: BTreeMap<(&'static str, String), u32>,
@@ -193,6 +214,13 @@ pub struct PassSettings {
     /// managed nodes without a plan (left by a controller that stopped between creating a
     /// reservation and recording its plan).
     pub sweep: bool,
+    /// Where the catalog is written when the policy has one (`<state_dir>/catalog.json`,
+    /// [`catalog`]); removed when it has none. `None`: neither.
+    pub catalog: Option<PathBuf>,
+    /// Whether pending jobs may be moved to the catalog's types: Slurm 23.02.6 or later
+    /// ([`dynmig_core::modify::update_replaces_gpu_request`]; the controller asks
+    /// `scontrol --version` at start). `from_config` says false.
+    pub retype: bool,
 }
 
 impl PassSettings {
@@ -206,6 +234,13 @@ impl PassSettings {
             reservation_duration: config.controller.reservation_duration,
             plans: Some(config.paths.state_dir.join("controller-plans.json")),
             sweep: false,
+            catalog: Some(
+                config
+                    .paths
+                    .state_dir
+                    .join(dynmig_core::protocol::catalog::CATALOG_FILE),
+            ),
+            retype: false,
         }
     }
 }
@@ -309,7 +344,41 @@ pub fn pass(
         }
     }
     result?;
+    if !settings.dry_run {
+        report.retyped = follow_catalog(slurm, &jobs, managed, policy, events, settings);
+    }
     Ok(report)
+}
+
+/// Publishes the policy's catalog and moves the pending jobs to it ([`catalog`]); removes a
+/// catalog left by an earlier policy when this one has none.
+fn follow_catalog(
+    slurm: &dyn SlurmApi,
+    jobs: &[JobInfo],
+    managed: &[ManagedNode],
+    policy: &dyn Policy,
+    events: &LineLog,
+    settings: &PassSettings,
+) -> Vec<catalog::Retyped> {
+    let Some(path) = &settings.catalog else {
+        return Vec::new();
+    };
+    let (Some(types), Some(model)) = (policy.catalog(), managed.first().map(|m| m.model)) else {
+        if let Err(e) = dynmig_host::fs::remove_if_present(path) {
+            log::warn!("cannot remove the catalog {}: {e}", path.display());
+        }
+        return Vec::new();
+    };
+    let c = catalog::catalog_of(model, &types);
+    match catalog::write_catalog(path, &c) {
+        Ok(true) => log::info!("catalog for new jobs: {}", c.encode()),
+        Ok(false) => {}
+        Err(e) => log::warn!("cannot write the catalog {}: {e}", path.display()),
+    }
+    if !settings.retype {
+        return Vec::new();
+    }
+    catalog::follow(slurm, jobs, model, &c, events, settings.now)
 }
 
 /// What the steps of a pass share.

@@ -222,6 +222,7 @@ pub fn explain(slurm: &dyn SlurmApi, inputs: WhyInputs<'_>, id: u32, caller: u32
                 let by = match c.by {
                     ChangeCause::OomRestart => "an out-of-memory restart on a larger profile",
                     ChangeCause::Update => "an update of its request",
+                    ChangeCause::Catalog => "dynmig's catalog, when the layout the nodes follow changed",
                 };
                 format!(
                     "changed by {by} (restart {}); asked before: {}",

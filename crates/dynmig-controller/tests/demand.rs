@@ -62,6 +62,8 @@ fn run(slurm: &FakeSlurm, dir: &std::path::Path) -> PassReport {
             reservation_duration: Duration::from_secs(600),
             plans: Some(dir.join("controller-plans.json")),
             sweep: false,
+            catalog: None,
+            retype: false,
         },
     )
     .unwrap()

@@ -54,6 +54,8 @@ fn one_pass(m: &mut ControllerMetrics) {
         reservation_duration: Duration::from_secs(600),
         plans: None,
         sweep: false,
+        catalog: None,
+        retype: false,
     };
     let mut policy = DemandDriven::new(PolicyLimits {
         max_concurrent: 1,

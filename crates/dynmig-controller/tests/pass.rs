@@ -42,6 +42,8 @@ fn settings(now: i64) -> PassSettings {
         reservation_duration: Duration::from_secs(600),
         plans: None,
         sweep: false,
+        catalog: None,
+        retype: false,
     }
 }
 
@@ -599,8 +601,7 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn the_configured_planner_reserves_the_node_whose_jobs_end_soonest_for_a_typed_need() {
-    let toml = dynmig_core::config::EXAMPLE_TOML.replacen("kind = \"demand\" ", "kind = \"plan\"   ", 1);
-    let toml = toml.replacen("forecast_window = \"10m\"", "# forecast_window", 1);
+    let toml = dynmig_core::config::EXAMPLE_TOML.replacen("kind = \"guarded\" ", "kind = \"plan\"    ", 1);
     let config = dynmig_core::config::parse_config(&toml).unwrap();
     let mut planner = dynmig_controller::policy_from_config(&config).unwrap();
     assert_eq!(planner.name(), "plan");
@@ -635,13 +636,7 @@ fn the_configured_planner_reserves_the_node_whose_jobs_end_soonest_for_a_typed_n
 
 /// The example config with `policy` in place of its `[policy]` kind.
 fn config_with(policy: &str) -> dynmig_core::config::Config {
-    let mut toml = dynmig_core::config::EXAMPLE_TOML
-        .replacen("kind = \"demand\" ", &format!("kind = \"{policy}\" "), 1)
-        .replacen("forecast_window = \"10m\"", "# forecast_window", 1);
-    if policy == "adaptive" {
-        // min_gain is the planner's and demand's key.
-        toml = toml.replacen("min_gain = 1 ", "# min_gain = 1", 1);
-    }
+    let toml = dynmig_core::config::EXAMPLE_TOML.replacen("kind = \"guarded\" ", &format!("kind = \"{policy}\" "), 1);
     dynmig_core::config::parse_config(&toml).unwrap()
 }
 
@@ -726,10 +721,9 @@ fn the_learned_policy_is_served_from_its_model_file_and_a_model_for_other_gpus_i
     let file = dir.join("model.safetensors");
     let config_for = |file: &std::path::Path| {
         let toml = dynmig_core::config::EXAMPLE_TOML
-            .replacen("kind = \"demand\" ", "kind = \"learned\" ", 1)
             .replacen(
-                "forecast_window = \"10m\"",
-                &format!("model = \"{}\"", file.display()),
+                "kind = \"guarded\" ",
+                &format!("kind = \"learned\"\nmodel = \"{}\" ", file.display()),
                 1,
             )
             .replacen("min_gain = 1 ", "# min_gain = 1", 1);

@@ -20,7 +20,9 @@
 //! 4. An untyped request of one GPU (per node, per job, per socket or per task) becomes the
 //!    profile the hints say: `--mig-profile` if it is on a configured model (and holds
 //!    `--mig-mem` when both are given), else the smallest profile, by memory then compute
-//!    slices, over all configured models, whose memory holds `--mig-mem`. The
+//!    slices, over all configured models, whose memory holds `--mig-mem` (within the
+//!    controller's catalog, [`SubmitPolicy::catalog`], when one allows a profile that holds
+//!    it). The
 //!    1-compute-slice double-memory profile (ID 15, `1g.20gb` on A100-80GB) and `+me`
 //!    profiles are never picked this way, only when named ([`crate::hints::auto_selectable`]).
 //!    Without `--mig-mem`, the estimator ([`crate::estimate`]) tries a model description and
@@ -42,6 +44,7 @@ use crate::hints::{
     hints_from_spank_env_for, is_profile_name, profile_names, shorten, smallest_fitting, HintError, Hints, MAX_QUOTED,
     MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE,
 };
+use crate::protocol::catalog::Catalog;
 use crate::size::{format_size, MIB};
 pub use crate::types::{EstimateSource, MultiGpu, WholeGpu};
 use std::fmt;
@@ -72,6 +75,9 @@ pub struct SubmitPolicy {
     pub multi_gpu: MultiGpu,
     /// Memory assumed for a job without a hint under [`WholeGpu::Estimate`], in bytes.
     pub default_mem_bytes: u64,
+    /// The profiles a sized job may be given, per GPU model: the controller's catalog when
+    /// the policy's layouts decide them (`kind = "guarded"`); empty: every profile.
+    pub catalog: Catalog,
 }
 
 impl SubmitPolicy {
@@ -96,6 +102,7 @@ impl SubmitPolicy {
             whole_gpu: config.jobs.whole_gpu,
             multi_gpu: config.jobs.multi_gpu,
             default_mem_bytes: config.estimator.default_mem_bytes,
+            catalog: Catalog::default(),
         }
     }
 }
@@ -501,13 +508,30 @@ fn single_gpu(hints: &Hints, policy: &SubmitPolicy, cx: &EstimateContext) -> Res
             })
         }
     };
-    let (_, spec) = smallest_fitting(&policy.models, mem).ok_or_else(|| too_large(mem, policy))?;
+    let (_, spec) = smallest_in_catalog(policy, mem)
+        .or_else(|| smallest_fitting(&policy.models, mem))
+        .ok_or_else(|| too_large(mem, policy))?;
     Ok(Decision {
         profile: spec.name,
         count: 1,
         memory_bytes: mem,
         source,
     })
+}
+
+/// The smallest profile, by memory then compute slices, that holds `mem` bytes among those
+/// the catalog allows (rule 4's choice within [`SubmitPolicy::catalog`]); `None` when no
+/// allowed profile holds it (the job then gets the smallest of all, and waits for a layout
+/// that has it).
+fn smallest_in_catalog(policy: &SubmitPolicy, mem: u64) -> Option<(&'static GpuModel, &'static ProfileSpec)> {
+    policy
+        .models
+        .iter()
+        .flat_map(|m| m.schedulable_profiles().into_iter().map(move |p| (*m, p)))
+        .filter(|(m, p)| {
+            crate::hints::auto_selectable(p) && p.memory_mib * MIB >= mem && policy.catalog.allows(m, p.name)
+        })
+        .min_by_key(|(_, p)| (p.memory_mib, p.compute_slices))
 }
 
 /// Rule 6: more than one GPU.

@@ -28,9 +28,31 @@ fn bad(text: &str, key: &str, line: usize) -> String {
 }
 
 /// The example with `from` replaced by `to` (which must occur once).
+/// The example's `[policy]` kind line (the guarded default).
+const GUARDED_LINE: &str = "kind = \"guarded\"                         # \"guarded\" | \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"adaptive\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)";
+
+/// The example config with the demand policy and its two keys in place of the guarded
+/// default, as the example read before guarded became the default: the tests of the other
+/// keys start from it.
+fn demand_example() -> String {
+    assert_eq!(EXAMPLE_TOML.matches(GUARDED_LINE).count(), 1);
+    EXAMPLE_TOML
+        .replace(
+            GUARDED_LINE,
+            "kind = \"demand\"                          # \"demand\" | \"plan\" | \"consolidate\" | \"mpc\" | \"adaptive\" | \"learned\" | \"static\" | \"none\" (docs/policy.md)\nforecast_window = \"10m\"                  # demand only: how far ahead to forecast\nmin_gain = 1                             # demand, plan, consolidate, mpc: instances (plan: compute slices) a change must gain",
+        )
+        .replace("# forecast_window = \"10m\"                # demand only: how far ahead to forecast\n", "")
+        .replace(
+            "# node_types = [\"7x1g.10gb\", \"1x3g.40gb+1x4g.40gb\"] # guarded: more per-GPU layouts a node may move to (default: allowed_layouts when a list)\n",
+            "",
+        )
+        .replace("# min_gain = 1                           # demand, plan, consolidate, mpc: instances (plan: compute slices) a change must gain\n", "")
+}
+
 fn example_with(from: &str, to: &str) -> String {
-    assert_eq!(EXAMPLE_TOML.matches(from).count(), 1, "{from}");
-    EXAMPLE_TOML.replace(from, to)
+    let example = demand_example();
+    assert_eq!(example.matches(from).count(), 1, "{from}");
+    example.replace(from, to)
 }
 
 fn line_of(text: &str, needle: &str) -> usize {
@@ -57,13 +79,7 @@ fn example_parses_with_its_values() {
     assert_eq!(c.controller.drain, dynmig_core::types::DrainMode::Reservation);
     assert_eq!(c.controller.reservation_duration, Duration::from_secs(600));
     assert_eq!(c.controller.max_concurrent_repartitions, 1);
-    assert_eq!(
-        c.policy,
-        PolicyConfig::Demand {
-            forecast_window: Duration::from_secs(600),
-            min_gain: 1
-        }
-    );
+    assert_eq!(c.policy, PolicyConfig::Guarded { node_types: Vec::new() });
     let g = &c.node_groups[0];
     assert_eq!(
         (g.name.as_str(), g.nodes.clone(), g.gpu_model.name, g.gpus),
@@ -172,7 +188,7 @@ fn bad_enum_values_list_the_allowed_ones() {
     let t = example_with("kind = \"demand\"", "kind = \"neural\"");
     let e = bad(&t, "policy.kind", line_of(&t, "kind ="));
     assert!(
-        e.contains("`demand`, `plan`, `consolidate`, `mpc`, `adaptive`, `learned`, `static`, `none`"),
+        e.contains("`demand`, `plan`, `consolidate`, `mpc`, `guarded`, `adaptive`, `learned`, `static`, `none`"),
         "{e}"
     );
     let t = example_with("backend = \"simulated\"", "backend = \"fake\"");
@@ -487,4 +503,63 @@ fn history_store_is_server_by_default_slurmdbd_when_asked_and_anything_else_is_r
     let e = bad(&t, "history.store", t.lines().count());
     assert!(e.contains("'mysql' is not a history store"), "{e}");
     assert!(e.contains("\"server\"") && e.contains("\"slurmdbd\""), "{e}");
+}
+
+#[test]
+fn the_guarded_default_reads_its_node_types_and_they_belong_to_it() {
+    let c = parse_config(EXAMPLE_TOML).unwrap();
+    assert_eq!(c.policy, PolicyConfig::Guarded { node_types: Vec::new() });
+    let with =
+        |types: &str| EXAMPLE_TOML.replacen(GUARDED_LINE, &format!("kind = \"guarded\"\nnode_types = {types}"), 1);
+    let c = parse_config(&with(r#"["7x1g.10gb", "1x3g.40gb+1x4g.40gb", "7x1g.10gb"]"#)).unwrap();
+    let PolicyConfig::Guarded { node_types } = &c.policy else {
+        panic!("{:?}", c.policy)
+    };
+    let shown: Vec<String> = node_types.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["7x1g.10gb", "1x4g.40gb+1x3g.40gb"], "read once each, in order");
+    let t = with(r#"["7x1g.5gb"]"#);
+    let e = bad(&t, "policy.node_types", line_of(&t, "node_types ="));
+    assert!(e.contains("unknown MIG profile '1g.5gb' for A100-80GB"), "{e}");
+    // A node type a group does not allow.
+    let t = with(r#"["7x1g.10gb"]"#).replacen(
+        "allowed_layouts = \"all\"",
+        "allowed_layouts = [\"1x7g.80gb\", \"2x3g.40gb\"]",
+        1,
+    );
+    let e = bad(&t, "policy.node_types", line_of(&t, "node_types ="));
+    assert!(
+        e.contains("7x1g.10gb is not in the allowed_layouts of group 'a100'"),
+        "{e}"
+    );
+    // Without the key, a group's allowed_layouts list is the shortlist.
+    let t = EXAMPLE_TOML.replacen(
+        "allowed_layouts = \"all\"",
+        "allowed_layouts = [\"1x7g.80gb\", \"2x3g.40gb\"]",
+        1,
+    );
+    let PolicyConfig::Guarded { node_types } = parse_config(&t).unwrap().policy else {
+        panic!("not guarded")
+    };
+    assert_eq!(node_types.len(), 2);
+    // No kind: guarded where every group has one GPU model and count, else demand (guarded's
+    // engine models one of each), while an explicit guarded there is an error.
+    let h100 = "\n[[node_group]]\nname = \"h100\"\nnodes = \"h[1-2]\"\ngpu_model = \"H100-80GB\"\ngpus = 2\nbackend = \"simulated\"\nnode_conf = \"CPUs=4 RealMemory=4000\"\n";
+    let unlike = EXAMPLE_TOML.replacen(GUARDED_LINE, "", 1) + h100;
+    assert!(matches!(
+        parse_config(&unlike).unwrap().policy,
+        PolicyConfig::Demand { .. }
+    ));
+    let alike = EXAMPLE_TOML.replacen(GUARDED_LINE, "", 1);
+    assert!(matches!(
+        parse_config(&alike).unwrap().policy,
+        PolicyConfig::Guarded { .. }
+    ));
+    let e = parse_config(&(EXAMPLE_TOML.to_string() + h100))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"guarded\"") && e.contains("needs one GPU model"), "{e}");
+    // The key belongs to guarded.
+    let t = EXAMPLE_TOML.replacen(GUARDED_LINE, "kind = \"static\"\nnode_types = [\"7x1g.10gb\"]", 1);
+    let e = bad(&t, "policy.node_types", line_of(&t, "node_types ="));
+    assert!(e.contains("applies only to kind = \"guarded\""), "{e}");
 }

@@ -21,6 +21,7 @@ fn policy(whole_gpu: WholeGpu) -> SubmitPolicy {
         models: vec![&A100_80GB],
         whole_gpu,
         multi_gpu: MultiGpu::FullProfile,
+        catalog: Default::default(),
         default_mem_bytes: 8 * GIB,
     }
 }

@@ -11,6 +11,7 @@ fn policy(whole_gpu: WholeGpu) -> SubmitPolicy {
         whole_gpu,
         multi_gpu: MultiGpu::FullProfile,
         default_mem_bytes: 8 * GIB,
+        catalog: Default::default(),
     }
 }
 

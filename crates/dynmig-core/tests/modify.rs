@@ -12,6 +12,7 @@ fn policy() -> SubmitPolicy {
         whole_gpu: WholeGpu::FullProfile,
         multi_gpu: MultiGpu::FullProfile,
         default_mem_bytes: 8 * GIB,
+        catalog: Default::default(),
     }
 }
 

@@ -11,6 +11,7 @@ fn policy() -> SubmitPolicy {
         whole_gpu: WholeGpu::FullProfile,
         multi_gpu: MultiGpu::FullProfile,
         default_mem_bytes: 8 * GIB,
+        catalog: Default::default(),
     }
 }
 
@@ -353,4 +354,27 @@ mod properties {
             prop_assert_eq!(TresList::parse(&new).unwrap().render(), new.clone());
         }
     }
+}
+
+/// The guarded default's catalog (docs/policy.md, "Guarded", step 1): a sized job gets the
+/// smallest type of the catalog that holds it; a named profile and a job no catalog type
+/// holds are as without a catalog.
+#[test]
+fn a_sized_job_gets_the_smallest_type_of_the_catalog_that_holds_it() {
+    let mut p = policy();
+    p.catalog =
+        dynmig_core::protocol::catalog::Catalog::parse(r#"{"v":1,"types":{"A100-80GB":["3g.40gb","4g.40gb"]}}"#)
+            .unwrap();
+    assert_eq!(rewrite(&node("gres:gpu:1", &[MEM18]), &p).decision.profile, "3g.40gb");
+    // 45 GiB: no catalog type holds it; the smallest profile that does, as without one.
+    let big = node("gres:gpu:1", &["_SLURM_SPANK_OPTION_dynmig_mig_mem=45G"]);
+    assert_eq!(rewrite(&big, &p).decision.profile, "7g.80gb");
+    // A profile the user names is theirs.
+    let named = node("gres:gpu:1", &["_SLURM_SPANK_OPTION_dynmig_mig_profile=1g.10gb"]);
+    assert_eq!(rewrite(&named, &p).decision.profile, "1g.10gb");
+    // Without the catalog the same job gets 2g.20gb.
+    assert_eq!(
+        rewrite(&node("gres:gpu:1", &[MEM18]), &policy()).decision.profile,
+        "2g.20gb"
+    );
 }

@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime};
 use dynmig_core::config::{parse_config, Config};
 use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::estimate::{EstimateContext, HistorySnapshot, JobIdentity};
+use dynmig_core::protocol::catalog::{Catalog, CATALOG_FILE, MAX_CATALOG_BYTES};
 use dynmig_core::submit::{decide_with, JobRequest, Outcome, SubmitError, SubmitPolicy};
 
 /// Environment variable of slurmctld naming the configuration file.
@@ -59,8 +60,11 @@ pub struct Ready {
     pub snapshot: Option<Arc<HistorySnapshot>>,
     /// `paths.history_snapshot`.
     pub snapshot_path: PathBuf,
-    /// `history.snapshot_refresh`.
+    /// `history.snapshot_refresh`: also how often the catalog is looked at.
     pub snapshot_refresh: Duration,
+    /// The controller's catalog (`<state_dir>/catalog.json`,
+    /// [`dynmig_core::protocol::catalog`]); its profiles are in `policy.catalog`.
+    pub catalog_path: PathBuf,
     /// Where the configuration came from, for the log.
     pub source: Source,
 }
@@ -110,10 +114,14 @@ pub fn load(env_path: Option<&OsStr>, default_path: &Path) -> Result<Ready, Stri
         snapshot: None,
         snapshot_path: config.paths.history_snapshot.clone(),
         snapshot_refresh: config.history.snapshot_refresh,
+        catalog_path: config.paths.state_dir.join(CATALOG_FILE),
         source,
     };
     let mut seen = None;
     ready.snapshot = read_snapshot(&ready.snapshot_path, &mut seen).map(Arc::new);
+    if let Some(c) = read_catalog(&ready.catalog_path, &mut CatalogSeen::default()) {
+        ready.policy.catalog = c;
+    }
     Ok(ready)
 }
 
@@ -143,14 +151,18 @@ pub fn start_refresher() -> Result<(), String> {
     let Some(state) = current() else { return Ok(()) };
     let State::Ready(ready) = &*state else { return Ok(()) };
     let path = ready.snapshot_path.clone();
+    let catalog_path = ready.catalog_path.clone();
     let every = ready.snapshot_refresh.max(Duration::from_millis(10));
     let (tx, rx) = mpsc::channel::<()>();
     let handle = std::thread::Builder::new()
         .name("dynmig-history".into())
         .spawn(move || {
             let mut seen = None;
+            // The first look re-reads what load read; an unchanged catalog is not installed again.
+            let mut catalog_seen = CatalogSeen::default();
             loop {
                 refresh_once(&path, &mut seen);
+                refresh_catalog_once(&catalog_path, &mut catalog_seen);
                 match rx.recv_timeout(every) {
                     Err(RecvTimeoutError::Timeout) => continue,
                     _ => return,
@@ -201,6 +213,43 @@ pub fn refresh_once(path: &Path, seen: &mut Option<SystemTime>) {
     }
     let mut next = ready.clone();
     next.snapshot = Some(Arc::new(snap));
+    *slot = Some(Arc::new(State::Ready(next)));
+}
+
+/// The catalog file's state when last read: `Some(None)` missing, `Some(Some(t))` modified
+/// at `t`; `None` never looked at.
+#[derive(Debug, Default)]
+pub struct CatalogSeen(Option<Option<SystemTime>>);
+
+/// The catalog at `path` if it changed since `seen`: `Some(catalog)` (a missing, too large or
+/// bad file gives the empty catalog, every profile: a bad file never strands a job), `None`
+/// when unchanged.
+fn read_catalog(path: &Path, seen: &mut CatalogSeen) -> Option<Catalog> {
+    let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    if seen.0 == Some(mtime) {
+        return None;
+    }
+    seen.0 = Some(mtime);
+    let text = dynmig_host::fs::read_text_bounded(path, MAX_CATALOG_BYTES)
+        .ok()
+        .flatten();
+    Some(text.and_then(|t| Catalog::parse(&t).ok()).unwrap_or_default())
+}
+
+/// One catalog pass of the refresher: a changed catalog at `path` replaces the installed
+/// state by a copy with the new catalog, unless `init`/`fini` replaced the state meanwhile.
+pub fn refresh_catalog_once(path: &Path, seen: &mut CatalogSeen) {
+    let Some(catalog) = read_catalog(path, seen) else {
+        return;
+    };
+    let mut slot = STATE.write().unwrap_or_else(PoisonError::into_inner);
+    let Some(state) = slot.as_ref() else { return };
+    let State::Ready(ready) = &**state else { return };
+    if ready.catalog_path != path || ready.policy.catalog == catalog {
+        return;
+    }
+    let mut next = ready.clone();
+    next.policy.catalog = catalog;
     *slot = Some(Arc::new(State::Ready(next)));
 }
 
@@ -275,8 +324,9 @@ pub(crate) mod tests {
         std::fs::write(
             &conf,
             format!(
-                "version = 1\n[paths]\nhistory_snapshot = \"{}\"\n[history]\nsnapshot_refresh = \"50ms\"\n\
+                "version = 1\n[paths]\nstate_dir = \"{}\"\nhistory_snapshot = \"{}\"\n[history]\nsnapshot_refresh = \"50ms\"\n\
                  [[node_group]]\nname = \"a\"\nnodes = \"n1\"\ngpu_model = \"A100-80GB\"\ngpus = 1\nbackend = \"simulated\"\n",
+                dir.display(),
                 snap.display()
             ),
         )
@@ -320,6 +370,32 @@ pub(crate) mod tests {
             panic!("expected a rewrite")
         };
         assert_eq!(r.decision.profile, "7g.80gb");
+        // The controller's catalog is picked up too: the same job gets the smallest profile
+        // of the catalog that holds it, and every profile again once the file is gone.
+        let catalog = ready.catalog_path.clone();
+        assert_eq!(catalog, dir.join("catalog.json"));
+        std::fs::write(&catalog, r#"{"v":1,"types":{"A100-80GB":["3g.40gb","7g.80gb"]}}"#).unwrap();
+        let profile_now = || {
+            let state = current().unwrap();
+            let State::Ready(ready) = &*state else {
+                panic!("not ready")
+            };
+            match decide(ready, &req, 1000, Some("ft")).unwrap() {
+                Outcome::Rewrite(r) => r.decision.profile,
+                o => panic!("expected a rewrite, got {o:?}"),
+            }
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while profile_now() != "3g.40gb" {
+            assert!(std::time::Instant::now() < until, "catalog never read");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::fs::remove_file(&catalog).unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while profile_now() != "2g.20gb" {
+            assert!(std::time::Instant::now() < until, "a removed catalog never dropped");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         clear();
         assert!(!refresher_running(), "fini joins the thread");
         assert!(current().is_none());

@@ -253,6 +253,16 @@ pub enum PolicyConfig {
         /// `min_gain`: compute slices of need a change must newly serve. Default 1.
         min_gain: u32,
     },
+    /// `kind = "guarded"`: each node group's `initial_layout` (the layout the site picked),
+    /// left only when runs of the simulator's engine on the last 14 days say a change pays
+    /// by 5% with no job class waiting longer, with a way back; sized jobs are given the
+    /// types of the layout the nodes follow (docs/policy.md, "Guarded").
+    Guarded {
+        /// `node_types`: more per-GPU layouts a node may take, each on every GPU of the node,
+        /// besides the groups' `initial_layout` and a whole GPU (the administrator's
+        /// shortlist); empty: a group's `allowed_layouts` when it is a list, else none.
+        node_types: Vec<ProfileCounts>,
+    },
     /// `kind = "adaptive"`: the best static layout searched again every day with the
     /// simulator's engine on the jobs of the last 7 days, the nodes moved to it at their time
     /// limits (docs/policy.md, "Adaptive"). No keys of its own.

@@ -106,14 +106,14 @@ pub(super) struct RawLog {
     pub level: S<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(super) enum PolicyKind {
-    #[default]
     Demand,
     Plan,
     Consolidate,
     Mpc,
+    Guarded,
     Adaptive,
     Learned,
     Static,
@@ -123,14 +123,15 @@ pub(super) enum PolicyKind {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPolicy {
-    #[serde(default)]
-    pub kind: PolicyKind,
+    /// `None`: the default, decided with the node groups (`validate::policy`).
+    pub kind: Option<PolicyKind>,
     pub forecast_window: S<String>,
     pub min_gain: S<i64>,
     pub horizon: S<String>,
     pub max_wait: S<String>,
     pub lookahead: S<String>,
     pub model: S<String>,
+    pub node_types: S<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

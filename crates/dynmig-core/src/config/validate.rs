@@ -268,11 +268,23 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     }
     let paths = paths(&cx, &raw.paths)?;
     let controller = controller(&cx, &raw.controller)?;
-    let policy = policy(&cx, &raw.policy)?;
     let node_groups = node_groups(&cx, &raw.node_group)?;
+    // No kind: the guarded default where its engine can model the nodes (one GPU model and
+    // GPU count in every group), else demand (docs/config.md, `kind`).
+    let alike = node_groups
+        .iter()
+        .all(|g| g.gpu_model.name == node_groups[0].gpu_model.name && g.gpus == node_groups[0].gpus);
+    let kind = raw
+        .policy
+        .kind
+        .unwrap_or(if alike { PolicyKind::Guarded } else { PolicyKind::Demand });
+    let policy = policy(&cx, &raw.policy, kind)?;
     if matches!(
         policy,
-        PolicyConfig::Plan { lookahead: Some(_), .. } | PolicyConfig::Adaptive | PolicyConfig::Learned { .. }
+        PolicyConfig::Plan { lookahead: Some(_), .. }
+            | PolicyConfig::Adaptive
+            | PolicyConfig::Guarded { .. }
+            | PolicyConfig::Learned { .. }
     ) {
         // The lookahead runs the simulator's engine, which models one GPU model and one GPU
         // count per node.
@@ -285,12 +297,18 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
                 &r.gpu_model,
                 "node_group.gpu_model",
                 format!(
-                    "policy kind = \"mpc\", \"adaptive\" or \"learned\" needs one GPU model and GPU count in every node group; group '{}' has {} x {}, group '{}' has {} x {}: use kind = \"plan\" or make the groups alike",
+                    "policy kind = \"mpc\", \"guarded\", \"adaptive\" or \"learned\" needs one GPU model and GPU count in every node group; group '{}' has {} x {}, group '{}' has {} x {}: use kind = \"demand\" or \"plan\", or make the groups alike",
                     g.name, g.gpus, g.gpu_model.name, node_groups[0].name, node_groups[0].gpus, node_groups[0].gpu_model.name
                 ),
             ));
         }
     }
+    let policy = match policy {
+        PolicyConfig::Guarded { .. } => PolicyConfig::Guarded {
+            node_types: node_types(&cx, &raw.policy, &node_groups)?,
+        },
+        p => p,
+    };
     let models: Vec<&'static GpuModel> = node_groups.iter().map(|g| g.gpu_model).collect();
     let default_mem_bytes = match &raw.estimator.default_mem {
         None => 8 << 30,
@@ -573,9 +591,9 @@ fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigErr
     })
 }
 
-fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
-    let planning = matches!(p.kind, PolicyKind::Plan | PolicyKind::Consolidate | PolicyKind::Mpc);
-    if p.kind != PolicyKind::Learned {
+fn policy(cx: &Ctx, p: &RawPolicy, kind: PolicyKind) -> Result<PolicyConfig, ConfigError> {
+    let planning = matches!(kind, PolicyKind::Plan | PolicyKind::Consolidate | PolicyKind::Mpc);
+    if kind != PolicyKind::Learned {
         if let Some(v) = &p.model {
             return Err(cx.err(
                 v,
@@ -584,7 +602,16 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
             ));
         }
     }
-    if p.kind != PolicyKind::Mpc {
+    if kind != PolicyKind::Guarded {
+        if let Some(v) = &p.node_types {
+            return Err(cx.err(
+                v,
+                "policy.node_types",
+                "policy.node_types applies only to kind = \"guarded\"; remove it or set kind = \"guarded\"",
+            ));
+        }
+    }
+    if kind != PolicyKind::Mpc {
         if let Some(v) = &p.lookahead {
             return Err(cx.err(
                 v,
@@ -593,7 +620,7 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
             ));
         }
     }
-    if p.kind != PolicyKind::Demand {
+    if kind != PolicyKind::Demand {
         if let Some(v) = &p.forecast_window {
             return Err(cx.err(
                 v,
@@ -615,7 +642,7 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
             }
         }
     }
-    if !planning && p.kind != PolicyKind::Demand {
+    if !planning && kind != PolicyKind::Demand {
         if let Some(v) = &p.min_gain {
             return Err(cx.err(
                 v,
@@ -624,10 +651,10 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
             ));
         }
     }
-    Ok(match p.kind {
+    Ok(match kind {
         PolicyKind::Plan | PolicyKind::Consolidate | PolicyKind::Mpc => PolicyConfig::Plan {
-            consolidate: p.kind == PolicyKind::Consolidate,
-            lookahead: if p.kind == PolicyKind::Mpc {
+            consolidate: kind == PolicyKind::Consolidate,
+            lookahead: if kind == PolicyKind::Mpc {
                 Some(cx.duration(&p.lookahead, "policy.lookahead", Duration::from_secs(4 * 3600), true)?)
             } else {
                 None
@@ -637,6 +664,7 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
             min_gain: cx.count(&p.min_gain, "policy.min_gain", 1, 1, 1_000)?,
         },
         PolicyKind::Adaptive => PolicyConfig::Adaptive,
+        PolicyKind::Guarded => PolicyConfig::Guarded { node_types: Vec::new() },
         PolicyKind::Demand => PolicyConfig::Demand {
             forecast_window: cx.duration(
                 &p.forecast_window,
@@ -669,6 +697,49 @@ fn policy(cx: &Ctx, p: &RawPolicy) -> Result<PolicyConfig, ConfigError> {
         PolicyKind::Static => PolicyConfig::Static,
         PolicyKind::None => PolicyConfig::None,
     })
+}
+
+/// `[policy] node_types` of `kind = "guarded"`: per-GPU layouts of the groups' model, each
+/// allowed in every group; without the key, the groups' `allowed_layouts` lists (none when a
+/// group allows all).
+fn node_types(cx: &Ctx, p: &RawPolicy, groups: &[NodeGroup]) -> Result<Vec<ProfileCounts>, ConfigError> {
+    let key = "policy.node_types";
+    let Some(model) = groups.first().map(|g| g.gpu_model) else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<ProfileCounts> = Vec::new();
+    match &p.node_types {
+        Some(v) => {
+            for s in v.get_ref() {
+                let c = cx.layout(model, v.span(), s, key)?;
+                if let Some(g) = groups.iter().find(|g| !g.allowed_layouts.allows(&c)) {
+                    return Err(cx.err(
+                        v,
+                        key,
+                        format!(
+                            "{c} is not in the allowed_layouts of group '{}'; add it there or drop it here",
+                            g.name
+                        ),
+                    ));
+                }
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        None => {
+            for g in groups {
+                if let AllowedLayouts::Only(list) = &g.allowed_layouts {
+                    for c in list {
+                        if !out.contains(c) && groups.iter().all(|o| o.allowed_layouts.allows(c)) {
+                            out.push(c.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn node_groups(cx: &Ctx, raw: &[RawNodeGroup]) -> Result<Vec<NodeGroup>, ConfigError> {

@@ -105,6 +105,13 @@ pub trait Policy: Send {
     fn observe(&mut self, now_s: f64, events: &[events::JobEvent]) {
         let _ = (now_s, events);
     }
+
+    /// The GRES types (profile names) sized jobs should be given now, when the policy's
+    /// layouts decide them (the guarded default: the types of the layout the nodes follow);
+    /// `None` (the default): every profile, as dynmig's catalog node offers them.
+    fn catalog(&self) -> Option<std::collections::BTreeSet<&'static str>> {
+        None
+    }
 }
 
 /// Never repartitions.

@@ -17,7 +17,7 @@
 //! - `source`: where the estimate came from ([`EstimateSource`], written as its `Display`);
 //! - then, only for a job whose request changed after submit, three more fields together:
 //!   `restarts=N` (Slurm's restart count when it changed), `prev=P1,P2` (the profiles asked
-//!   for before, oldest first, at most [`MAX_PREV`]) and `by=oom-restart|update`
+//!   for before, oldest first, at most [`MAX_PREV`]) and `by=oom-restart|update|catalog`
 //!   ([`ChangeCause`]): `dynmig/v1 profile=2g.20gb count=1 mem=9663676416 source=mig-mem
 //!   restarts=1 prev=1g.10gb by=oom-restart`. `mem` stays the submit's estimate.
 //!
@@ -63,6 +63,9 @@ pub enum ChangeCause {
     OomRestart,
     /// The job's user or an operator changed its GPU request (`scontrol update`).
     Update,
+    /// The controller moved the pending job to a type of the catalog the layout now has
+    /// (`kind = "guarded"`).
+    Catalog,
 }
 
 impl ChangeCause {
@@ -71,11 +74,12 @@ impl ChangeCause {
         match self {
             Self::OomRestart => "oom-restart",
             Self::Update => "update",
+            Self::Catalog => "catalog",
         }
     }
 
     fn parse(text: &str) -> Option<Self> {
-        [Self::OomRestart, Self::Update]
+        [Self::OomRestart, Self::Update, Self::Catalog]
             .into_iter()
             .find(|c| c.as_str() == text)
     }

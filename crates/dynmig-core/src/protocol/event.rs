@@ -39,6 +39,9 @@ pub enum EventKind {
     PrologFailed,
     /// A job that ran out of GPU memory was requeued on a larger profile (or told why not).
     OomRestart,
+    /// The controller moved a pending job to another GRES type of the catalog (the guarded
+    /// default's layout changed); the node field is empty.
+    JobRetyped,
 }
 
 /// One event.

@@ -8,10 +8,12 @@
 //! | [`journal::Journal`] | agent -> the agent after a crash | JSON, versioned, typed steps |
 //! | [`event::Event`] | every part -> `dynmig status`, the demo report | JSON lines, typed kinds |
 //! | [`plan::Plans`] | the controller -> itself after a restart (`controller-plans.json`) | JSON, versioned |
+//! | [`catalog::Catalog`] | the controller -> job_submit/dynmig (`catalog.json`) | JSON, versioned |
 //!
 //! Every codec is versioned (`dynmig/v1`), so that an administrator's own reason or comment
 //! is never taken for ours, and a later dynmig can tell an old record from a new one.
 
+pub mod catalog;
 pub mod decision;
 pub mod event;
 pub mod intent;

@@ -20,9 +20,11 @@
 //! - **Guard** (the third build, docs/policy.md "Guarded"). Every candidate is run on the
 //!   recent window; the `recheck` (4) best there are run on the long window, and the best of
 //!   those replaces the current layout only if, against the current layout on the long
-//!   window, its ET is lower by `margin` (5%) and its wait p95 and mean bounded slowdown are
-//!   no higher, and if it is no worse in ET on the recent window (a change must serve the
-//!   mix that is now). A move thus needs the evidence of the window the base was chosen on.
+//!   window, its ET is lower by `margin` (5%), its wait p95 and mean bounded slowdown are
+//!   no higher, and no job class waits longer at p95 (the fourth build: the third's checks
+//!   were over all jobs, and the multi-GPU class waited longer in 12 of 34 cells), and if it
+//!   is no worse in ET on the recent window (a change must serve the mix that is now). A
+//!   move thus needs the evidence of the window the base was chosen on.
 //! - **Drain cost.** Nodes change through the planner's reservations at their jobs' time
 //!   limits ([`dynmig_core::policy::wanted::Wanted::assign`]), at most `max_concurrent` at once, none whose running work
 //!   ends later than `max_wait`. The margin is what a change must gain to pay its drains.
@@ -56,7 +58,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// What the reports say of the default settings.
-pub const GUARD_DETAIL: &str = "decided daily among the base, the search's 3 best layouts and moves of 1, 2 or 4 nodes: the 4 best on the last 3 days judged on the last 14, a change when 5% better there and no worse on the last 3 days; back to the base when no worse on the last 14";
+pub const GUARD_DETAIL: &str = "decided daily among the base, the search's 3 best layouts and moves of 1, 2 or 4 nodes: the 4 best on the last 3 days judged on the last 14, a change when 5% better there with no class waiting longer, and no worse on the last 3 days; back to the base when no worse on the last 14";
 
 /// Settings of [`Guarded`].
 #[derive(Debug, Clone, PartialEq)]
@@ -98,9 +100,37 @@ pub struct GuardedSettings {
     pub speedup: f64,
     /// A node changes only if its running work ends within this (4 h, as the planner's).
     pub max_wait: Duration,
+    /// Pending jobs keep the GRES type they were given (false: they follow the catalog). True
+    /// in the controller on Slurm before 23.02.6, which cannot change a submitted job's type:
+    /// a candidate without the type of a single-GPU job still waiting is then never taken, and
+    /// a current layout without one goes back to the base (docs/policy.md, "Guarded").
+    pub pending_types_fixed: bool,
 }
 
 impl GuardedSettings {
+    /// The controller's guarded default of `config` (`kind = "guarded"`; `None` for another
+    /// kind or no node group): each node's group `initial_layout` as the base, the
+    /// `node_types` on every GPU of a node as more node types, the controller's limits.
+    pub fn from_config(config: &dynmig_core::config::Config) -> Option<Self> {
+        let dynmig_core::config::PolicyConfig::Guarded { node_types } = &config.policy else {
+            return None;
+        };
+        let gpus = config.node_groups.first()?.gpus as usize;
+        let base: Vec<NodeLayout> = config
+            .node_groups
+            .iter()
+            .flat_map(|g| g.nodes.iter().map(|_| g.initial_node_layout()))
+            .collect();
+        let mut s = Self::new(base, PolicyLimits::from_config(config, 1));
+        s.node_types = node_types
+            .iter()
+            .map(|c| NodeLayout {
+                gpus: vec![c.clone(); gpus],
+            })
+            .collect();
+        Some(s)
+    }
+
     /// The defaults above from `base` with `limits`.
     pub fn new(base: Vec<NodeLayout>, limits: PolicyLimits) -> Self {
         Self {
@@ -118,6 +148,7 @@ impl GuardedSettings {
             curve: crate::model::SpeedCurve::MisoTraining,
             speedup: 0.7,
             max_wait: Duration::from_secs(4 * 3600),
+            pending_types_fixed: false,
         }
     }
 }
@@ -138,11 +169,27 @@ struct Envelope {
 }
 
 /// What one candidate did on the evidence.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Score {
     et: f64,
     wait_p95_s: f64,
     bsld_mean: f64,
+    /// Wait p95 (s) of each job class of the evidence ([`crate::metrics::JobClass`]).
+    class_wait_p95_s: Vec<(String, f64)>,
+}
+
+impl Score {
+    /// Whether no job class of `self` waits longer at p95 than it does in `other` (a class
+    /// `other` lacks counts as waiting longer).
+    fn no_class_waits_longer_than(&self, other: &Score) -> bool {
+        self.class_wait_p95_s.iter().all(|(c, w)| {
+            other
+                .class_wait_p95_s
+                .iter()
+                .find(|(o, _)| o == c)
+                .is_some_and(|(_, ow)| *w <= *ow)
+        })
+    }
 }
 
 /// The guarded default (module docs).
@@ -254,6 +301,13 @@ impl Guarded {
     /// start (the largest single-GPU request, the most GPUs a job asked for): a candidate
     /// that would strand such a job when it comes back is never taken.
     fn strands(&self, layouts: &[NodeLayout]) -> bool {
+        if self.settings.pending_types_fixed {
+            let has = present(layouts);
+            let waiting = self.log.jobs.values().filter(|t| t.start.is_none() && t.gpus == 1);
+            if waiting.map(|t| t.profile).any(|p| !has.contains(p)) {
+                return true;
+            }
+        }
         self.envelope_jobs
             .as_ref()
             .is_some_and(|wl| unrunnable(&[layouts], self.cfg.model, wl).is_some())
@@ -282,7 +336,7 @@ impl Guarded {
     }
 
     /// The GRES types jobs ask for now: those of the layout the nodes follow.
-    pub fn catalog(&self) -> BTreeSet<&'static str> {
+    pub fn catalog_types(&self) -> BTreeSet<&'static str> {
         present(&self.target)
     }
 
@@ -299,6 +353,12 @@ impl Guarded {
             et: ev.norm.et(m.energy_per_job_j, m.mean_tardiness_s),
             wait_p95_s: all.wait_p95_s,
             bsld_mean: all.bsld_mean,
+            class_wait_p95_s: m
+                .classes
+                .iter()
+                .filter(|c| c.class != "all")
+                .map(|c| (c.class.clone(), c.wait_p95_s))
+                .collect(),
         })
     }
 
@@ -346,7 +406,8 @@ impl Guarded {
         let (s, c) = best?;
         let pays = s.et < (1.0 - self.settings.margin) * current.et
             && s.wait_p95_s <= current.wait_p95_s
-            && s.bsld_mean <= current.bsld_mean;
+            && s.bsld_mean <= current.bsld_mean
+            && s.no_class_waits_longer_than(&current);
         if !pays {
             return None;
         }
@@ -392,6 +453,10 @@ impl Policy for Guarded {
         true
     }
 
+    fn catalog(&self) -> Option<BTreeSet<&'static str>> {
+        Some(self.catalog_types())
+    }
+
     fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
         self.log.observe(now_s, events);
         let before = self.envelope;
@@ -414,5 +479,73 @@ impl Policy for Guarded {
         if self.envelope != before {
             self.envelope_jobs = self.envelope_workload();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dynmig_core::geometry::A100_40GB;
+
+    fn layouts(cfg: &SimConfig, gpu: &str) -> Vec<NodeLayout> {
+        let l = ProfileCounts::parse(cfg.model, gpu).unwrap();
+        vec![
+            NodeLayout {
+                gpus: vec![l; cfg.gpus_per_node]
+            };
+            cfg.nodes
+        ]
+    }
+
+    /// Where Slurm cannot change a submitted job's type (the controller on 22.05), a layout
+    /// without the type of a job still waiting strands it; once it started, it does not.
+    #[test]
+    fn with_fixed_pending_types_a_layout_without_a_waiting_jobs_type_strands_it() {
+        let cfg = SimConfig::new(&A100_40GB, 2, 2);
+        let whole = layouts(&cfg, "1x7g.40gb");
+        let sevenths = layouts(&cfg, "7x1g.5gb");
+        let submitted = JobEvent::Submitted {
+            id: 1,
+            at_s: 10.0,
+            profile: "7g.40gb",
+            gpus: 1,
+            time_limit_s: 3600.0,
+            deadline_s: None,
+        };
+        for fixed in [false, true] {
+            let mut s = GuardedSettings::new(whole.clone(), PolicyLimits::default());
+            s.pending_types_fixed = fixed;
+            let mut g = Guarded::new(s, &cfg);
+            g.observe(10.0, std::slice::from_ref(&submitted));
+            assert!(!g.strands(&whole));
+            // A 7g.40gb job (its whole GPU's memory) strands 7x1g.5gb either way: too big.
+            assert!(g.strands(&sevenths));
+        }
+        let small = JobEvent::Submitted {
+            id: 2,
+            at_s: 20.0,
+            profile: "1g.5gb",
+            gpus: 1,
+            time_limit_s: 3600.0,
+            deadline_s: None,
+        };
+        let started = JobEvent::Started {
+            id: 2,
+            at_s: 30.0,
+            node: "n1".into(),
+            slices: 7,
+        };
+        let mut s = GuardedSettings::new(sevenths.clone(), PolicyLimits::default());
+        s.pending_types_fixed = true;
+        let mut g = Guarded::new(s.clone(), &cfg);
+        g.observe(20.0, std::slice::from_ref(&small));
+        assert!(g.strands(&whole), "whole GPUs lack the waiting job's 1g.5gb");
+        assert!(!g.strands(&sevenths));
+        g.observe(30.0, std::slice::from_ref(&started));
+        assert!(!g.strands(&whole), "a started job waits for no type");
+        s.pending_types_fixed = false;
+        let mut g = Guarded::new(s, &cfg);
+        g.observe(20.0, std::slice::from_ref(&small));
+        assert!(!g.strands(&whole), "its type follows the catalog");
     }
 }
