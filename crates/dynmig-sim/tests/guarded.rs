@@ -83,6 +83,8 @@ fn it_moves_when_the_mix_moves_and_the_jobs_follow_the_new_types() {
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     let base = whole(&cfg);
     let mut settings = GuardedSettings::new(base.clone(), limits());
+    // Days, not the default 14: these workloads are a few days long.
+    settings.min_history = Duration::from_secs(2 * 86_400);
     settings.shortlist = vec![sevenths(&cfg)];
     settings.long_window = Duration::ZERO;
     let (guarded, g) = et(&wl, &cfg, &PolicySpec::Guarded(settings));
@@ -107,6 +109,8 @@ fn on_a_steady_mix_it_keeps_the_base_layout() {
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     let base = whole(&cfg);
     let mut settings = GuardedSettings::new(base.clone(), limits());
+    // Days, not the default 14: these workloads are a few days long.
+    settings.min_history = Duration::from_secs(2 * 86_400);
     settings.shortlist = vec![sevenths(&cfg)];
     let g = simulate(&wl, &PolicySpec::Guarded(settings), &cfg, &|_| {}).unwrap();
     let s = simulate(&wl, &PolicySpec::Static(base), &cfg, &|_| {}).unwrap();
@@ -124,6 +128,8 @@ fn a_move_that_loses_what_the_base_was_chosen_for_is_refused() {
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     let base = whole(&cfg);
     let mut settings = GuardedSettings::new(base, limits());
+    // Days, not the default 14: these workloads are a few days long.
+    settings.min_history = Duration::from_secs(2 * 86_400);
     settings.shortlist = vec![sevenths(&cfg)];
     let g = simulate(&wl, &PolicySpec::Guarded(settings), &cfg, &|_| {}).unwrap();
     assert_eq!(g.reconfigs, 0);
@@ -139,6 +145,8 @@ fn no_node_repartitions_more_than_once_per_decision() {
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     for every_h in [24u64, 6] {
         let mut settings = GuardedSettings::new(whole(&cfg), limits());
+        // Days, not the default 14: these workloads are a few days long.
+        settings.min_history = Duration::from_secs(2 * 86_400);
         settings.shortlist = vec![sevenths(&cfg)];
         settings.long_window = Duration::ZERO;
         settings.every = Duration::from_secs(every_h * 3600);
@@ -170,6 +178,8 @@ fn a_move_that_would_strand_a_job_seen_before_is_never_taken() {
     let wl = Workload::new(jobs, "whole then small, two 8-GPU jobs".into());
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     let mut settings = GuardedSettings::new(whole(&cfg), limits());
+    // Days, not the default 14: these workloads are a few days long.
+    settings.min_history = Duration::from_secs(2 * 86_400);
     settings.shortlist = vec![sevenths(&cfg)];
     settings.node_types = vec![sevenths(&cfg).remove(0)];
     settings.long_window = Duration::ZERO;
@@ -193,6 +203,8 @@ fn a_job_the_current_layout_cannot_run_takes_the_nodes_back_to_the_base() {
     let wl = Workload::new(jobs, "small, then one 8-GPU job".into());
     let cfg = SimConfig::new(&A100_40GB, 2, 8);
     let mut settings = GuardedSettings::new(whole(&cfg), limits());
+    // Days, not the default 14: these workloads are a few days long.
+    settings.min_history = Duration::from_secs(2 * 86_400);
     settings.shortlist = vec![sevenths(&cfg)];
     settings.long_window = Duration::ZERO;
     let g = simulate(&wl, &PolicySpec::Guarded(settings), &cfg, &|_| {}).unwrap();

@@ -6,7 +6,7 @@
 //!   `base`'s, as on the site without dynmig); when that layout changes, the pending jobs
 //!   ask again for the smallest type of the new layout that holds them (the engine's
 //!   `set_catalog`; in Slurm job_submit's catalog and `scontrol update` of their GRES).
-//! - **Candidates.** Every `every` (1 day, after `min_history`), from the layout the nodes
+//! - **Candidates.** Every `every` (1 day, after `min_history`, 14 days), from the layout the nodes
 //!   follow now: `base`, the `shortlist` (the fair search's three best layouts: the
 //!   administrator's shortlist), and each move of `k` nodes (k in `moves`) from one node
 //!   type to another, the node types being `base`'s node layouts, a whole node and
@@ -58,7 +58,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// What the reports say of the default settings.
-pub const GUARD_DETAIL: &str = "decided daily among the base, the search's 3 best layouts and moves of 1, 2 or 4 nodes: the 4 best on the last 3 days judged on the last 14, a change when 5% better there with no class waiting longer, and no worse on the last 3 days; back to the base when no worse on the last 14";
+pub const GUARD_DETAIL: &str = "decided daily from day 14 among the base, the search's 3 best layouts and moves of 1, 2 or 4 nodes: the 4 best on the last 3 days judged on the last 14, a change when 5% better there with no class waiting longer, and no worse on the last 3 days; back to the base when no worse on the last 14";
 
 /// Settings of [`Guarded`].
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +75,8 @@ pub struct GuardedSettings {
     pub long_window: Duration,
     /// Time between decisions (1 day).
     pub every: Duration,
-    /// No decision before this much history (2 days).
+    /// No decision before this much history (14 days, the long window: a change needs the
+    /// evidence the base was chosen on; the fifth build, docs/policy.md "Guarded").
     pub min_history: Duration,
     /// A candidate must lower ET by this share of the current layout's on the long window (0.05).
     pub margin: f64,
@@ -139,7 +140,7 @@ impl GuardedSettings {
             window: Duration::from_secs(3 * 86_400),
             long_window: Duration::from_secs(14 * 86_400),
             every: Duration::from_secs(86_400),
-            min_history: Duration::from_secs(2 * 86_400),
+            min_history: Duration::from_secs(14 * 86_400),
             margin: 0.05,
             moves: vec![1, 2, 4],
             recheck: 4,
