@@ -110,6 +110,8 @@ pub fn policy_for_release(config: &Config, retype: bool) -> Result<Box<dyn Polic
         PolicyConfig::Guarded { .. } => match (GuardedSettings::from_config(config), config.node_groups.first()) {
             (Some(mut s), Some(g)) => {
                 s.pending_types_fixed = !retype;
+                // A day's runs of the engine on a large cluster take longer than a pass.
+                s.background = true;
                 Box::new(Guarded::new(s, &engine_model(config, g)))
             }
             _ => Box::new(NoChange),

@@ -314,14 +314,14 @@ impl Policy for Adaptive {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use dynmig_core::geometry::{all_layouts, A100_40GB};
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
     /// Two idle nodes of two whole A100-40GB GPUs each, two days old.
-    fn nodes() -> Vec<NodeSnapshot> {
+    pub(crate) fn nodes() -> Vec<NodeSnapshot> {
         let allowed: Arc<[_]> = all_layouts(&A100_40GB).into();
         ["n1", "n2"]
             .iter()
@@ -346,7 +346,7 @@ mod tests {
 
     /// A day and a half of 1g.5gb jobs, 12 an hour, each running 1 h on a whole GPU: three
     /// times what the four whole GPUs serve, so that most of them wait.
-    fn history(until_s: f64) -> Vec<JobEvent> {
+    pub(crate) fn history(until_s: f64) -> Vec<JobEvent> {
         let mut free = [0.0f64; 4];
         let mut events = Vec::new();
         for i in 0..(until_s / 300.0) as u64 {

@@ -37,6 +37,10 @@
 //!   first multi-GPU job, and the guard, unable to score its own layout, never decided again).
 //! - **Way back.** `base` needs no margin: when it is at least as good as the current layout
 //!   on the long window, the nodes go back to it.
+//! - **Where it runs.** In the call that is due, or on a thread of its own under
+//!   `background` (the controller's), the nodes following the result from the first call
+//!   after it ends; the simulator's figures are of the first (the same decisions, a pass
+//!   later).
 //! - **Calm.** The target changes at most once per `every` (a day) and a node is only ever
 //!   repartitioned toward the target, so no node repartitions more than once a day; a move
 //!   changes at most the largest of `moves` (4) nodes, a shortlist layout or the way back
@@ -106,6 +110,10 @@ pub struct GuardedSettings {
     /// a candidate without the type of a single-GPU job still waiting is then never taken, and
     /// a current layout without one goes back to the base (docs/policy.md, "Guarded").
     pub pending_types_fixed: bool,
+    /// Decide on a thread of its own, the nodes following the result from the first call
+    /// after it ends (false; the controller sets it: on a large cluster a decision's runs of
+    /// the engine take longer than a pass should).
+    pub background: bool,
 }
 
 impl GuardedSettings {
@@ -150,6 +158,7 @@ impl GuardedSettings {
             speedup: 0.7,
             max_wait: Duration::from_secs(4 * 3600),
             pending_types_fixed: false,
+            background: false,
         }
     }
 }
@@ -209,6 +218,24 @@ pub struct Guarded {
     envelope: Envelope,
     /// [`Guarded::envelope`] as a workload, made again when it grows.
     envelope_jobs: Option<Workload>,
+    /// A decision under way on its own thread ([`GuardedSettings::background`]).
+    running: Option<std::thread::JoinHandle<Option<Vec<NodeLayout>>>>,
+}
+
+/// What one decision needs, taken from the policy when it is due, so that it can run on a
+/// thread of its own.
+struct Decision {
+    settings: GuardedSettings,
+    cfg: SimConfig,
+    types: Vec<NodeLayout>,
+    target: Vec<NodeLayout>,
+    envelope_jobs: Option<Workload>,
+    /// The types of single-GPU jobs still waiting, when pending types are fixed.
+    waiting: Option<BTreeSet<&'static str>>,
+    /// The jobs of the recent and of the long window (`None`: no job).
+    short: Option<Workload>,
+    long: Option<Workload>,
+    nodes: usize,
 }
 
 impl Guarded {
@@ -249,6 +276,81 @@ impl Guarded {
             next_s: f64::NEG_INFINITY,
             envelope: Envelope::default(),
             envelope_jobs: None,
+            running: None,
+        }
+    }
+
+    /// What a decision now needs, for `nodes` nodes.
+    fn decision(&self, nodes: usize) -> Decision {
+        let waiting = self.settings.pending_types_fixed.then(|| {
+            self.log
+                .jobs
+                .values()
+                .filter(|t| t.start.is_none() && t.gpus == 1)
+                .map(|t| t.profile)
+                .collect()
+        });
+        let short = self.evidence(self.settings.window);
+        let long = if self.settings.long_window > self.settings.window {
+            self.evidence(self.settings.long_window)
+        } else {
+            short.clone()
+        };
+        Decision {
+            settings: self.settings.clone(),
+            cfg: self.cfg.clone(),
+            types: self.types.clone(),
+            target: self.target.clone(),
+            envelope_jobs: self.envelope_jobs.clone(),
+            waiting,
+            short,
+            long,
+            nodes,
+        }
+    }
+
+    /// Takes the result of a background decision that has ended (`wait`: waits for it).
+    fn take_result(&mut self, wait: bool) {
+        let Some(handle) = self.running.take_if(|h| wait || h.is_finished()) else {
+            return;
+        };
+        // A decision that panicked changes nothing; the next one is a day later.
+        if let Some(t) = handle.join().ok().flatten() {
+            self.target = t;
+        }
+    }
+
+    /// Waits for a background decision under way and follows its result (tests).
+    pub fn finish_decision(&mut self) {
+        self.take_result(true);
+    }
+
+    /// Whether a background decision is under way.
+    pub fn deciding(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Makes a decision: here, or on a thread of its own under `background` (one at a time;
+    /// if no thread can be had, here).
+    fn start_decision(&mut self, nodes: usize) {
+        let d = self.decision(nodes);
+        if self.settings.background {
+            if self.running.is_some() {
+                return;
+            }
+            let (tx, rx) = std::sync::mpsc::channel::<Decision>();
+            let spawned = std::thread::Builder::new()
+                .name("guarded-decision".into())
+                .spawn(move || rx.recv().ok()?.decide());
+            if let Ok(handle) = spawned {
+                let _ = tx.send(d);
+                self.running = Some(handle);
+                return;
+            }
+            // No thread to be had: the decision is made here rather than not at all.
+        }
+        if let Some(t) = d.decide() {
+            self.target = t;
         }
     }
 
@@ -262,6 +364,35 @@ impl Guarded {
         (!jobs.is_empty()).then(|| Workload::new(jobs, "guarded evidence".into()))
     }
 
+    /// [`Guarded::envelope`] as jobs to check candidates against (`None`: no job seen yet).
+    fn envelope_workload(&self) -> Option<Workload> {
+        let jobs: Vec<crate::model::Job> = [self.envelope.single, self.envelope.multi]
+            .into_iter()
+            .filter(|(g, _)| *g > 0)
+            .map(|(gpus, mem_mib)| crate::model::Job {
+                id: 0,
+                release: 0.0,
+                work: 1.0,
+                mem_mib,
+                gpus,
+                kind: crate::model::JobKind::Training,
+                gamma: self.settings.speedup,
+                curve: self.settings.curve,
+                due: 1.0,
+                limit_factor: 1.0,
+                exact_slices: None,
+            })
+            .collect();
+        (!jobs.is_empty()).then(|| Workload::new(jobs, "envelope".into()))
+    }
+
+    /// The GRES types jobs ask for now: those of the layout the nodes follow.
+    pub fn catalog_types(&self) -> BTreeSet<&'static str> {
+        present(&self.target)
+    }
+}
+
+impl Decision {
     /// The candidates: `base` and every move of `k` nodes from one node type to another.
     fn candidates(&self) -> Vec<Vec<NodeLayout>> {
         let mut out: Vec<Vec<NodeLayout>> = vec![self.settings.base.clone()];
@@ -302,43 +433,15 @@ impl Guarded {
     /// start (the largest single-GPU request, the most GPUs a job asked for): a candidate
     /// that would strand such a job when it comes back is never taken.
     fn strands(&self, layouts: &[NodeLayout]) -> bool {
-        if self.settings.pending_types_fixed {
+        if let Some(waiting) = &self.waiting {
             let has = present(layouts);
-            let waiting = self.log.jobs.values().filter(|t| t.start.is_none() && t.gpus == 1);
-            if waiting.map(|t| t.profile).any(|p| !has.contains(p)) {
+            if waiting.iter().any(|p| !has.contains(p)) {
                 return true;
             }
         }
         self.envelope_jobs
             .as_ref()
             .is_some_and(|wl| unrunnable(&[layouts], self.cfg.model, wl).is_some())
-    }
-
-    /// [`Guarded::envelope`] as jobs to check candidates against (`None`: no job seen yet).
-    fn envelope_workload(&self) -> Option<Workload> {
-        let jobs: Vec<crate::model::Job> = [self.envelope.single, self.envelope.multi]
-            .into_iter()
-            .filter(|(g, _)| *g > 0)
-            .map(|(gpus, mem_mib)| crate::model::Job {
-                id: 0,
-                release: 0.0,
-                work: 1.0,
-                mem_mib,
-                gpus,
-                kind: crate::model::JobKind::Training,
-                gamma: self.settings.speedup,
-                curve: self.settings.curve,
-                due: 1.0,
-                limit_factor: 1.0,
-                exact_slices: None,
-            })
-            .collect();
-        (!jobs.is_empty()).then(|| Workload::new(jobs, "envelope".into()))
-    }
-
-    /// The GRES types jobs ask for now: those of the layout the nodes follow.
-    pub fn catalog_types(&self) -> BTreeSet<&'static str> {
-        present(&self.target)
     }
 
     /// How `layouts` does on `ev` (`None`: it cannot run some job, or the run failed).
@@ -364,16 +467,12 @@ impl Guarded {
     }
 
     /// Decides on the evidence (module docs); returns the new target if it changes.
-    fn decide(&mut self, nodes: usize) -> Option<Vec<NodeLayout>> {
-        if nodes != self.target.len() {
+    fn decide(mut self) -> Option<Vec<NodeLayout>> {
+        if self.nodes != self.target.len() {
             return None;
         }
-        let short = self.judged(self.evidence(self.settings.window)?);
-        let long = if self.settings.long_window > self.settings.window {
-            self.judged(self.evidence(self.settings.long_window)?)
-        } else {
-            self.judged(short.wl.clone())
-        };
+        let (short, long) = (self.short.take()?, self.long.take()?);
+        let (short, long) = (self.judged(short), self.judged(long));
         let Some(current) = self.score(&long, &self.target) else {
             // The layout the nodes follow cannot run a job of the evidence (one unlike any
             // seen when it was taken): back to the base, which the search checked on every
@@ -437,13 +536,12 @@ impl Policy for Guarded {
     }
 
     fn plan_at(&mut self, _time_of_day: Duration, nodes: &[NodeSnapshot], _demand: &Demand) -> Vec<Repartition> {
+        self.take_result(false);
         let now = self.log.now_s;
         let first = *self.first_s.get_or_insert(now);
         if now >= self.next_s && now - first >= self.settings.min_history.as_secs_f64() {
             self.next_s = now + self.settings.every.as_secs_f64();
-            if let Some(t) = self.decide(nodes.len()) {
-                self.target = t;
-            }
+            self.start_decision(nodes.len());
         }
         let s = &self.settings;
         let max_planned = 4 * s.limits.max_concurrent.max(1);
@@ -518,9 +616,9 @@ mod tests {
             s.pending_types_fixed = fixed;
             let mut g = Guarded::new(s, &cfg);
             g.observe(10.0, std::slice::from_ref(&submitted));
-            assert!(!g.strands(&whole));
+            assert!(!g.decision(2).strands(&whole));
             // A 7g.40gb job (its whole GPU's memory) strands 7x1g.5gb either way: too big.
-            assert!(g.strands(&sevenths));
+            assert!(g.decision(2).strands(&sevenths));
         }
         let small = JobEvent::Submitted {
             id: 2,
@@ -540,13 +638,52 @@ mod tests {
         s.pending_types_fixed = true;
         let mut g = Guarded::new(s.clone(), &cfg);
         g.observe(20.0, std::slice::from_ref(&small));
-        assert!(g.strands(&whole), "whole GPUs lack the waiting job's 1g.5gb");
-        assert!(!g.strands(&sevenths));
+        assert!(
+            g.decision(2).strands(&whole),
+            "whole GPUs lack the waiting job's 1g.5gb"
+        );
+        assert!(!g.decision(2).strands(&sevenths));
         g.observe(30.0, std::slice::from_ref(&started));
-        assert!(!g.strands(&whole), "a started job waits for no type");
+        assert!(!g.decision(2).strands(&whole), "a started job waits for no type");
         s.pending_types_fixed = false;
         let mut g = Guarded::new(s, &cfg);
         g.observe(20.0, std::slice::from_ref(&small));
-        assert!(!g.strands(&whole), "its type follows the catalog");
+        assert!(!g.decision(2).strands(&whole), "its type follows the catalog");
+    }
+
+    /// A guard on the overloaded whole GPUs of `adaptive`'s tests, the sevenths on its
+    /// shortlist, deciding after a day.
+    fn overloaded(background: bool) -> Guarded {
+        let cfg = SimConfig::new(&A100_40GB, 2, 2);
+        let mut s = GuardedSettings::new(layouts(&cfg, "1x7g.40gb"), PolicyLimits::default());
+        s.shortlist = vec![layouts(&cfg, "7x1g.5gb")];
+        s.min_history = Duration::from_secs(86_400);
+        s.background = background;
+        Guarded::new(s, &cfg)
+    }
+
+    #[test]
+    fn a_background_decision_leaves_the_call_at_once_and_decides_as_the_call_would() {
+        use super::super::adaptive::tests::{history, nodes};
+        let at = 1.5 * 86_400.0;
+        let plan = |g: &mut Guarded| {
+            g.observe(0.0, &[]);
+            assert!(g.plan(&nodes(), &Demand::default()).is_empty(), "no history yet");
+            g.observe(at, &history(at));
+            g.plan(&nodes(), &Demand::default())
+        };
+        let mut inline = overloaded(false);
+        let decided = plan(&mut inline);
+        assert!(!decided.is_empty(), "the overload moves the nodes to the sevenths");
+        let mut background = overloaded(true);
+        assert!(
+            plan(&mut background).is_empty(),
+            "the call that starts it changes nothing"
+        );
+        assert!(background.deciding());
+        background.finish_decision();
+        assert!(!background.deciding());
+        assert_eq!(background.plan(&nodes(), &Demand::default()), decided);
+        assert_eq!(background.catalog_types(), inline.catalog_types());
     }
 }
