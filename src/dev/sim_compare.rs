@@ -119,18 +119,9 @@ pub fn spec_for(config: &Config) -> Result<PolicySpec> {
         PolicyConfig::Guarded { .. } => {
             PolicySpec::Guarded(GuardedSettings::from_config(config).context("no node group")?)
         }
-        PolicyConfig::Static => PolicySpec::Static(initial_layouts(config)),
+        PolicyConfig::Static => PolicySpec::Static(config.initial_node_layouts()),
         PolicyConfig::None | PolicyConfig::Learned { .. } => PolicySpec::None,
     })
-}
-
-/// Each configured node's `initial_layout`, in file order.
-fn initial_layouts(config: &Config) -> Vec<NodeLayout> {
-    config
-        .node_groups
-        .iter()
-        .flat_map(|g| g.nodes.iter().map(|_| g.initial_node_layout()))
-        .collect()
 }
 
 /// The `[policy] kind` of a policy config.

@@ -365,8 +365,17 @@ impl Config {
         self.node_groups.iter().find(|g| g.nodes.iter().any(|n| n == node))
     }
 
+    /// Each configured node's `initial_layout` on all of its GPUs, in file order (groups,
+    /// then their nodes): the layout a site picked, the guarded default's base.
+    pub fn initial_node_layouts(&self) -> Vec<crate::geometry::NodeLayout> {
+        self.node_groups
+            .iter()
+            .flat_map(|g| g.nodes.iter().map(|_| g.initial_node_layout()))
+            .collect()
+    }
+
     /// The example config ([`EXAMPLE_TOML`]): nodes n1 and n2, two
-    /// A100-80GB each, simulated backend, demand policy.
+    /// A100-80GB each, simulated backend, guarded policy.
     pub fn default_embedded() -> Config {
         parse_config(EXAMPLE_TOML).expect("the embedded example is valid (tested)")
     }

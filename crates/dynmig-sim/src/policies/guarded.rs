@@ -125,12 +125,7 @@ impl GuardedSettings {
             return None;
         };
         let gpus = config.node_groups.first()?.gpus as usize;
-        let base: Vec<NodeLayout> = config
-            .node_groups
-            .iter()
-            .flat_map(|g| g.nodes.iter().map(|_| g.initial_node_layout()))
-            .collect();
-        let mut s = Self::new(base, PolicyLimits::from_config(config, 1));
+        let mut s = Self::new(config.initial_node_layouts(), PolicyLimits::from_config(config, 1));
         s.node_types = node_types
             .iter()
             .map(|c| NodeLayout {
