@@ -251,15 +251,19 @@ chrooted_main() {
 
     step "2. /etc/slurm/dynmig.toml from the installed example, checked"
     # The local cluster runs every node on this machine: per-node Slurm config directories.
-    # Fast controller rounds for the test. The rest stays the installed example's (nodes
-    # n1, n2 with two A100-80GB on the simulated backend).
+    # Fast controller rounds for the test, and the demand policy: the installed default
+    # (guarded) keeps the layout the site picked for its first 14 days, and step 8 wants to see
+    # a repartition. The rest stays the installed example's (nodes n1, n2 with two A100-80GB
+    # on the simulated backend).
     sed -i -e "s|^slurm_conf_dir = .*|slurm_conf_dir = \"$DIR/nodes/{node}/etc\"|" \
+        -e 's|^kind = "guarded" .*|kind = "demand"|' \
         -e "s|^# gres_conf = .*|gres_conf = \"$DIR/nodes/{node}/etc/gres.conf\"|" \
         -e 's|^# server = .*|server = "10.199.0.1:6830"|' \
         -e 's|^interval = .*|interval = "1s"|' \
         -e 's|^min_layout_lifetime = .*|min_layout_lifetime = "5s"|' \
         -e 's|^node_conf = .*|node_conf = "CPUs=16 RealMemory=16000"|' /etc/slurm/dynmig.toml
     grep -q "^slurm_conf_dir = \"$DIR" /etc/slurm/dynmig.toml || die "editing /etc/slurm/dynmig.toml failed"
+    grep -q '^kind = "demand"$' /etc/slurm/dynmig.toml || die "setting kind = demand in /etc/slurm/dynmig.toml failed"
     dynmig config check /etc/slurm/dynmig.toml >/var/log/dynmig-test/config-check.log 2>&1 ||
         die "dynmig config check: $(cat /var/log/dynmig-test/config-check.log)"
     # Slurm's config is not in /etc/slurm here: the daemons and the Prolog/Epilog find it
