@@ -152,6 +152,9 @@ enum Cmd {
     /// Train the learned policy in the simulator (docs/learned.md): writes the model, its
     /// checkpoints and learning curve to --out (default ./learned).
     Train(Box<dynmig_learn::TrainArgs>),
+    /// Train the learned residual on the guarded default in the simulator (docs/learned.md,
+    /// "Residual"): writes the model kept to --model-out (default ./residual.json).
+    TrainResidual(Box<dynmig_learn::residual::ResidualArgs>),
     /// Trace tools.
     Trace {
         #[command(subcommand)]
@@ -578,6 +581,17 @@ fn run(cli: Cli) -> Result<()> {
                 t.plan_et,
                 t.model.with_file_name("curve.svg").display()
             );
+            Ok(())
+        }
+        Cmd::TrainResidual(args) => {
+            let t = dynmig_learn::residual::train_residual(&args, &|line| eprintln!("train-residual: {line}"))?;
+            for c in &t.checkpoints {
+                println!(
+                    "checkpoint after {} episodes: mean reward {:.4} on the checkpoint days, adjustments (follow, keep, relax) {:?}",
+                    c.episodes, c.reward, c.adjusted
+                );
+            }
+            println!("kept: {}; written to {}", t.model.trained_on, args.model_out.display());
             Ok(())
         }
         Cmd::Gpu { cmd } => dynmig::cli::gpu::gpu(cmd),

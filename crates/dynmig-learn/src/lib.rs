@@ -9,6 +9,7 @@ pub mod catalogue;
 pub mod features;
 pub mod net;
 pub mod policy;
+pub mod residual;
 pub mod shield;
 pub mod train;
 

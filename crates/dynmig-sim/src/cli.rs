@@ -208,6 +208,10 @@ pub struct SimulateArgs {
     /// binary, which links `dynmig-learn`).
     #[arg(skip)]
     pub learned: Vec<crate::policies::ExternalPolicy>,
+    /// A learned residual on the guarded default (`dynmig train-residual`, docs/learned.md
+    /// "Residual"): the `guarded-residual` row runs it, and is added to --policies.
+    #[arg(long)]
+    pub residual: Option<PathBuf>,
 }
 
 fn request_params(a: &SimulateArgs) -> Result<RequestParams> {
@@ -325,6 +329,9 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
             if !a.learned.is_empty() && !p.contains(&PolicyName::Learned) {
                 p.push(PolicyName::Learned);
             }
+            if a.residual.is_some() && !p.contains(&PolicyName::GuardedResidual) {
+                p.push(PolicyName::GuardedResidual);
+            }
             p
         },
         placements,
@@ -343,6 +350,15 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
         learned: a.learned.clone(),
         static_local_runs: a.static_local_runs,
         frozen: !a.no_frozen,
+        residual: match &a.residual {
+            None => None,
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("--residual {}", p.display()))?;
+                let model = crate::policies::residual::Residual::parse(&text)
+                    .map_err(|e| anyhow::anyhow!("--residual {}: {e}", p.display()))?;
+                Some(crate::policies::residual::ResidualUse::greedy(model))
+            }
+        },
         ..Default::default()
     })
 }

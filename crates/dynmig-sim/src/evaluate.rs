@@ -51,6 +51,10 @@ pub enum PolicyName {
     /// The fair static's layout, left only when the engine's runs on the days just past say
     /// a change pays ([`crate::policies::guarded`]).
     Guarded,
+    /// The guarded default with a learned residual adjusting its decisions
+    /// ([`EvalOptions::residual`]; not in [`ALL_POLICIES`]: it needs one;
+    /// [`crate::policies::residual`]).
+    GuardedResidual,
     /// A trained model ([`EvalOptions::learned`]; not in [`ALL_POLICIES`]: it needs one).
     Learned,
     /// Knows the future: a ceiling, not a policy a site can run (not in [`ALL_POLICIES`]:
@@ -90,6 +94,7 @@ impl PolicyName {
             PolicyName::Mpc => "mpc",
             PolicyName::Adaptive => "adaptive",
             PolicyName::Guarded => "guarded",
+            PolicyName::GuardedResidual => "guarded-residual",
             PolicyName::Learned => "learned",
             PolicyName::Clairvoyant => "clairvoyant",
         }
@@ -109,11 +114,11 @@ impl std::str::FromStr for PolicyName {
         ALL_POLICIES
             .iter()
             .copied()
-            .chain([PolicyName::Learned, PolicyName::Clairvoyant])
+            .chain([PolicyName::Learned, PolicyName::GuardedResidual, PolicyName::Clairvoyant])
             .find(|p| p.as_str() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown policy '{s}'; allowed: {}, learned (with a model), clairvoyant (knows the future)",
+                    "unknown policy '{s}'; allowed: {}, learned (with a model), guarded-residual (with a residual model), clairvoyant (knows the future)",
                     ALL_POLICIES.map(PolicyName::as_str).join(", ")
                 )
             })
@@ -159,6 +164,9 @@ pub struct EvalOptions {
     /// its mean node mix over the judged days ([`crate::policies::mix::frozen_mix`]; issue 27,
     /// item 6) [default: true].
     pub frozen: bool,
+    /// The learned residual [`PolicyName::GuardedResidual`] runs on the guarded default
+    /// (`dynmig-learn`'s `residual`); without one, that row is omitted with a warning.
+    pub residual: Option<crate::policies::residual::ResidualUse>,
 }
 
 /// The suffix of a frozen-mix row's name.
@@ -195,6 +203,7 @@ impl Default for EvalOptions {
             learned: Vec::new(),
             static_local_runs: LOCAL_SEARCH_RUNS,
             frozen: true,
+            residual: None,
         }
     }
 }
@@ -255,6 +264,8 @@ struct Searched {
     pairs: Option<Row>,
     /// The guarded default's row, started from the best static layout (fair search only).
     guarded: Option<Row>,
+    /// The same with the learned residual ([`EvalOptions::residual`]).
+    guarded_residual: Option<Row>,
     /// The static candidates this search ranked (name, layout), its local search's best
     /// included: the oracle's search ranks the fair search's too.
     candidates: Vec<(String, Vec<dynmig_core::geometry::NodeLayout>)>,
@@ -270,6 +281,7 @@ struct Asked {
     statics: bool,
     pairs: bool,
     guarded: bool,
+    guarded_residual: bool,
 }
 
 /// Candidates another search ranked, for the oracle's to rank too (a superset).
@@ -284,7 +296,9 @@ struct Extra<'a> {
 /// The search a policy's row comes from (`None`: it is not searched).
 fn searched_by(p: PolicyName) -> Option<Search> {
     match p {
-        PolicyName::Static | PolicyName::TwiceDaily | PolicyName::Guarded => Some(Search::Fair),
+        PolicyName::Static | PolicyName::TwiceDaily | PolicyName::Guarded | PolicyName::GuardedResidual => {
+            Some(Search::Fair)
+        }
         PolicyName::StaticOracle | PolicyName::TwiceDailyOracle => Some(Search::Oracle),
         _ => None,
     }
@@ -454,6 +468,7 @@ impl Bench<'_> {
         Asked {
             statics,
             guarded,
+            guarded_residual,
             pairs,
         }: Asked,
         extra: Extra<'_>,
@@ -475,6 +490,7 @@ impl Bench<'_> {
             statics: None,
             pairs: None,
             guarded: None,
+            guarded_residual: None,
             candidates: Vec::new(),
             pair_candidates: Vec::new(),
         };
@@ -482,6 +498,8 @@ impl Bench<'_> {
             out.statics = statics.then(|| (None, vec![self.nothing_to_search(static_row)]));
             out.pairs = pairs.then(|| (None, vec![self.nothing_to_search(pairs_row)]));
             out.guarded = guarded.then(|| (None, vec![self.nothing_to_search("guarded")]));
+            out.guarded_residual =
+                guarded_residual.then(|| (None, vec![self.nothing_to_search("guarded-residual")]));
             return Ok(out);
         }
         let mut cfg = self.c.clone();
@@ -514,36 +532,53 @@ impl Bench<'_> {
         out.candidates = cands;
         let local_note = format!("local search {runs} runs in {local_wall:.1} s");
         let ranked = (ranked, n);
-        if statics || guarded {
+        if statics || guarded || guarded_residual {
             let (row, chosen) = self.best_row(static_row, which, &ranked, &local_note, progress)?;
             out.statics = Some(row);
-            if guarded {
-                out.guarded = Some(match chosen {
-                    Some(PolicySpec::Static(base)) => {
-                        let detail = format!(
-                            "from the fair static ({}), {}",
-                            crate::search::describe(&base),
-                            GUARD_DETAIL
-                        );
-                        let mut settings = GuardedSettings::new(base, self.opts.limits.clone());
-                        // The node layouts of the search's three best candidates.
-                        for r in ranked.0.iter().take(3) {
-                            for layouts in spec_layouts(&r.spec) {
-                                settings.shortlist.push(layouts.to_vec());
-                                for l in layouts {
-                                    if !settings.node_types.contains(l) {
-                                        settings.node_types.push(l.clone());
-                                    }
+            let settings = match chosen {
+                Some(PolicySpec::Static(base)) => {
+                    let detail = format!(
+                        "from the fair static ({}), {}",
+                        crate::search::describe(&base),
+                        GUARD_DETAIL
+                    );
+                    let mut settings = GuardedSettings::new(base, self.opts.limits.clone());
+                    // The node layouts of the search's three best candidates.
+                    for r in ranked.0.iter().take(3) {
+                        for layouts in spec_layouts(&r.spec) {
+                            settings.shortlist.push(layouts.to_vec());
+                            for l in layouts {
+                                if !settings.node_types.contains(l) {
+                                    settings.node_types.push(l.clone());
                                 }
                             }
                         }
-                        let spec = PolicySpec::Guarded(settings);
-                        (Some(self.run(&spec, "guarded", &detail, progress)?), Vec::new())
                     }
-                    _ => (
-                        None,
-                        vec!["guarded row omitted: no fair static layout to start from".into()],
-                    ),
+                    Some((settings, detail))
+                }
+                _ => None,
+            };
+            let omitted = |name: &str| (None, vec![format!("{name} row omitted: no fair static layout to start from")]);
+            if guarded {
+                out.guarded = Some(match &settings {
+                    Some((settings, detail)) => {
+                        let spec = PolicySpec::Guarded(settings.clone());
+                        (Some(self.run(&spec, "guarded", detail, progress)?), Vec::new())
+                    }
+                    None => omitted("guarded"),
+                });
+            }
+            if guarded_residual {
+                out.guarded_residual = Some(match (&settings, &self.opts.residual) {
+                    (Some((settings, detail)), Some(r)) => {
+                        let mut settings = settings.clone();
+                        settings.residual = Some(r.clone());
+                        let detail = format!("{detail}; each decision adjusted by the learned residual ({})", r.model.trained_on);
+                        let spec = PolicySpec::Guarded(settings);
+                        (Some(self.run(&spec, "guarded-residual", &detail, progress)?), Vec::new())
+                    }
+                    (None, _) => omitted("guarded-residual"),
+                    (_, None) => (None, vec!["guarded-residual row omitted: no residual model given".into()]),
                 });
             }
         }
@@ -563,11 +598,11 @@ impl Bench<'_> {
 
     /// The fair search and the oracle's, as asked (`fair`, `oracle`: (statics, pairs)); the
     /// oracle's also ranks the fair search's static candidates, so the fair search runs
-    /// whenever the oracle's does. `fair` is (statics, pairs, guarded): the guarded default
+    /// whenever the oracle's does. `fair` is (statics, pairs, guarded, guarded-residual): the guarded default
     /// starts from the fair search's best static layout.
     fn searches(
         &self,
-        fair: (bool, bool, bool),
+        fair: (bool, bool, bool, bool),
         oracle: (bool, bool),
         progress: &dyn Fn(&str, u64),
     ) -> Vec<(Search, Result<Searched>)> {
@@ -576,6 +611,7 @@ impl Bench<'_> {
             statics: fair.0,
             pairs: fair.1,
             guarded: fair.2,
+            guarded_residual: fair.3,
         };
         let f = self.search(Search::Fair, asked, Extra::default(), oracle.1, progress);
         let extra = f.as_ref().map(|s| s.candidates.clone()).unwrap_or_default();
@@ -596,6 +632,7 @@ impl Bench<'_> {
                         statics: oracle.0,
                         pairs: oracle.1,
                         guarded: false,
+                        guarded_residual: false,
                     };
                     self.search(Search::Oracle, asked, more, false, progress)
                 }
@@ -732,9 +769,10 @@ pub fn evaluate(
         wants(PolicyName::Static),
         wants(PolicyName::TwiceDaily),
         wants(PolicyName::Guarded),
+        wants(PolicyName::GuardedResidual),
     );
     let oracle = (wants(PolicyName::StaticOracle), wants(PolicyName::TwiceDailyOracle));
-    if fair.0 || fair.1 || fair.2 || oracle.0 || oracle.1 {
+    if fair.0 || fair.1 || fair.2 || fair.3 || oracle.0 || oracle.1 {
         tasks.push(Task::Searches);
     }
     for p in [
@@ -809,6 +847,7 @@ pub fn evaluate(
                     let row = match p {
                         PolicyName::Static | PolicyName::StaticOracle => s.statics.as_ref(),
                         PolicyName::Guarded => s.guarded.as_ref(),
+                        PolicyName::GuardedResidual => s.guarded_residual.as_ref(),
                         _ => s.pairs.as_ref(),
                     };
                     let (row, w) = row.expect("a row asked for is searched");

@@ -26,22 +26,7 @@ pub fn run(a: &SimulateArgs, load: Load, m: &ModelParams, model: &'static GpuMod
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    // Every cell schedules with the what-ifs and backfill settings given (`--what-if`,
-    // `--bf-window`, `--bf-resolution`; default: Slurm's).
-    let mut sched = SimConfig::new(model, 1, 1);
-    crate::cli::scheduling(a, &mut sched)?;
-    let setup = Setup {
-        nodes: a.nodes,
-        gpus_per_node: a.gpus_per_node,
-        days: a.days,
-        load,
-        reconfig_cost_s: a.reconfig_cost,
-        policy_interval_s: a.policy_interval,
-        opts: eval_options(a)?,
-        what_if: sched.what_if,
-        bf_window_s: sched.bf_window_s,
-        bf_resolution_s: sched.bf_resolution_s,
-    };
+    let setup = setup(a, load, model)?;
     if a.matrix {
         let seeds = parse_seeds(a.seeds.as_deref().unwrap_or("1-8"))?;
         let models = a
@@ -74,8 +59,32 @@ pub fn run(a: &SimulateArgs, load: Load, m: &ModelParams, model: &'static GpuMod
     Ok(())
 }
 
+/// What every cell of `--matrix` with the arguments `a` shares (the residual's trainer,
+/// `dynmig-learn`, runs its cells with the same).
+///
+/// # Errors
+/// Bad scheduling or policy arguments.
+pub fn setup(a: &SimulateArgs, load: Load, model: &'static GpuModel) -> Result<Setup> {
+    // Every cell schedules with the what-ifs and backfill settings given (`--what-if`,
+    // `--bf-window`, `--bf-resolution`; default: Slurm's).
+    let mut sched = SimConfig::new(model, 1, 1);
+    crate::cli::scheduling(a, &mut sched)?;
+    Ok(Setup {
+        nodes: a.nodes,
+        gpus_per_node: a.gpus_per_node,
+        days: a.days,
+        load,
+        reconfig_cost_s: a.reconfig_cost,
+        policy_interval_s: a.policy_interval,
+        opts: eval_options(a)?,
+        what_if: sched.what_if,
+        bf_window_s: sched.bf_window_s,
+        bf_resolution_s: sched.bf_resolution_s,
+    })
+}
+
 /// The pods of every trace named (not the synthetic one).
-fn read_traces(traces: &[String]) -> Result<BTreeMap<String, Vec<Pod>>> {
+pub fn read_traces(traces: &[String]) -> Result<BTreeMap<String, Vec<Pod>>> {
     let mut pods = BTreeMap::new();
     for t in traces {
         if synthetic_family(t)?.is_none() && !pods.contains_key(t) {

@@ -114,6 +114,8 @@ pub struct GuardedSettings {
     /// after it ends (false; the controller sets it: on a large cluster a decision's runs of
     /// the engine take longer than a pass should).
     pub background: bool,
+    /// A learned residual that adjusts each decision ([`super::residual`]; none by default).
+    pub residual: Option<super::residual::ResidualUse>,
 }
 
 impl GuardedSettings {
@@ -154,6 +156,7 @@ impl GuardedSettings {
             max_wait: Duration::from_secs(4 * 3600),
             pending_types_fixed: false,
             background: false,
+            residual: None,
         }
     }
 }
@@ -231,6 +234,8 @@ struct Decision {
     short: Option<Workload>,
     long: Option<Workload>,
     nodes: usize,
+    /// When it is made, s (the residual's draws depend on it).
+    now_s: f64,
 }
 
 impl Guarded {
@@ -301,6 +306,7 @@ impl Guarded {
             short,
             long,
             nodes,
+            now_s: self.log.now_s,
         }
     }
 
@@ -503,12 +509,37 @@ impl Decision {
             && s.wait_p95_s <= current.wait_p95_s
             && s.bsld_mean <= current.bsld_mean
             && s.no_class_waits_longer_than(&current);
-        if !pays {
-            return None;
-        }
-        // And no worse on the recent jobs: a change must serve the mix that is now.
+        let Some(residual) = &self.settings.residual else {
+            if !pays {
+                return None;
+            }
+            // And no worse on the recent jobs: a change must serve the mix that is now.
+            let (a, b) = (self.score(&short, &c)?, self.score(&short, &self.target)?);
+            return (a.et <= b.et).then_some(c);
+        };
         let (a, b) = (self.score(&short, &c)?, self.score(&short, &self.target)?);
-        (a.et <= b.et).then_some(c)
+        let takes = pays && a.et <= b.et;
+        let worst_class = s
+            .class_wait_p95_s
+            .iter()
+            .filter_map(|(k, w)| {
+                let now = current.class_wait_p95_s.iter().find(|(o, _)| o == k)?.1;
+                Some(((w + 600.0) / (now + 600.0)).ln())
+            })
+            .fold(0.0f64, f64::max);
+        let cx = super::residual::Context {
+            long_gain: (current.et / s.et).ln(),
+            short_gain: (b.et / a.et).ln(),
+            class_wait: worst_class,
+            bsld: (s.bsld_mean.max(1e-9) / current.bsld_mean.max(1e-9)).ln(),
+            guard_takes: takes,
+            at_base: self.target == self.settings.base,
+        };
+        match residual.adjust(&cx, self.now_s) {
+            super::residual::Adjust::Follow => takes.then_some(c),
+            super::residual::Adjust::Keep => None,
+            super::residual::Adjust::Relax => (s.et < current.et && a.et <= b.et).then_some(c),
+        }
     }
 }
 

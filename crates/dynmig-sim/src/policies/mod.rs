@@ -21,6 +21,7 @@ pub mod guarded;
 pub(crate) mod joblog;
 pub mod mix;
 pub mod mpc;
+pub mod residual;
 pub mod views;
 
 use crate::cluster::Cluster;
