@@ -8,6 +8,8 @@
 //!   beside the guarded default itself on the same cell (run once per cell and kept).
 //! - **Reward**: ln(ET of the guarded default / ET with the residual) on the judged days:
 //!   above 0, the residual did better than the default it adjusts.
+//! - **Order**: the training cells are visited with a stride prime to their count (every
+//!   cell once before any twice, traces and models mixed).
 //! - **Update**: REINFORCE with a running-mean baseline, episodes in batches of `--parallel`
 //!   (run on that many threads), the gradient of the log-probability of each drawn
 //!   adjustment times the episode's advantage, averaged over its adjustments.
@@ -94,7 +96,11 @@ fn episode(
     guarded: &Mutex<HashMap<String, f64>>,
 ) -> Result<(f64, Vec<Step>)> {
     let key = format!("{} / {}", cell.group(), cell.seed);
-    let known = guarded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).copied();
+    let known = guarded
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+        .copied();
     let record = Arc::new(Mutex::new(Vec::new()));
     let mut setup = setup.clone();
     setup.opts.policies = match known {
@@ -141,6 +147,22 @@ fn run_batch(
             .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("an episode panicked"))))
             .collect()
     })
+}
+
+/// A step through `n` cells that is prime to `n` and not 1 (1 for n < 3): 37 or the next
+/// number prime to `n` above it.
+fn stride(n: usize) -> usize {
+    fn gcd(a: usize, b: usize) -> usize {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    if n < 3 {
+        return 1;
+    }
+    (37..).find(|s| gcd(*s, n) == 1).unwrap_or(1)
 }
 
 /// The REINFORCE step of `steps` with `advantage` on `model` (learning rate `lr`).
@@ -216,7 +238,13 @@ pub fn train_residual(a: &ResidualArgs, progress: &dyn Fn(&str)) -> Result<Resid
         }
     }
     let pods = dynmig_sim::matrix_cli::read_traces(&sim.matrix_traces)?;
-    let train = matrix_cells(&sim.matrix_traces, &models, &drains, &parse_seeds(&a.train_seeds)?, &params);
+    let train = matrix_cells(
+        &sim.matrix_traces,
+        &models,
+        &drains,
+        &parse_seeds(&a.train_seeds)?,
+        &params,
+    );
     let check = matrix_cells(
         &sim.matrix_traces,
         &models,
@@ -243,7 +271,9 @@ pub fn train_residual(a: &ResidualArgs, progress: &dyn Fn(&str)) -> Result<Resid
     while done < a.episodes {
         let jobs: Vec<(usize, ResidualUse)> = (0..threads.min(a.episodes - done))
             .map(|k| {
-                let i = (done + k) % train.len();
+                // A stride prime to the cell count visits every cell once before any twice, in
+                // an order that mixes traces, models and seeds.
+                let i = ((done + k) * stride(train.len())) % train.len();
                 let use_ = ResidualUse {
                     model: model.clone(),
                     explore: Some(0xD1A6 + (done + k) as u64),
@@ -262,12 +292,16 @@ pub fn train_residual(a: &ResidualArgs, progress: &dyn Fn(&str)) -> Result<Resid
         for (reward, steps) in &batch {
             update(&mut model, steps, reward - baseline, a.lr);
         }
-        baseline = if updates == 0 { mean } else { 0.9 * baseline + 0.1 * mean };
+        baseline = if updates == 0 {
+            mean
+        } else {
+            0.9 * baseline + 0.1 * mean
+        };
         curve.push(mean);
         done += n;
         updates += 1;
         progress(&format!("episodes {done}: mean reward {mean:.4}"));
-        if updates % a.checkpoint_every.max(1) == 0 || done >= a.episodes {
+        if updates.is_multiple_of(a.checkpoint_every.max(1)) || done >= a.episodes {
             let mut c = judge(&model, &check, &setup, &pods, threads, &guarded)?;
             c.episodes = done;
             progress(&format!(
@@ -296,4 +330,36 @@ pub fn train_residual(a: &ResidualArgs, progress: &dyn Fn(&str)) -> Result<Resid
         checkpoints,
         curve,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rewarded_adjustment_gets_likelier_and_a_punished_one_less_likely() {
+        let f = [1.0, 0.5, 0.2, 0.0, 0.0, 1.0, 1.0];
+        for (advantage, likelier) in [(1.0, true), (-1.0, false)] {
+            let mut m = Residual::initial();
+            let p0 = m.probs(&f);
+            let st = Step {
+                features: f,
+                action: 2,
+                probs: p0,
+            };
+            update(&mut m, &[st], advantage, 0.5);
+            let p1 = m.probs(&f);
+            assert_eq!(p1[2] > p0[2], likelier, "{p0:?} -> {p1:?}");
+        }
+    }
+
+    #[test]
+    fn the_stride_visits_every_cell_once_before_any_twice() {
+        for n in [1usize, 2, 7, 37, 56, 74] {
+            let s = stride(n);
+            let mut seen: Vec<usize> = (0..n).map(|i| (i * s) % n).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n {n}, stride {s}");
+        }
+    }
 }

@@ -498,8 +498,7 @@ impl Bench<'_> {
             out.statics = statics.then(|| (None, vec![self.nothing_to_search(static_row)]));
             out.pairs = pairs.then(|| (None, vec![self.nothing_to_search(pairs_row)]));
             out.guarded = guarded.then(|| (None, vec![self.nothing_to_search("guarded")]));
-            out.guarded_residual =
-                guarded_residual.then(|| (None, vec![self.nothing_to_search("guarded-residual")]));
+            out.guarded_residual = guarded_residual.then(|| (None, vec![self.nothing_to_search("guarded-residual")]));
             return Ok(out);
         }
         let mut cfg = self.c.clone();
@@ -558,7 +557,12 @@ impl Bench<'_> {
                 }
                 _ => None,
             };
-            let omitted = |name: &str| (None, vec![format!("{name} row omitted: no fair static layout to start from")]);
+            let omitted = |name: &str| {
+                (
+                    None,
+                    vec![format!("{name} row omitted: no fair static layout to start from")],
+                )
+            };
             if guarded {
                 out.guarded = Some(match &settings {
                     Some((settings, detail)) => {
@@ -573,12 +577,21 @@ impl Bench<'_> {
                     (Some((settings, detail)), Some(r)) => {
                         let mut settings = settings.clone();
                         settings.residual = Some(r.clone());
-                        let detail = format!("{detail}; each decision adjusted by the learned residual ({})", r.model.trained_on);
+                        let detail = format!(
+                            "{detail}; each decision adjusted by the learned residual ({})",
+                            r.model.trained_on
+                        );
                         let spec = PolicySpec::Guarded(settings);
-                        (Some(self.run(&spec, "guarded-residual", &detail, progress)?), Vec::new())
+                        (
+                            Some(self.run(&spec, "guarded-residual", &detail, progress)?),
+                            Vec::new(),
+                        )
                     }
                     (None, _) => omitted("guarded-residual"),
-                    (_, None) => (None, vec!["guarded-residual row omitted: no residual model given".into()]),
+                    (_, None) => (
+                        None,
+                        vec!["guarded-residual row omitted: no residual model given".into()],
+                    ),
                 });
             }
         }

@@ -94,3 +94,43 @@ fn each_changing_policy_gets_a_frozen_row_and_fixed_layouts_none() {
     let names: Vec<&str> = plain.rows.iter().map(|m| m.policy.as_str()).collect();
     assert_eq!(names, ["none", "static", "plan"]);
 }
+
+/// The `guarded-residual` row (issue 27, item 4) runs the guarded default with the residual
+/// given; an untrained residual follows the guard, so its row is the guard's; without a
+/// residual the row is omitted with a warning.
+#[test]
+fn the_guarded_residual_row_needs_a_model_and_an_untrained_one_is_the_guard() {
+    use dynmig_sim::policies::residual::{Residual, ResidualUse};
+    let wl = shifting();
+    let cfg = SimConfig::new(&A100_40GB, 2, 2);
+    let opts = EvalOptions {
+        policies: vec![PolicyName::Guarded, PolicyName::GuardedResidual],
+        search_days: Some((0.0, 1.0)),
+        eval_from_days: Some(1.0),
+        warn: false,
+        threads: 1,
+        frozen: false,
+        residual: Some(ResidualUse::greedy(Residual::initial())),
+        ..Default::default()
+    };
+    let e = evaluate(&wl, &cfg, &opts, &|_, _| {}).unwrap();
+    let names: Vec<&str> = e.rows.iter().map(|m| m.policy.as_str()).collect();
+    assert_eq!(names, ["guarded", "guarded-residual"]);
+    assert_eq!(e.rows[0].et, e.rows[1].et);
+    assert!(
+        e.rows[1].detail.contains("learned residual (untrained)"),
+        "{}",
+        e.rows[1].detail
+    );
+    let without = evaluate(&wl, &cfg, &EvalOptions { residual: None, ..opts }, &|_, _| {}).unwrap();
+    let names: Vec<&str> = without.rows.iter().map(|m| m.policy.as_str()).collect();
+    assert_eq!(names, ["guarded"]);
+    assert!(
+        without
+            .skipped
+            .iter()
+            .any(|w| w.contains("guarded-residual row omitted: no residual model")),
+        "{:?}",
+        without.skipped
+    );
+}

@@ -213,3 +213,33 @@ fn a_job_the_current_layout_cannot_run_takes_the_nodes_back_to_the_base() {
     let (_, o) = wl.jobs.iter().zip(&g.jobs).find(|(j, _)| j.gpus == 8).unwrap();
     assert!(o.slices > 0 && o.end_ms > o.start_ms);
 }
+
+/// The learned residual (issue 27, item 4) adjusts the guard's decisions: a model that keeps
+/// refuses the move the guard makes on [`quiet_then_small`], a model that follows makes the
+/// guard's run job for job.
+#[test]
+fn a_residual_that_keeps_refuses_the_guards_move_and_one_that_follows_changes_nothing() {
+    use dynmig_sim::policies::residual::{Residual, ResidualUse};
+    let wl = quiet_then_small();
+    let cfg = SimConfig::new(&A100_40GB, 2, 8);
+    let mut settings = GuardedSettings::new(whole(&cfg), limits());
+    settings.min_history = Duration::from_secs(2 * 86_400);
+    settings.shortlist = vec![sevenths(&cfg)];
+    settings.long_window = Duration::ZERO;
+    let (plain_et, plain) = et(&wl, &cfg, &PolicySpec::Guarded(settings.clone()));
+    assert!(plain.reconfigs >= 1, "the guard moves on its own");
+    let with = |weights: [f64; 3]| {
+        let mut m = Residual::initial();
+        for (k, w) in weights.iter().enumerate() {
+            m.weights[k][0] = *w;
+        }
+        let mut s = settings.clone();
+        s.residual = Some(ResidualUse::greedy(m));
+        et(&wl, &cfg, &PolicySpec::Guarded(s))
+    };
+    let (follow_et, follow) = with([2.0, 0.0, 0.0]);
+    assert_eq!(follow_et, plain_et);
+    assert_eq!(follow.reconfigs, plain.reconfigs);
+    let (_, keep) = with([0.0, 5.0, 0.0]);
+    assert_eq!(keep.reconfigs, 0, "keeping refuses every move");
+}

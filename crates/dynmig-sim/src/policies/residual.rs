@@ -119,7 +119,11 @@ impl Residual {
     pub fn parse(text: &str) -> Result<Self, String> {
         let r: Residual = serde_json::from_str(text).map_err(|e| format!("not a residual model: {e}"))?;
         if r.format != Self::FORMAT {
-            return Err(format!("residual model format '{}', this dynmig reads '{}'", r.format, Self::FORMAT));
+            return Err(format!(
+                "residual model format '{}', this dynmig reads '{}'",
+                r.format,
+                Self::FORMAT
+            ));
         }
         if r.weights.len() != ADJUSTS.len() || r.weights.iter().any(|w| w.len() != FEATURES) {
             return Err(format!("residual model weights are not {} x {FEATURES}", ADJUSTS.len()));
@@ -224,7 +228,10 @@ mod tests {
         let p = r.probs(&cx(0.1, true).features());
         assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
         assert!(p[0] > 0.75 && (p[1] - p[2]).abs() < 1e-12, "{p:?}");
-        assert_eq!(ResidualUse::greedy(r.clone()).adjust(&cx(0.1, true), 0.0), Adjust::Follow);
+        assert_eq!(
+            ResidualUse::greedy(r.clone()).adjust(&cx(0.1, true), 0.0),
+            Adjust::Follow
+        );
         assert_eq!(Residual::parse(&r.encode()).unwrap(), r);
         let mut bad = r.clone();
         bad.weights.pop();
@@ -244,11 +251,15 @@ mod tests {
             explore: Some(7),
             record: Some(record.clone()),
         };
-        let drawn: Vec<Adjust> = (0..60).map(|d| u.adjust(&cx(0.0, false), f64::from(d) * 86_400.0)).collect();
+        let drawn: Vec<Adjust> = (0..60)
+            .map(|d| u.adjust(&cx(0.0, false), f64::from(d) * 86_400.0))
+            .collect();
         for a in ADJUSTS {
             assert!(drawn.contains(&a), "{a:?} never drawn");
         }
-        let again: Vec<Adjust> = (0..60).map(|d| u.adjust(&cx(0.0, false), f64::from(d) * 86_400.0)).collect();
+        let again: Vec<Adjust> = (0..60)
+            .map(|d| u.adjust(&cx(0.0, false), f64::from(d) * 86_400.0))
+            .collect();
         assert_eq!(drawn, again);
         assert_eq!(record.lock().unwrap().len(), 120);
     }
