@@ -587,7 +587,7 @@ fn run(cli: Cli) -> Result<()> {
             let t = dynmig_learn::residual::train_residual(&args, &|line| eprintln!("train-residual: {line}"))?;
             for c in &t.checkpoints {
                 println!(
-                    "checkpoint after {} episodes: mean reward {:.4} on the checkpoint days, adjustments (follow, keep, relax) {:?}",
+                    "checkpoint after {} episodes: mean reward {:.4} on the checkpoint days, adjustments (follow, keep, relax, recent) {:?}",
                     c.episodes, c.reward, c.adjusted
                 );
             }

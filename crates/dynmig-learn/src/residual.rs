@@ -65,8 +65,8 @@ pub struct Checkpoint {
     pub episodes: usize,
     /// Mean reward on the checkpoint days (greedy).
     pub reward: f64,
-    /// Its adjustments there: follow, keep, relax.
-    pub adjusted: [usize; 3],
+    /// Its adjustments there: follow, keep, relax, recent.
+    pub adjusted: [usize; 4],
 }
 
 /// What a training run produced.
@@ -191,7 +191,7 @@ fn judge(
     guarded: &Mutex<HashMap<String, f64>>,
 ) -> Result<Checkpoint> {
     let mut rewards = Vec::new();
-    let mut adjusted = [0usize; 3];
+    let mut adjusted = [0usize; 4];
     for chunk in (0..cells.len()).collect::<Vec<_>>().chunks(threads.max(1)) {
         let jobs = chunk.iter().map(|&i| (i, ResidualUse::greedy(model.clone()))).collect();
         for r in run_batch(cells, setup, pods, jobs, guarded) {
@@ -344,12 +344,12 @@ mod tests {
             let p0 = m.probs(&f);
             let st = Step {
                 features: f,
-                action: 2,
+                action: 3,
                 probs: p0,
             };
             update(&mut m, &[st], advantage, 0.5);
             let p1 = m.probs(&f);
-            assert_eq!(p1[2] > p0[2], likelier, "{p0:?} -> {p1:?}");
+            assert_eq!(p1[3] > p0[3], likelier, "{p0:?} -> {p1:?}");
         }
     }
 

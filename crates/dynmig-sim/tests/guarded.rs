@@ -228,7 +228,7 @@ fn a_residual_that_keeps_refuses_the_guards_move_and_one_that_follows_changes_no
     settings.long_window = Duration::ZERO;
     let (plain_et, plain) = et(&wl, &cfg, &PolicySpec::Guarded(settings.clone()));
     assert!(plain.reconfigs >= 1, "the guard moves on its own");
-    let with = |weights: [f64; 3]| {
+    let with = |weights: [f64; 4]| {
         let mut m = Residual::initial();
         for (k, w) in weights.iter().enumerate() {
             m.weights[k][0] = *w;
@@ -237,9 +237,9 @@ fn a_residual_that_keeps_refuses_the_guards_move_and_one_that_follows_changes_no
         s.residual = Some(ResidualUse::greedy(m));
         et(&wl, &cfg, &PolicySpec::Guarded(s))
     };
-    let (follow_et, follow) = with([2.0, 0.0, 0.0]);
+    let (follow_et, follow) = with([2.0, 0.0, 0.0, 0.0]);
     assert_eq!(follow_et, plain_et);
     assert_eq!(follow.reconfigs, plain.reconfigs);
-    let (_, keep) = with([0.0, 5.0, 0.0]);
+    let (_, keep) = with([0.0, 5.0, 0.0, 0.0]);
     assert_eq!(keep.reconfigs, 0, "keeping refuses every move");
 }

@@ -497,6 +497,7 @@ impl Decision {
             .filter_map(|c| self.score(&short, &c).map(|s| (s.et, c)))
             .collect();
         recent.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let top_recent = recent.first().cloned();
         let mut best: Option<(Score, Vec<NodeLayout>)> = None;
         for (_, c) in recent.into_iter().take(self.settings.recheck) {
             let Some(s) = self.score(&long, &c) else { continue };
@@ -539,6 +540,9 @@ impl Decision {
             super::residual::Adjust::Follow => takes.then_some(c),
             super::residual::Adjust::Keep => None,
             super::residual::Adjust::Relax => (s.et < current.et && a.et <= b.et).then_some(c),
+            super::residual::Adjust::Recent => {
+                top_recent.and_then(|(et, l)| (et < (1.0 - self.settings.margin) * b.et).then_some(l))
+            }
         }
     }
 }

@@ -7,10 +7,11 @@
 //!   of the worst job class's wait p95 and of mean bounded slowdown, whether the guard's own
 //!   rule takes the candidate, and whether the nodes follow the base.
 //! - **What it does** ([`Adjust`]): follow the guard; keep the current layout (refuse a change
-//!   the guard would make); or relax (take the candidate when it is better in ET on both
-//!   windows, without the margin and the class check). The rules that keep jobs from being
+//!   the guard would make); relax (take the candidate when it is better in ET on both
+//!   windows, without the margin and the class check); or recent (take the best candidate of
+//!   the recent window when it is better there by the margin, whatever the 14 days say). The rules that keep jobs from being
 //!   stranded and the way back to the base are the guard's and are never adjusted.
-//! - **Model**: a linear softmax over the three adjustments ([`Residual`]), 3 x
+//! - **Model**: a linear softmax over the four adjustments ([`Residual`]), 4 x
 //!   [`FEATURES`] weights, evaluated in plain Rust; trained by `dynmig-learn`'s
 //!   `residual` module (REINFORCE against the guard's own run).
 
@@ -32,10 +33,13 @@ pub enum Adjust {
     Keep,
     /// The candidate if its ET is lower than the current layout's on both windows.
     Relax,
+    /// The best candidate on the recent window alone, if its ET there is lower by the
+    /// guard's margin (the first build's rule: quick to follow a shift, blind to the 14 days).
+    Recent,
 }
 
 /// The adjustments, in the model's output order.
-pub const ADJUSTS: [Adjust; 3] = [Adjust::Follow, Adjust::Keep, Adjust::Relax];
+pub const ADJUSTS: [Adjust; 4] = [Adjust::Follow, Adjust::Keep, Adjust::Relax, Adjust::Recent];
 
 /// What one decision looked like to the residual (module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,8 +90,8 @@ impl Residual {
     /// The file format this code reads and writes.
     pub const FORMAT: &'static str = "dynmig-residual/v1";
 
-    /// The untrained model: follows the guard with probability about 0.78 (a bias of 2 on
-    /// follow), the other two adjustments alike.
+    /// The untrained model: follows the guard with probability about 0.71 (a bias of 2 on
+    /// follow), the other three adjustments alike.
     pub fn initial() -> Self {
         let mut weights = vec![vec![0.0; FEATURES]; ADJUSTS.len()];
         weights[0][0] = 2.0;
@@ -99,7 +103,7 @@ impl Residual {
     }
 
     /// The probability of each adjustment for `features`.
-    pub fn probs(&self, features: &[f64; FEATURES]) -> [f64; 3] {
+    pub fn probs(&self, features: &[f64; FEATURES]) -> [f64; 4] {
         let logits: Vec<f64> = self
             .weights
             .iter()
@@ -108,7 +112,7 @@ impl Residual {
         let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
         let z: f64 = e.iter().sum();
-        [e[0] / z, e[1] / z, e[2] / z]
+        [e[0] / z, e[1] / z, e[2] / z, e[3] / z]
     }
 
     /// Reads a model file.
@@ -146,7 +150,7 @@ pub struct Step {
     /// The index in [`ADJUSTS`] chosen.
     pub action: usize,
     /// The probabilities it was drawn from.
-    pub probs: [f64; 3],
+    pub probs: [f64; 4],
 }
 
 /// How a run uses the residual: greedily (the most likely adjustment) or drawing adjustments
@@ -183,17 +187,17 @@ impl ResidualUse {
         let f = cx.features();
         let p = self.model.probs(&f);
         let action = match self.explore {
-            None => (0..3).max_by(|a, b| p[*a].total_cmp(&p[*b])).unwrap_or(0),
+            None => (0..p.len()).max_by(|a, b| p[*a].total_cmp(&p[*b])).unwrap_or(0),
             Some(seed) => {
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (now_s as u64).wrapping_mul(0x9E37_79B9));
                 let u: f64 = rng.gen();
-                if u < p[0] {
-                    0
-                } else if u < p[0] + p[1] {
-                    1
-                } else {
-                    2
-                }
+                let mut acc = 0.0;
+                p.iter()
+                    .position(|q| {
+                        acc += q;
+                        u < acc
+                    })
+                    .unwrap_or(p.len() - 1)
             }
         };
         if let Some(r) = &self.record {
@@ -227,7 +231,10 @@ mod tests {
         let r = Residual::initial();
         let p = r.probs(&cx(0.1, true).features());
         assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
-        assert!(p[0] > 0.75 && (p[1] - p[2]).abs() < 1e-12, "{p:?}");
+        assert!(
+            p[0] > 0.7 && (p[1] - p[2]).abs() < 1e-12 && (p[2] - p[3]).abs() < 1e-12,
+            "{p:?}"
+        );
         assert_eq!(
             ResidualUse::greedy(r.clone()).adjust(&cx(0.1, true), 0.0),
             Adjust::Follow
@@ -235,7 +242,7 @@ mod tests {
         assert_eq!(Residual::parse(&r.encode()).unwrap(), r);
         let mut bad = r.clone();
         bad.weights.pop();
-        assert!(Residual::parse(&bad.encode()).unwrap_err().contains("not 3 x 7"));
+        assert!(Residual::parse(&bad.encode()).unwrap_err().contains("not 4 x 7"));
         bad = r;
         bad.format = "x".into();
         assert!(Residual::parse(&bad.encode()).unwrap_err().contains("format 'x'"));
@@ -251,16 +258,16 @@ mod tests {
             explore: Some(7),
             record: Some(record.clone()),
         };
-        let drawn: Vec<Adjust> = (0..60)
+        let drawn: Vec<Adjust> = (0..80)
             .map(|d| u.adjust(&cx(0.0, false), f64::from(d) * 86_400.0))
             .collect();
         for a in ADJUSTS {
             assert!(drawn.contains(&a), "{a:?} never drawn");
         }
-        let again: Vec<Adjust> = (0..60)
+        let again: Vec<Adjust> = (0..80)
             .map(|d| u.adjust(&cx(0.0, false), f64::from(d) * 86_400.0))
             .collect();
         assert_eq!(drawn, again);
-        assert_eq!(record.lock().unwrap().len(), 120);
+        assert_eq!(record.lock().unwrap().len(), 160);
     }
 }
