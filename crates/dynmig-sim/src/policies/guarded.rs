@@ -37,6 +37,8 @@
 //!   first multi-GPU job, and the guard, unable to score its own layout, never decided again).
 //! - **Way back.** `base` needs no margin: when it is at least as good as the current layout
 //!   on the long window, the nodes go back to it.
+//! - **Residual.** With [`GuardedSettings::residual`] a learned model adjusts each decision
+//!   once the safety rules above have spoken ([`super::residual`]; none by default).
 //! - **Where it runs.** In the call that is due, or on a thread of its own under
 //!   `background` (the controller's), the nodes following the result from the first call
 //!   after it ends; the simulator's figures are of the first (the same decisions, a pass
