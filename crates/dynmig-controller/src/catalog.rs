@@ -15,10 +15,10 @@
 
 use dynmig_core::geometry::GpuModel;
 use dynmig_core::gres::TresList;
+use dynmig_core::hints::smallest_fitting_where;
 use dynmig_core::protocol::catalog::Catalog;
 use dynmig_core::protocol::decision::{ChangeCause, DecisionRecord};
 use dynmig_core::protocol::event::{Event, EventKind};
-use dynmig_core::size::MIB;
 use dynmig_core::types::EstimateSource;
 use dynmig_host::fs::LineLog;
 use dynmig_slurm::{JobInfo, JobState, SlurmApi, SlurmError};
@@ -69,7 +69,11 @@ pub fn write_catalog(path: &Path, catalog: &Catalog) -> std::io::Result<bool> {
 
 /// The type job `j` should ask for under `catalog` on `model`, if it should move (module
 /// docs), with its decision record.
-pub fn retype_target(j: &JobInfo, model: &GpuModel, catalog: &Catalog) -> Option<(&'static str, DecisionRecord)> {
+pub fn retype_target(
+    j: &JobInfo,
+    model: &'static GpuModel,
+    catalog: &Catalog,
+) -> Option<(&'static str, DecisionRecord)> {
     if j.state != JobState::Pending {
         return None;
     }
@@ -84,12 +88,8 @@ pub fn retype_target(j: &JobInfo, model: &GpuModel, catalog: &Catalog) -> Option
         return None;
     }
     let now = model.profile(&record.profile)?;
-    let to = model
-        .schedulable_profiles()
-        .into_iter()
-        .filter(|p| dynmig_core::hints::auto_selectable(p) || p.name == now.name)
-        .filter(|p| p.memory_mib * MIB >= record.mem_bytes && catalog.allows(model, p.name))
-        .min_by_key(|p| (p.memory_mib, p.compute_slices))?;
+    // The choice job_submit makes for a new job under this catalog.
+    let (_, to) = smallest_fitting_where(&[model], record.mem_bytes, |m, p| catalog.allows(m, p.name))?;
     (to.name != now.name).then_some((to.name, record))
 }
 
@@ -101,7 +101,7 @@ pub fn retype_target(j: &JobInfo, model: &GpuModel, catalog: &Catalog) -> Option
 pub fn follow(
     slurm: &dyn SlurmApi,
     jobs: &[JobInfo],
-    model: &GpuModel,
+    model: &'static GpuModel,
     catalog: &Catalog,
     events: &LineLog,
     now: i64,

@@ -640,10 +640,20 @@ pub fn smallest_fitting(
     models: &[&'static GpuModel],
     mem_bytes: u64,
 ) -> Option<(&'static GpuModel, &'static ProfileSpec)> {
+    smallest_fitting_where(models, mem_bytes, |_, _| true)
+}
+
+/// [`smallest_fitting`] among the profiles `allowed` says yes to (the guarded default's
+/// catalog, [`crate::protocol::catalog::Catalog::allows`]).
+pub fn smallest_fitting_where(
+    models: &[&'static GpuModel],
+    mem_bytes: u64,
+    allowed: impl Fn(&GpuModel, &ProfileSpec) -> bool,
+) -> Option<(&'static GpuModel, &'static ProfileSpec)> {
     models
         .iter()
         .flat_map(|m| m.schedulable_profiles().into_iter().map(move |p| (*m, p)))
-        .filter(|(_, p)| auto_selectable(p) && p.memory_mib * MIB >= mem_bytes)
+        .filter(|(m, p)| auto_selectable(p) && p.memory_mib * MIB >= mem_bytes && allowed(m, p))
         .min_by_key(|(_, p)| (p.memory_mib, p.compute_slices))
 }
 

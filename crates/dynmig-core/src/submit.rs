@@ -41,8 +41,8 @@ use crate::estimate::{describe_breakdown, estimate, EstimateContext};
 use crate::geometry::{GpuModel, ProfileSpec};
 use crate::gres::{GresEntry, GresError, GresPrefix, TresList};
 use crate::hints::{
-    hints_from_spank_env_for, is_profile_name, profile_names, shorten, smallest_fitting, HintError, Hints, MAX_QUOTED,
-    MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE,
+    hints_from_spank_env_for, is_profile_name, profile_names, shorten, smallest_fitting, smallest_fitting_where,
+    HintError, Hints, MAX_QUOTED, MIG_MEM, MIG_MODEL_PARAMS, MIG_PROFILE,
 };
 use crate::protocol::catalog::Catalog;
 use crate::size::{format_size, MIB};
@@ -508,7 +508,9 @@ fn single_gpu(hints: &Hints, policy: &SubmitPolicy, cx: &EstimateContext) -> Res
             })
         }
     };
-    let (_, spec) = smallest_in_catalog(policy, mem)
+    // Within the controller's catalog when one of its types holds the job; else the smallest
+    // of all (the job then waits for a layout that has it).
+    let (_, spec) = smallest_fitting_where(&policy.models, mem, |m, p| policy.catalog.allows(m, p.name))
         .or_else(|| smallest_fitting(&policy.models, mem))
         .ok_or_else(|| too_large(mem, policy))?;
     Ok(Decision {
@@ -517,21 +519,6 @@ fn single_gpu(hints: &Hints, policy: &SubmitPolicy, cx: &EstimateContext) -> Res
         memory_bytes: mem,
         source,
     })
-}
-
-/// The smallest profile, by memory then compute slices, that holds `mem` bytes among those
-/// the catalog allows (rule 4's choice within [`SubmitPolicy::catalog`]); `None` when no
-/// allowed profile holds it (the job then gets the smallest of all, and waits for a layout
-/// that has it).
-fn smallest_in_catalog(policy: &SubmitPolicy, mem: u64) -> Option<(&'static GpuModel, &'static ProfileSpec)> {
-    policy
-        .models
-        .iter()
-        .flat_map(|m| m.schedulable_profiles().into_iter().map(move |p| (*m, p)))
-        .filter(|(m, p)| {
-            crate::hints::auto_selectable(p) && p.memory_mib * MIB >= mem && policy.catalog.allows(m, p.name)
-        })
-        .min_by_key(|(_, p)| (p.memory_mib, p.compute_slices))
 }
 
 /// Rule 6: more than one GPU.

@@ -23,7 +23,7 @@ use anyhow::{bail, Context as _, Result};
 use dynmig_sim::cli::SimulateArgs;
 use dynmig_sim::evaluate::PolicyName;
 use dynmig_sim::matrix::{matrix_cells, parse_seeds, run_cell, Cell, Setup};
-use dynmig_sim::policies::residual::{Residual, ResidualUse, Step, FEATURES};
+use dynmig_sim::policies::residual::{Residual, ResidualUse, Step, FEATURES, N_ADJUSTS};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -66,7 +66,7 @@ pub struct Checkpoint {
     /// Mean reward on the checkpoint days (greedy).
     pub reward: f64,
     /// Its adjustments there: follow, keep, relax, recent.
-    pub adjusted: [usize; 4],
+    pub adjusted: [usize; N_ADJUSTS],
 }
 
 /// What a training run produced.
@@ -191,7 +191,7 @@ fn judge(
     guarded: &Mutex<HashMap<String, f64>>,
 ) -> Result<Checkpoint> {
     let mut rewards = Vec::new();
-    let mut adjusted = [0usize; 4];
+    let mut adjusted = [0usize; N_ADJUSTS];
     for chunk in (0..cells.len()).collect::<Vec<_>>().chunks(threads.max(1)) {
         let jobs = chunk.iter().map(|&i| (i, ResidualUse::greedy(model.clone()))).collect();
         for r in run_batch(cells, setup, pods, jobs, guarded) {

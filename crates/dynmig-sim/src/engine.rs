@@ -1072,7 +1072,7 @@ impl<'a> Sim<'a> {
             self.repartition(node, &r.target)?;
         }
         if let Driver::Guarded(g) = driver {
-            let types = g.catalog_types();
+            let types = g.catalog().unwrap_or_default();
             let on: Vec<bool> = self.c.profiles.iter().map(|p| types.contains(p.name)).collect();
             self.set_catalog(on);
         }

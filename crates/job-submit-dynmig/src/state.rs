@@ -119,7 +119,7 @@ pub fn load(env_path: Option<&OsStr>, default_path: &Path) -> Result<Ready, Stri
     };
     let mut seen = None;
     ready.snapshot = read_snapshot(&ready.snapshot_path, &mut seen).map(Arc::new);
-    if let Some(c) = read_catalog(&ready.catalog_path, &mut CatalogSeen::default()) {
+    if let Some(c) = read_catalog(&ready.catalog_path, &mut None) {
         ready.policy.catalog = c;
     }
     Ok(ready)
@@ -159,7 +159,7 @@ pub fn start_refresher() -> Result<(), String> {
         .spawn(move || {
             let mut seen = None;
             // The first look re-reads what load read; an unchanged catalog is not installed again.
-            let mut catalog_seen = CatalogSeen::default();
+            let mut catalog_seen = None;
             loop {
                 refresh_once(&path, &mut seen);
                 refresh_catalog_once(&catalog_path, &mut catalog_seen);
@@ -216,20 +216,16 @@ pub fn refresh_once(path: &Path, seen: &mut Option<SystemTime>) {
     *slot = Some(Arc::new(State::Ready(next)));
 }
 
-/// The catalog file's state when last read: `Some(None)` missing, `Some(Some(t))` modified
-/// at `t`; `None` never looked at.
-#[derive(Debug, Default)]
-pub struct CatalogSeen(Option<Option<SystemTime>>);
-
-/// The catalog at `path` if it changed since `seen`: `Some(catalog)` (a missing, too large or
-/// bad file gives the empty catalog, every profile: a bad file never strands a job), `None`
-/// when unchanged.
-fn read_catalog(path: &Path, seen: &mut CatalogSeen) -> Option<Catalog> {
+/// The catalog at `path` if its modification time is not `seen` (`None`: missing, or never
+/// read, when every profile is offered anyway): `Some(catalog)` (a missing, too large or bad
+/// file gives the empty catalog, every profile: a bad file never strands a job), `None` when
+/// unchanged.
+fn read_catalog(path: &Path, seen: &mut Option<SystemTime>) -> Option<Catalog> {
     let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    if seen.0 == Some(mtime) {
+    if *seen == mtime {
         return None;
     }
-    seen.0 = Some(mtime);
+    *seen = mtime;
     let text = dynmig_host::fs::read_text_bounded(path, MAX_CATALOG_BYTES)
         .ok()
         .flatten();
@@ -238,7 +234,7 @@ fn read_catalog(path: &Path, seen: &mut CatalogSeen) -> Option<Catalog> {
 
 /// One catalog pass of the refresher: a changed catalog at `path` replaces the installed
 /// state by a copy with the new catalog, unless `init`/`fini` replaced the state meanwhile.
-pub fn refresh_catalog_once(path: &Path, seen: &mut CatalogSeen) {
+pub fn refresh_catalog_once(path: &Path, seen: &mut Option<SystemTime>) {
     let Some(catalog) = read_catalog(path, seen) else {
         return;
     };

@@ -388,11 +388,6 @@ impl Guarded {
             .collect();
         (!jobs.is_empty()).then(|| Workload::new(jobs, "envelope".into()))
     }
-
-    /// The GRES types jobs ask for now: those of the layout the nodes follow.
-    pub fn catalog_types(&self) -> BTreeSet<&'static str> {
-        present(&self.target)
-    }
 }
 
 impl Decision {
@@ -584,8 +579,9 @@ impl Policy for Guarded {
         true
     }
 
+    /// The GRES types jobs ask for now: those of the layout the nodes follow.
     fn catalog(&self) -> Option<BTreeSet<&'static str>> {
-        Some(self.catalog_types())
+        Some(present(&self.target))
     }
 
     fn observe(&mut self, now_s: f64, events: &[JobEvent]) {
@@ -716,6 +712,6 @@ mod tests {
         background.finish_decision();
         assert!(!background.deciding());
         assert_eq!(background.plan(&nodes(), &Demand::default()), decided);
-        assert_eq!(background.catalog_types(), inline.catalog_types());
+        assert_eq!(background.catalog(), inline.catalog());
     }
 }

@@ -38,8 +38,11 @@ pub enum Adjust {
     Recent,
 }
 
+/// How many adjustments there are: the model's outputs.
+pub const N_ADJUSTS: usize = 4;
+
 /// The adjustments, in the model's output order.
-pub const ADJUSTS: [Adjust; 4] = [Adjust::Follow, Adjust::Keep, Adjust::Relax, Adjust::Recent];
+pub const ADJUSTS: [Adjust; N_ADJUSTS] = [Adjust::Follow, Adjust::Keep, Adjust::Relax, Adjust::Recent];
 
 /// What one decision looked like to the residual (module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,16 +106,17 @@ impl Residual {
     }
 
     /// The probability of each adjustment for `features`.
-    pub fn probs(&self, features: &[f64; FEATURES]) -> [f64; 4] {
-        let logits: Vec<f64> = self
-            .weights
-            .iter()
-            .map(|w| w.iter().zip(features).map(|(a, b)| a * b).sum())
-            .collect();
-        let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let e: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
-        let z: f64 = e.iter().sum();
-        [e[0] / z, e[1] / z, e[2] / z, e[3] / z]
+    pub fn probs(&self, features: &[f64; FEATURES]) -> [f64; N_ADJUSTS] {
+        let mut p = [0.0; N_ADJUSTS];
+        for (q, w) in p.iter_mut().zip(&self.weights) {
+            *q = w.iter().zip(features).map(|(a, b)| a * b).sum();
+        }
+        let m = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        for q in &mut p {
+            *q = (*q - m).exp();
+        }
+        let z: f64 = p.iter().sum();
+        p.map(|q| q / z)
     }
 
     /// Reads a model file.
@@ -150,7 +154,7 @@ pub struct Step {
     /// The index in [`ADJUSTS`] chosen.
     pub action: usize,
     /// The probabilities it was drawn from.
-    pub probs: [f64; 4],
+    pub probs: [f64; N_ADJUSTS],
 }
 
 /// How a run uses the residual: greedily (the most likely adjustment) or drawing adjustments
