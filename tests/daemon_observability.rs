@@ -172,11 +172,13 @@ fn served() -> std::collections::BTreeMap<String, String> {
             allow_mig_mode_change: false,
             sim_state_file: d.path().join("sim.json"),
             sim_device_dir: d.path().join("dev"),
+            nvml: Default::default(),
         },
     )
     .unwrap();
     let layout = NodeLayout::parse(&A100_80GB, 1, "7x1g.10gb").unwrap();
-    dynmig_gpu::apply_transition(backend.as_mut(), &A100_80GB, &layout).unwrap();
+    let mut owned = dynmig_gpu::Ownership::in_memory_owning(&backend.gpus().unwrap());
+    dynmig_gpu::apply_transition(backend.as_mut(), &A100_80GB, &layout, &mut owned).unwrap();
     let sample = dynmig_gpu::energy::sample_node(backend.as_ref(), d.path(), 10.0).unwrap();
     let agent = dynmig_node::metrics::AgentMetrics::new("n1");
     agent.sampled(&sample, &[(7, 1.0)].into_iter().collect());

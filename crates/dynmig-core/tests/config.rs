@@ -563,3 +563,35 @@ fn the_guarded_default_reads_its_node_types_and_they_belong_to_it() {
     let e = bad(&t, "policy.node_types", line_of(&t, "node_types ="));
     assert!(e.contains("applies only to kind = \"guarded\""), "{e}");
 }
+
+#[test]
+fn nvml_access_keys_are_read_per_node_and_refused_where_they_cannot_apply() {
+    let keys = "allow_mig_mode_change = false\nnvml_library = \"/opt/standin/{node}/libnvidia-ml.so.1\"\nnvml_device_root = \"/opt/standin/{node}\"\nnvml_timeout = \"5s\"";
+    let t = example_with("allow_mig_mode_change = false", keys);
+    // With the simulated backend each key is an error naming it.
+    let e = bad(&t, "node_group.nvml_library", line_of(&t, "nvml_library"));
+    assert!(e.contains("only to backend = \"nvml\""), "{e}");
+    let nvml = t.replace("backend = \"simulated\"", "backend = \"nvml\"");
+    let c = parse_config(&nvml).unwrap();
+    let a = c.node_groups[0].nvml.for_node("n2");
+    assert_eq!(
+        a.library.as_deref(),
+        Some(std::path::Path::new("/opt/standin/n2/libnvidia-ml.so.1"))
+    );
+    assert_eq!(a.device_root, std::path::PathBuf::from("/opt/standin/n2"));
+    assert_eq!(a.timeout, std::time::Duration::from_secs(5));
+    // Left out: the system's library, files under /, 30 s.
+    let plain = parse_config(&demand_example().replace("backend = \"simulated\"", "backend = \"nvml\"")).unwrap();
+    assert_eq!(plain.node_groups[0].nvml, dynmig_core::config::NvmlAccess::default());
+    assert_eq!(plain.node_groups[0].nvml.device_root, std::path::PathBuf::from("/"));
+    // Below the floor, relative paths.
+    let short = nvml.replace("nvml_timeout = \"5s\"", "nvml_timeout = \"1ns\"");
+    let e = bad(&short, "node_group.nvml_timeout", line_of(&short, "nvml_timeout"));
+    assert!(e.contains("allowed: 1s to 10m"), "{e}");
+    let rel = nvml.replace(
+        "nvml_device_root = \"/opt/standin/{node}\"",
+        "nvml_device_root = \"standin\"",
+    );
+    let e = bad(&rel, "node_group.nvml_device_root", line_of(&rel, "nvml_device_root"));
+    assert!(e.contains("relative"), "{e}");
+}

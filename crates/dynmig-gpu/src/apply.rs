@@ -4,8 +4,11 @@
 //! 1. read it; if MIG is off, turn it on, but only when the backend allows mode changes
 //!    ([`GpuBackend::allows_mig_mode_change`]);
 //! 2. plan with [`plan_transition`]: only what must change changes, busy instances stay
-//!    where they are (a plan that would have to move one is refused);
-//! 3. destroy, then create at the planned placements;
+//!    where they are (a plan that would have to move one is refused), and so do instances
+//!    dynmig did not create ([`Ownership`]: a plan that needs one gone is refused with
+//!    [`ApplyError::Foreign`]);
+//! 3. destroy, then create at the planned placements, each create written down in the
+//!    [`Ownership`] record before it is made and confirmed after;
 //! 4. read the GPU back and check that it holds the target.
 //!
 //! A GPU that fails after some operations succeeded (halfway) is put back to the layout it
@@ -16,7 +19,7 @@
 //! done, and a node whose second GPU failed kept a first GPU that gres.conf and Slurm did not
 //! describe: found by tests/cluster/faults.rs with a failed read of GPU 1.)
 
-use crate::{BackendError, GpuBackend, GpuState};
+use crate::{BackendError, GpuBackend, GpuState, Ownership};
 use dynmig_core::geometry::{plan_transition, GpuModel, NodeLayout, ProfileCounts, TransitionError};
 
 /// Why [`apply_transition`] stopped. The `Display` text is meant for a drain reason and a
@@ -72,6 +75,26 @@ pub enum ApplyError {
         /// Why.
         #[source]
         source: TransitionError,
+    },
+    /// The target needs an instance gone that dynmig did not create; dynmig never destroys
+    /// those ([`Ownership`]).
+    #[error("GPU {gpu}: cannot reach {want}: {foreign} not created by dynmig (not in its instance record); dynmig never destroys such instances: remove them (`nvidia-smi mig -dci` and `-dgi`) or fit the target around them")]
+    Foreign {
+        /// GPU index.
+        gpu: u32,
+        /// The GPU's target layout.
+        want: String,
+        /// The instances in the way, e.g. `1g.10gb@0 (MIG-...)`.
+        foreign: String,
+    },
+    /// The instance record could not be read or written.
+    #[error("GPU {gpu}: instance record: {source}")]
+    Record {
+        /// GPU index.
+        gpu: u32,
+        /// The error.
+        #[source]
+        source: BackendError,
     },
     /// A destroy or create failed.
     #[error("GPU {gpu}: {op} {what}: {source}")]
@@ -151,13 +174,20 @@ pub enum ApplyError {
 /// backend's, or a GPU is not a `model`), a GPU cannot be read, MIG is off and may not be
 /// turned on, a plan cannot keep a busy instance, an operation failed (the GPU is then rolled
 /// back: [`ApplyError::RolledBack`], or [`ApplyError::RollbackFailed`] saying what it holds),
-/// or the result differs from the target.
+/// or the result differs from the target; [`ApplyError::Foreign`] when the target needs an
+/// instance gone that `owned` does not name; [`ApplyError::Record`] when `owned` cannot be
+/// saved.
 pub fn apply_transition(
     backend: &mut dyn GpuBackend,
     model: &'static GpuModel,
     target: &NodeLayout,
+    owned: &mut Ownership,
 ) -> Result<usize, ApplyError> {
-    let count = backend.gpus().map_err(|source| ApplyError::ReadAll { source })?.len();
+    let all = backend.gpus().map_err(|source| ApplyError::ReadAll { source })?;
+    let count = all.len();
+    owned
+        .forget_gone(&all)
+        .map_err(|source| ApplyError::Record { gpu: 0, source })?;
     if count != target.gpus.len() {
         return Err(ApplyError::Target {
             target: target.to_string(),
@@ -169,7 +199,7 @@ pub fn apply_transition(
     let mut changed: Vec<(u32, ProfileCounts)> = Vec::new();
     for (index, want) in target.gpus.iter().enumerate() {
         let index = index as u32;
-        match apply_gpu(backend, model, target, index, want) {
+        match apply_gpu(backend, model, target, index, want, owned) {
             Ok((0, _)) => {}
             Ok((done, original)) => {
                 ops += done;
@@ -177,7 +207,7 @@ pub fn apply_transition(
             }
             Err(mut e) => {
                 for (gpu, original) in changed.iter().rev() {
-                    e = roll_back(backend, model, *gpu, original, e);
+                    e = roll_back(backend, model, *gpu, original, e, owned);
                 }
                 return Err(e);
             }
@@ -194,6 +224,7 @@ fn apply_gpu(
     target: &NodeLayout,
     index: u32,
     want: &ProfileCounts,
+    owned: &mut Ownership,
 ) -> Result<(usize, ProfileCounts), ApplyError> {
     let mut ops = 0;
     let mut gpu = read(backend, index)?;
@@ -215,11 +246,11 @@ fn apply_gpu(
     }
     let original = gpu.layout();
     let mut done = 0;
-    if let Err(e) = change_gpu(backend, model, &gpu, want, &mut done) {
+    if let Err(e) = change_gpu(backend, model, &gpu, want, &mut done, owned) {
         if done == 0 {
             return Err(e);
         }
-        return Err(roll_back(backend, model, index, &original, e));
+        return Err(roll_back(backend, model, index, &original, e, owned));
     }
     ops += done;
     Ok((ops, original))
@@ -236,6 +267,7 @@ fn roll_back(
     index: u32,
     original: &ProfileCounts,
     cause: ApplyError,
+    owned: &mut Ownership,
 ) -> ApplyError {
     let cause = Box::new(cause);
     let now = match backend.gpu(index) {
@@ -249,7 +281,7 @@ fn roll_back(
         }
     };
     let mut undo = 0;
-    match change_gpu(backend, model, &now, original, &mut undo) {
+    match change_gpu(backend, model, &now, original, &mut undo, owned) {
         Ok(()) => ApplyError::RolledBack {
             gpu: index,
             original: original.to_string(),
@@ -276,14 +308,44 @@ fn change_gpu(
     gpu: &GpuState,
     want: &ProfileCounts,
     done: &mut usize,
+    owned: &mut Ownership,
 ) -> Result<(), ApplyError> {
     let index = gpu.index;
-    let current: Vec<_> = gpu.instances.iter().map(|i| (i.placed, i.busy)).collect();
-    let plan = plan_transition(model, &current, want).map_err(|source| ApplyError::Plan {
-        gpu: index,
-        want: want.to_string(),
-        source,
+    // Instances dynmig did not create stay, as busy ones do.
+    let current: Vec<_> = gpu
+        .instances
+        .iter()
+        .map(|i| (i.placed, i.busy || !owned.owns(index, i)))
+        .collect();
+    let plan = plan_transition(model, &current, want).map_err(|source| {
+        let foreign: Vec<String> = gpu
+            .instances
+            .iter()
+            .filter(|i| !i.busy && !owned.owns(index, i))
+            .map(|i| {
+                format!(
+                    "{} ({})",
+                    i.placed,
+                    if i.uuid.is_empty() { "no MIG device" } else { &i.uuid }
+                )
+            })
+            .collect();
+        let target_invalid = matches!(source, TransitionError::TargetInvalid(_));
+        if foreign.is_empty() || target_invalid {
+            ApplyError::Plan {
+                gpu: index,
+                want: want.to_string(),
+                source,
+            }
+        } else {
+            ApplyError::Foreign {
+                gpu: index,
+                want: want.to_string(),
+                foreign: foreign.join(", "),
+            }
+        }
     })?;
+    let record = |source| ApplyError::Record { gpu: index, source };
     for d in &plan.destroy {
         let inst = gpu
             .instances
@@ -302,16 +364,18 @@ fn change_gpu(
                 source,
             })?;
         *done += 1;
+        owned.destroyed(index, inst).map_err(record)?;
     }
     for c in &plan.create {
-        backend
-            .create_instance(index, *c)
-            .map_err(|source| ApplyError::Operation {
-                gpu: index,
-                op: "create",
-                what: c.to_string(),
-                source,
-            })?;
+        owned.creating(index, *c).map_err(record)?;
+        let made = backend.create_instance(index, *c);
+        owned.created(index, *c, made.as_ref().ok()).map_err(record)?;
+        made.map_err(|source| ApplyError::Operation {
+            gpu: index,
+            op: "create",
+            what: c.to_string(),
+            source,
+        })?;
         *done += 1;
     }
     let now = read(backend, index)?.layout();

@@ -7,7 +7,8 @@
 //!   builds either from explicit settings, so that no caller branches on the kind.
 //! - [`apply_transition`]: the one way a node's GPUs move to a target [`NodeLayout`]: per GPU,
 //!   MIG on if needed, [`dynmig_core::geometry::plan_transition`] (busy instances stay),
-//!   destroys, creates, a check, and a rollback of a GPU that fails halfway.
+//!   destroys, creates, a check, and a rollback of a GPU that fails halfway; it destroys only
+//!   instances dynmig created ([`Ownership`]).
 //! - [`gres_conf`]: the node's gres.conf and `Gres=` string from what the backend reports.
 //! - [`probe`]: what NVML reports, compared with dynmig's geometry tables.
 //! - [`transitions`]: instance operations between representative layouts, dynmig against
@@ -17,11 +18,12 @@
 //!
 //! ```
 //! use dynmig_core::geometry::{NodeLayout, A100_80GB};
-//! use dynmig_gpu::{apply_transition, GpuBackend, SimulatedBackend};
+//! use dynmig_gpu::{apply_transition, GpuBackend, Ownership, SimulatedBackend};
 //! let dir = tempfile::tempdir().unwrap();
 //! let mut b = SimulatedBackend::open(&dir.path().join("sim.json"), &dir.path().join("dev"), &A100_80GB, 1).unwrap();
 //! let target = NodeLayout::parse(&A100_80GB, 1, "1x3g.40gb+2x2g.20gb").unwrap();
-//! let ops = apply_transition(&mut b, &A100_80GB, &target).unwrap();
+//! let mut owned = Ownership::in_memory_owning(&b.gpus().unwrap());
+//! let ops = apply_transition(&mut b, &A100_80GB, &target, &mut owned).unwrap();
 //! assert_eq!(ops, 3);
 //! assert_eq!(b.gpu(0).unwrap().layout().to_string(), "1x3g.40gb+2x2g.20gb");
 //! ```
@@ -34,6 +36,7 @@ mod error;
 pub mod gres_conf;
 pub mod nvml;
 mod open;
+pub mod ownership;
 pub mod probe;
 pub mod simulated;
 pub mod transitions;
@@ -43,6 +46,7 @@ pub use backend::{GpuBackend, GpuState, InstanceState, WHOLE_GPU};
 pub use error::BackendError;
 pub use nvml::NvmlBackend;
 pub use open::{open_backend, BackendSettings};
+pub use ownership::Ownership;
 pub use simulated::{Fault, FaultKind, FaultOp, FaultPlan, PointAction, PointFault, SimulatedBackend, FAULTS_ENV};
 
 pub use dynmig_core::config::Backend;

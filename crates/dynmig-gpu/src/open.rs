@@ -1,6 +1,7 @@
 //! [`open_backend`]: the backend a node group names, built from explicit settings.
 
 use crate::{Backend, BackendError, GpuBackend, NvmlBackend, SimulatedBackend};
+use dynmig_core::config::NvmlAccess;
 use dynmig_core::geometry::GpuModel;
 use std::path::PathBuf;
 
@@ -17,6 +18,9 @@ pub struct BackendSettings {
     pub sim_state_file: PathBuf,
     /// Simulated backend only: the folder of the fake device files.
     pub sim_device_dir: PathBuf,
+    /// NVML backend only: the library, the driver's files and the deadline, for this node
+    /// (`{node}` already replaced: [`NvmlAccess::for_node`]).
+    pub nvml: NvmlAccess,
 }
 
 /// Opens the backend of kind `kind` with `settings`: the simulated node in
@@ -40,7 +44,7 @@ pub fn open_backend(kind: Backend, settings: &BackendSettings) -> Result<Box<dyn
             .allow_mig_mode_change(settings.allow_mig_mode_change),
         )),
         Backend::Nvml => {
-            let b = NvmlBackend::open_expecting(settings.model, settings.allow_mig_mode_change)?;
+            let b = NvmlBackend::open_expecting(&settings.nvml, settings.model, settings.allow_mig_mode_change)?;
             let found = b.gpus()?.len();
             if found != settings.gpus as usize {
                 return Err(BackendError::InvalidArgument {

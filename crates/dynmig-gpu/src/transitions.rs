@@ -150,7 +150,9 @@ fn run_pairs(model: &'static GpuModel, dir: &Path) -> Result<Vec<TransitionRow>,
             }
         }
         let target = NodeLayout { gpus: vec![to.clone()] };
-        let ops = apply_transition(&mut b, model, &target).map_err(|e| TransitionsError::Apply {
+        // This measurement made the instances itself: they are its own to change.
+        let mut owned = crate::Ownership::in_memory_owning(&b.gpus().map_err(backend_err)?);
+        let ops = apply_transition(&mut b, model, &target, &mut owned).map_err(|e| TransitionsError::Apply {
             from: from.to_string(),
             to: to.to_string(),
             why: e.to_string(),

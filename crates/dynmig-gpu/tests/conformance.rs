@@ -149,7 +149,7 @@ fn move_to(b: &mut dyn GpuBackend, gpu: u32, target: &ProfileCounts) {
         gpus: gpus.iter().map(|g| g.layout()).collect(),
     };
     layout.gpus[gpu as usize] = target.clone();
-    apply_transition(b, model, &layout).unwrap();
+    apply_owning(b, model, &layout).unwrap();
     assert_eq!(b.gpu(gpu).unwrap().layout(), *target);
     for g in b.gpu(gpu).unwrap().instances {
         assert!(
@@ -290,7 +290,7 @@ fn target(text: &str) -> NodeLayout {
 fn apply_transition_keeps_a_busy_instance_and_changes_only_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 1);
-    apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+1x2g.20gb+1x1g.10gb")).unwrap();
+    apply_owning(&mut b, &A100_80GB, &target("1x4g.40gb+1x2g.20gb+1x1g.10gb")).unwrap();
     let four = b
         .gpu(0)
         .unwrap()
@@ -299,19 +299,19 @@ fn apply_transition_keeps_a_busy_instance_and_changes_only_the_rest() {
         .find(|i| i.placed.profile.name == "4g.40gb")
         .unwrap();
     b.claim(0, four.gi_id, 7).unwrap();
-    let ops = apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap();
+    let ops = apply_owning(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap();
     assert_eq!(ops, 3, "destroy the 2g, create two 1g");
     let after = b.gpu(0).unwrap();
     let kept = after.instance(four.gi_id).expect("the busy 4g is still there");
     assert!(kept.busy && kept.uuid == four.uuid && kept.placed == four.placed);
     // A target without the busy instance is refused before anything changes.
-    let e = apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    let e = apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
     assert!(matches!(e, ApplyError::Plan { gpu: 0, .. }), "{e}");
     assert!(e.to_string().contains("busy instance 4g.40gb@0"), "{e}");
     assert_eq!(b.gpu(0).unwrap(), after, "nothing changed");
     // Already there: no operation.
     assert_eq!(
-        apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap(),
+        apply_owning(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap(),
         0
     );
 }
@@ -320,10 +320,10 @@ fn apply_transition_keeps_a_busy_instance_and_changes_only_the_rest() {
 fn apply_transition_rolls_back_a_gpu_that_failed_halfway() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 1);
-    apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
+    apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
     // 7g -> 2x3g: destroy 7g, create 3g@0, create 3g@4 (fails).
     b.set_faults(&faults(&[2])).unwrap();
-    let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb")).unwrap_err();
+    let e = apply_owning(&mut b, &A100_80GB, &target("2x3g.40gb")).unwrap_err();
     assert!(
         matches!(
             e,
@@ -350,10 +350,10 @@ fn a_failure_on_a_later_gpu_puts_the_gpus_done_before_back_too() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 2);
     let two = |t: &str| NodeLayout::parse(&A100_80GB, 2, t).unwrap();
-    apply_transition(&mut b, &A100_80GB, &two("1x7g.80gb,1x7g.80gb")).unwrap();
+    apply_owning(&mut b, &A100_80GB, &two("1x7g.80gb,1x7g.80gb")).unwrap();
     // GPU 0: destroy 7g, create 3g@0 and 3g@4; GPU 1: destroy 7g, create 1g (fails).
     b.set_faults(&faults(&[4])).unwrap();
-    let e = apply_transition(&mut b, &A100_80GB, &two("2x3g.40gb,7x1g.10gb"))
+    let e = apply_owning(&mut b, &A100_80GB, &two("2x3g.40gb,7x1g.10gb"))
         .unwrap_err()
         .to_string();
     assert!(
@@ -364,9 +364,10 @@ fn a_failure_on_a_later_gpu_puts_the_gpus_done_before_back_too() {
         assert_eq!(b.gpu(g).unwrap().layout().to_string(), "1x7g.80gb", "GPU {g}");
     }
     // A failed read of GPU 1 before any change there: GPU 0 is put back all the same.
-    b.set_faults(&FaultPlan::parse(r#"[{"op": "list", "after": 4, "error": "unknown"}]"#).unwrap())
+    // (The 5th list: apply_owning reads the GPUs once before apply_transition does.)
+    b.set_faults(&FaultPlan::parse(r#"[{"op": "list", "after": 5, "error": "unknown"}]"#).unwrap())
         .unwrap();
-    let e = apply_transition(&mut b, &A100_80GB, &two("2x3g.40gb,7x1g.10gb"))
+    let e = apply_owning(&mut b, &A100_80GB, &two("2x3g.40gb,7x1g.10gb"))
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("GPU 0 rolled back to 1x7g.80gb"), "{e}");
@@ -380,10 +381,10 @@ fn a_failure_on_a_later_gpu_puts_the_gpus_done_before_back_too() {
 fn apply_transition_says_what_a_gpu_holds_when_rollback_fails_too() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 1);
-    apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
+    apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
     // The forward create of 3g@4 fails, then the rollback's create of 7g@0 fails too.
     b.set_faults(&faults(&[2, 3])).unwrap();
-    let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"))
+    let e = apply_owning(&mut b, &A100_80GB, &target("2x3g.40gb"))
         .unwrap_err()
         .to_string();
     assert!(
@@ -395,7 +396,7 @@ fn apply_transition_says_what_a_gpu_holds_when_rollback_fails_too() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 1);
     b.set_faults(&faults(&[1])).unwrap();
-    let e = apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    let e = apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
     assert!(matches!(e, ApplyError::Operation { op: "create", .. }), "{e:?}");
     assert!(e.to_string().starts_with("GPU 0: create 7g.80gb@0"), "{e}");
 }
@@ -406,7 +407,7 @@ fn mig_is_turned_on_only_where_mode_changes_are_allowed() {
     let mut b = sim(&dir, &A100_80GB, 1);
     b.set_mig_mode(0, false).unwrap();
     let mut strict = sim(&dir, &A100_80GB, 1).allow_mig_mode_change(false);
-    let e = apply_transition(&mut strict, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    let e = apply_owning(&mut strict, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
     assert!(matches!(e, ApplyError::MigOff { gpu: 0 }), "{e:?}");
     assert!(e.to_string().contains("allow_mig_mode_change"), "{e}");
     assert!(matches!(
@@ -415,7 +416,7 @@ fn mig_is_turned_on_only_where_mode_changes_are_allowed() {
     ));
     assert!(!b.gpu(0).unwrap().mig_enabled, "nothing changed");
     assert_eq!(
-        apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap(),
+        apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap(),
         2,
         "MIG on + create"
     );
@@ -426,7 +427,7 @@ fn mig_is_turned_on_only_where_mode_changes_are_allowed() {
 fn a_target_for_another_node_shape_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 2);
-    let e = apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    let e = apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
     assert!(matches!(e, ApplyError::Target { .. }), "{e:?}");
     assert!(e.to_string().contains("1 GPU layouts, the node 2 GPUs"), "{e}");
 }
@@ -438,7 +439,7 @@ fn a_target_for_another_node_shape_is_refused() {
 fn find_by_device_files_then_claim_and_release() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = sim(&dir, &A100_80GB, 2);
-    apply_transition(
+    apply_owning(
         &mut b,
         &A100_80GB,
         &NodeLayout::parse(&A100_80GB, 2, "2x3g.40gb,1x7g.80gb").unwrap(),
@@ -503,6 +504,7 @@ fn open_backend_builds_the_simulated_kind_from_explicit_settings() {
         allow_mig_mode_change: false,
         sim_state_file: dir.path().join("sim.json"),
         sim_device_dir: dir.path().join("dev"),
+        nvml: Default::default(),
     };
     let mut b = open_backend(Backend::Simulated, &settings).unwrap();
     assert_eq!(b.gpus().unwrap().len(), 2);
@@ -518,10 +520,82 @@ fn open_backend_builds_the_simulated_kind_from_explicit_settings() {
             allow_mig_mode_change: false,
             sim_state_file: PathBuf::new(),
             sim_device_dir: PathBuf::new(),
+            nvml: Default::default(),
         },
     ) {
         Err(BackendError::Unavailable { what }) => eprintln!("NVML not here, as expected on this machine: {what}"),
         Err(e) => eprintln!("NVML loaded but refused: {e}"),
         Ok(_) => eprintln!("NVML opened"),
     }
+}
+
+/// [`apply_transition`] on a backend whose instances the test made itself: they are all
+/// dynmig's (the ownership guard has tests of its own).
+fn apply_owning(b: &mut dyn GpuBackend, model: &'static GpuModel, target: &NodeLayout) -> Result<usize, ApplyError> {
+    let mut owned = dynmig_gpu::Ownership::in_memory_owning(&b.gpus().unwrap());
+    apply_transition(b, model, target, &mut owned)
+}
+
+#[test]
+fn an_instance_dynmig_did_not_create_is_never_destroyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("owned-instances.json");
+    let mut b = sim(&dir, &A100_80GB, 1);
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb+1x3g.40gb"), &mut owned).unwrap();
+    assert_eq!(owned.record().instances.len(), 2, "{:?}", owned.record());
+    assert!(owned.record().pending.is_empty());
+    // Someone else takes the 3g away and makes a 1g there (nvidia-smi, another tool).
+    let three = b
+        .gpu(0)
+        .unwrap()
+        .instances
+        .into_iter()
+        .find(|i| i.placed.start == 4)
+        .unwrap();
+    b.destroy_instance(0, three.gi_id).unwrap();
+    let theirs = b
+        .create_instance(0, at(A100_80GB.profile("1g.10gb").unwrap(), 4))
+        .unwrap();
+    // A target that needs their 1g gone is refused, naming it, and nothing changes.
+    let before = b.gpu(0).unwrap();
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    let e = apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb"), &mut owned).unwrap_err();
+    assert!(matches!(e, ApplyError::Foreign { gpu: 0, .. }), "{e}");
+    assert!(e.to_string().contains(&format!("1g.10gb@4 ({})", theirs.uuid)), "{e}");
+    assert_eq!(b.gpu(0).unwrap(), before);
+    // The record forgot the 3g someone else destroyed.
+    assert_eq!(owned.record().instances.len(), 1, "{:?}", owned.record());
+    // A target that keeps it changes only dynmig's own instances.
+    apply_transition(&mut b, &A100_80GB, &target("2x2g.20gb+1x1g.10gb"), &mut owned).unwrap();
+    let after = b.gpu(0).unwrap();
+    assert!(
+        after.instances.iter().any(|i| i.uuid == theirs.uuid),
+        "their 1g is still there"
+    );
+    assert_eq!(after.layout().to_string(), "2x2g.20gb+1x1g.10gb");
+    // The record on disk says the same as in memory.
+    assert_eq!(dynmig_gpu::Ownership::load(&record).unwrap().record(), owned.record());
+}
+
+#[test]
+fn a_create_journalled_before_a_crash_is_dynmigs_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("owned-instances.json");
+    let mut b = sim(&dir, &A100_80GB, 1);
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb"), &mut owned).unwrap();
+    let seven = b.gpu(0).unwrap().instances[0].clone();
+    b.destroy_instance(0, seven.gi_id).unwrap();
+    owned.destroyed(0, &seven).unwrap();
+    // The agent wrote the create down, made it, and died before confirming it.
+    let p = at(A100_80GB.profile("3g.40gb").unwrap(), 4);
+    owned.creating(0, p).unwrap();
+    let made = b.create_instance(0, p).unwrap();
+    drop(owned);
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    assert!(owned.owns(0, &made), "a pending create names its place");
+    apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb"), &mut owned).unwrap();
+    assert_eq!(b.gpu(0).unwrap().layout().to_string(), "1x7g.80gb");
+    assert!(owned.record().pending.is_empty());
 }

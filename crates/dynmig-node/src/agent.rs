@@ -36,7 +36,7 @@ use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_core::protocol::journal::{Journal, JournalStep};
 use dynmig_core::protocol::layout::PublishedLayout;
-use dynmig_gpu::{apply_transition, GpuBackend};
+use dynmig_gpu::{apply_transition, GpuBackend, Ownership};
 use dynmig_host::fs::{read_text_bounded, remove_if_present, write_atomically, LineLog};
 use dynmig_slurm::json::parse_node_gres;
 use dynmig_slurm::{NodeInfo, SlurmApi};
@@ -514,7 +514,8 @@ impl Agent {
         log::info!("{}: applying {target}", s.node);
 
         let t = Instant::now();
-        let ops = apply_transition(self.backend.as_mut(), s.model, target)?;
+        let mut owned = Ownership::load(&s.paths.owned_instances())?;
+        let ops = apply_transition(self.backend.as_mut(), s.model, target, &mut owned)?;
         times.add("instances", t.elapsed());
 
         journal.step = JournalStep::GresConf;

@@ -101,6 +101,7 @@ pub fn node_backend(config: &Config, node: &str) -> Result<Box<dyn GpuBackend>> 
             allow_mig_mode_change: g.allow_mig_mode_change,
             sim_state_file: paths.sim_state(),
             sim_device_dir: paths.device_dir.clone(),
+            nvml: g.nvml.for_node(node),
         },
     )
     .with_context(|| format!("node {node}: GPU backend"))

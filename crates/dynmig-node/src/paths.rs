@@ -60,6 +60,10 @@ impl NodePaths {
     pub fn waiting_marker(&self) -> PathBuf {
         self.state_dir.join("agent.waiting")
     }
+    /// The instances dynmig created on the node ([`dynmig_gpu::Ownership`]).
+    pub fn owned_instances(&self) -> PathBuf {
+        self.state_dir.join("owned-instances.json")
+    }
     /// The simulated backend's state.
     pub fn sim_state(&self) -> PathBuf {
         self.state_dir.join("gpus.json")

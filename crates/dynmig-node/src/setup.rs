@@ -8,13 +8,15 @@ use anyhow::{anyhow, bail, Context, Result};
 use dynmig_core::config::{Backend, Config};
 use dynmig_core::geometry::NodeLayout;
 use dynmig_core::protocol::event::{Event, EventKind};
-use dynmig_gpu::apply_transition;
+use dynmig_gpu::{apply_transition, Ownership};
 use dynmig_slurm::SlurmCommands;
 use std::path::Path;
 use std::time::Duration;
 
 /// Gives a node's GPUs the group's initial layout if they hold no instance, writes gres.conf,
-/// and returns the `Gres=` string for `slurmd -Z --conf`.
+/// and returns the `Gres=` string for `slurmd -Z --conf`. On a node without an instance
+/// record yet, the instances its GPUs hold are adopted as dynmig's
+/// ([`dynmig_gpu::Ownership`]): running `init-node` hands the node's GPUs to dynmig.
 ///
 /// # Errors
 /// The node is in no group, the backend fails, or gres.conf cannot be written.
@@ -24,11 +26,17 @@ pub fn init_node(config: &Config, node: &str) -> Result<String> {
         .ok_or_else(|| anyhow!("node '{node}' is in no [[node_group]] of the config"))?;
     let mut backend = node_backend(config, node)?;
     let gpus = backend.gpus()?;
+    let paths = NodePaths::of(config, node);
+    let record = paths.owned_instances();
+    let mut owned = Ownership::load(&record)?;
+    if !record.exists() {
+        // The administrator hands the node to dynmig: what its GPUs hold now is dynmig's.
+        owned.adopt(&gpus)?;
+    }
     if gpus.iter().all(|g| g.instances.is_empty()) {
         let target = group.initial_node_layout();
-        apply_transition(backend.as_mut(), group.gpu_model, &target).context("initial layout")?;
+        apply_transition(backend.as_mut(), group.gpu_model, &target, &mut owned).context("initial layout")?;
     }
-    let paths = NodePaths::of(config, node);
     if let Some(dir) = paths.gres_conf.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -332,6 +332,48 @@ pub struct NodeGroup {
     /// (default `false`). On Ampere a mode change resets the GPU; Hopper and later lose the
     /// mode at reboot or driver reload, so with `false` the site enables MIG at boot.
     pub allow_mig_mode_change: bool,
+    /// NVML backend only: how the node reaches the driver ([`NvmlAccess`]).
+    pub nvml: NvmlAccess,
+}
+
+/// The NVML backend's settings of a node group: `nvml_library`, `nvml_device_root` and
+/// `nvml_timeout`. Paths may contain `{node}`, replaced by the node's name (the local test
+/// cluster and the demo keep every node's stand-in driver on one machine).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmlAccess {
+    /// `nvml_library`: the `libnvidia-ml.so.1` to load, absolute; `None` (the default) lets
+    /// the dynamic loader find the driver's as `nvidia-smi` does. Tests and the demo name
+    /// the NVML stand-in (crates/nvml-standin) here.
+    pub library: Option<PathBuf>,
+    /// `nvml_device_root`: the root under which the driver's files are: `dev/nvidia<N>`,
+    /// `dev/nvidia-caps/nvidia-cap<M>` and `proc/driver/nvidia-caps/mig-minors`. Default `/`.
+    pub device_root: PathBuf,
+    /// `nvml_timeout`: the longest one NVML operation (a read of a GPU, a create, a destroy,
+    /// a mode change) may take before the backend gives up on it and makes no further NVML
+    /// call in that process. Default 30 s; allowed 1 s to 10 min.
+    pub timeout: std::time::Duration,
+}
+
+impl Default for NvmlAccess {
+    fn default() -> Self {
+        Self {
+            library: None,
+            device_root: PathBuf::from("/"),
+            timeout: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
+impl NvmlAccess {
+    /// The settings for node `node`: `{node}` in the paths replaced by its name.
+    pub fn for_node(&self, node: &str) -> Self {
+        let subst = |p: &std::path::Path| PathBuf::from(p.to_string_lossy().replace("{node}", node));
+        Self {
+            library: self.library.as_deref().map(subst),
+            device_root: subst(&self.device_root),
+            timeout: self.timeout,
+        }
+    }
 }
 
 impl NodeGroup {

@@ -146,4 +146,7 @@ pub(super) struct RawNodeGroup {
     pub allowed_layouts: S<toml::Value>,
     pub node_conf: S<String>,
     pub allow_mig_mode_change: S<bool>,
+    pub nvml_library: S<String>,
+    pub nvml_device_root: S<String>,
+    pub nvml_timeout: S<String>,
 }

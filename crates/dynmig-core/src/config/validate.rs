@@ -5,7 +5,7 @@ use super::raw::{
 };
 use super::{
     expand_hostlist, AgentConfig, AllowedLayouts, Backend, Config, ConfigError, ControllerConfig, HistoryConfig,
-    HistoryStore, JobsConfig, LogConfig, LogLevel, NodeGroup, Paths, PolicyConfig, CONFIG_VERSION,
+    HistoryStore, JobsConfig, LogConfig, LogLevel, NodeGroup, NvmlAccess, Paths, PolicyConfig, CONFIG_VERSION,
 };
 use crate::estimate::EstimatorConfig;
 use crate::geometry::{layout_examples, model_by_name, model_names, GpuModel, LayoutParseError, ProfileCounts};
@@ -106,6 +106,9 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         }
         "node_group.node_conf" => "a quoted slurmd --conf text, e.g. \"CPUs=4 RealMemory=4000\"".into(),
         "node_group.allow_mig_mode_change" => "true or false".into(),
+        "node_group.nvml_library" => "an absolute path of a libnvidia-ml.so.1, e.g. \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\" ({node} is replaced by the node name)".into(),
+        "node_group.nvml_device_root" => "an absolute path, \"/\" on a real node ({node} is replaced by the node name)".into(),
+        "node_group.nvml_timeout" => "a quoted duration from 1s to 10m, e.g. \"30s\"".into(),
         _ => return None,
     })
 }
@@ -874,6 +877,7 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
             ));
         }
     }
+    let nvml = nvml_access(cx, r)?;
     Ok(NodeGroup {
         name,
         nodes: nodes(cx, &r.nodes)?,
@@ -884,8 +888,59 @@ fn node_group(cx: &Ctx, r: &RawNodeGroup) -> Result<NodeGroup, ConfigError> {
         allowed_layouts,
         node_conf,
         allow_mig_mode_change,
+        nvml,
     })
 }
+
+/// The NVML keys of a node group; each is an error with `backend = "simulated"`.
+fn nvml_access(cx: &Ctx, r: &RawNodeGroup) -> Result<NvmlAccess, ConfigError> {
+    let d = NvmlAccess::default();
+    let keys = [
+        ("node_group.nvml_library", r.nvml_library.as_ref()),
+        ("node_group.nvml_device_root", r.nvml_device_root.as_ref()),
+        ("node_group.nvml_timeout", r.nvml_timeout.as_ref()),
+    ];
+    if r.backend == Backend::Simulated {
+        if let Some((key, Some(v))) = keys.iter().find(|(_, v)| v.is_some()) {
+            let short = key.trim_start_matches("node_group.");
+            return Err(cx.err(
+                *v,
+                key,
+                format!("{short} applies only to backend = \"nvml\"; remove it or set backend = \"nvml\""),
+            ));
+        }
+    }
+    let library = match &r.nvml_library {
+        None => None,
+        Some(_) => Some(cx.path(&r.nvml_library, "node_group.nvml_library", PathBuf::new(), false)?),
+    };
+    let device_root = cx.path(&r.nvml_device_root, "node_group.nvml_device_root", d.device_root, false)?;
+    let timeout = cx.duration(&r.nvml_timeout, "node_group.nvml_timeout", d.timeout, true)?;
+    if timeout < MIN_NVML_TIMEOUT || timeout > MAX_NVML_TIMEOUT {
+        let v = r
+            .nvml_timeout
+            .as_ref()
+            .expect("only a configured value can be out of range");
+        return Err(cx.err(
+            v,
+            "node_group.nvml_timeout",
+            format!(
+                "'{}' is out of range; allowed: 1s to 10m (NVML's own MIG calls take seconds; below 1 s a busy driver would count as hung)",
+                cut(v.get_ref(), ECHO)
+            ),
+        ));
+    }
+    Ok(NvmlAccess {
+        library,
+        device_root,
+        timeout,
+    })
+}
+
+/// The shortest `nvml_timeout`.
+const MIN_NVML_TIMEOUT: Duration = Duration::from_secs(1);
+/// The longest `nvml_timeout`.
+const MAX_NVML_TIMEOUT: Duration = Duration::from_secs(600);
 
 fn nodes(cx: &Ctx, v: &Spanned<toml::Value>) -> Result<Vec<String>, ConfigError> {
     let key = "node_group.nodes";

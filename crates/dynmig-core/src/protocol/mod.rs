@@ -9,6 +9,7 @@
 //! | [`event::Event`] | every part -> `dynmig status`, the demo report | JSON lines, typed kinds |
 //! | [`plan::Plans`] | the controller -> itself after a restart (`controller-plans.json`) | JSON, versioned |
 //! | [`catalog::Catalog`] | the controller -> job_submit/dynmig (`catalog.json`) | JSON, versioned |
+//! | [`owned::OwnedInstances`] | the agent and `init-node` -> the agent (`owned-instances.json`) | JSON, versioned |
 //!
 //! Every codec is versioned (`dynmig/v1`), so that an administrator's own reason or comment
 //! is never taken for ours, and a later dynmig can tell an old record from a new one.
@@ -19,6 +20,7 @@ pub mod event;
 pub mod intent;
 pub mod journal;
 pub mod layout;
+pub mod owned;
 pub mod plan;
 
 /// The version tag every dynmig text field starts with.

@@ -20,80 +20,161 @@
 //! - **Power**: `nvmlDeviceGetPowerUsage` (milliwatts) of the physical GPU.
 //!
 //! The NVML library is loaded at run time: the binary builds and runs without a driver, and
-//! [`NvmlBackend::open`] fails with [`BackendError::Unavailable`] saying so.
+//! [`NvmlBackend::open`] fails with [`BackendError::Unavailable`] saying so. Which library and
+//! where the driver's files are come from the node group ([`NvmlAccess`]): tests and the demo
+//! load the NVML stand-in (crates/nvml-standin) through the same code.
+//!
+//! NVML is initialised once per process and library ([`session`]); every operation of the
+//! backend (one read of a GPU, one create, one destroy, one mode change) runs under the node
+//! group's `nvml_timeout`.
 
 pub mod caps;
 pub mod errors;
 mod raw;
+mod session;
 
 use crate::probe::{ProbeReport, ProbedGpu, ProbedInstance, ProbedProfile};
 use crate::{BackendError, GpuBackend, GpuState, InstanceState};
 use caps::MigMinors;
+use dynmig_core::config::NvmlAccess;
 use dynmig_core::geometry::{model_for_device, GpuModel, Placed};
 use errors::{from_nvml, from_return, return_name};
-use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper::Device;
 use nvml_wrapper_sys::bindings as sys;
+use session::Session;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// NVML's GPU-instance profile indices (`NVML_GPU_INSTANCE_PROFILE_*`) the probe asks about.
 const PROFILE_INDICES: std::ops::Range<u32> = 0..sys::NVML_GPU_INSTANCE_PROFILE_COUNT;
 
 /// A node's GPUs through NVML.
 pub struct NvmlBackend {
-    nvml: Nvml,
+    driver: Driver,
     allow_mig_mode_change: bool,
-    mig_minors: PathBuf,
-    caps_dir: PathBuf,
+    deadline: Duration,
 }
 
 impl std::fmt::Debug for NvmlBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NvmlBackend")
             .field("allow_mig_mode_change", &self.allow_mig_mode_change)
+            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
 
+/// What one operation needs: the process's session and where the driver's files are. Cheap
+/// to clone into the worker thread of [`Session::within`].
+#[derive(Clone)]
+struct Driver {
+    session: &'static Session,
+    mig_minors: PathBuf,
+    caps_dir: PathBuf,
+    dev_dir: PathBuf,
+}
+
 impl NvmlBackend {
-    /// Loads NVML and initialises it. MIG mode changes are refused unless
-    /// `allow_mig_mode_change` (the node group's `allow_mig_mode_change`).
+    /// The system's NVML (`libnvidia-ml.so.1` as the loader finds it, files under `/`, a
+    /// 30 s deadline). MIG mode changes are refused unless `allow_mig_mode_change` (the node
+    /// group's `allow_mig_mode_change`).
     ///
     /// # Errors
     /// [`BackendError::Unavailable`] when libnvidia-ml.so cannot be loaded or the driver is
     /// not running (the message says which); other NVML errors as [`errors::from_nvml`].
     pub fn open(allow_mig_mode_change: bool) -> Result<Self, BackendError> {
-        let nvml = Nvml::init().map_err(|e| from_nvml(e, "nvmlInit"))?;
+        Self::open_with(&NvmlAccess::default(), allow_mig_mode_change)
+    }
+
+    /// NVML as `access` says (a node's settings, `{node}` already replaced): the library,
+    /// the root of the driver's files and the deadline of each operation. The process's
+    /// session with that library is reused if there is one ([`session`]).
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub fn open_with(access: &NvmlAccess, allow_mig_mode_change: bool) -> Result<Self, BackendError> {
+        let session = Session::get(access.library.as_deref())?;
+        let root = &access.device_root;
+        let under = |p: &str| root.join(p.trim_start_matches('/'));
         Ok(Self {
-            nvml,
+            driver: Driver {
+                session,
+                mig_minors: under(caps::MIG_MINORS),
+                caps_dir: under(caps::CAPS_DIR),
+                dev_dir: under("/dev"),
+            },
             allow_mig_mode_change,
-            mig_minors: PathBuf::from(caps::MIG_MINORS),
-            caps_dir: PathBuf::from(caps::CAPS_DIR),
+            deadline: access.timeout,
         })
     }
 
-    /// Opens NVML and checks that every GPU is of `expected` (the node group's `gpu_model`).
+    /// Opens NVML as `access` says and checks that every GPU is of `expected` (the node
+    /// group's `gpu_model`).
     ///
     /// # Errors
     /// As [`Self::open`]; [`BackendError::InvalidArgument`] naming the GPU whose model
     /// differs or that dynmig has no table for.
-    pub fn open_expecting(expected: &'static GpuModel, allow_mig_mode_change: bool) -> Result<Self, BackendError> {
-        let this = Self::open(allow_mig_mode_change)?;
-        for i in 0..this.count()? {
-            let m = this.model(&this.device(i)?, i)?;
-            if m.name != expected.name {
-                return Err(BackendError::InvalidArgument {
-                    what: format!(
-                        "GPU {i} is an {} but the config's gpu_model is {}",
-                        m.name, expected.name
-                    ),
-                });
+    pub fn open_expecting(
+        access: &NvmlAccess,
+        expected: &'static GpuModel,
+        allow_mig_mode_change: bool,
+    ) -> Result<Self, BackendError> {
+        let this = Self::open_with(access, allow_mig_mode_change)?;
+        this.run("check the GPU models", move |d| {
+            for i in 0..d.count()? {
+                let m = d.model(&d.device(i)?, i)?;
+                if m.name != expected.name {
+                    return Err(BackendError::InvalidArgument {
+                        what: format!(
+                            "GPU {i} is an {} but the config's gpu_model is {}",
+                            m.name, expected.name
+                        ),
+                    });
+                }
             }
-        }
+            Ok(())
+        })?;
         Ok(this)
     }
 
+    /// Runs one operation under the deadline ([`Session::within`]).
+    fn run<T, F>(&self, what: &str, op: F) -> Result<T, BackendError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Driver) -> Result<T, BackendError> + Send + 'static,
+    {
+        let driver = self.driver.clone();
+        self.driver.session.within(what, self.deadline, move |_| op(&driver))
+    }
+
+    /// Reads everything `dynmig gpu probe` shows, with read-only NVML queries only.
+    ///
+    /// # Errors
+    /// Only when the GPUs cannot be counted; a failing query of one GPU is recorded in its
+    /// [`ProbedGpu::errors`] or [`ProbedGpu::profile_errors`] instead.
+    pub fn probe(&self) -> Result<ProbeReport, BackendError> {
+        self.run("probe", |d| d.probe())
+    }
+
+    /// How many more instances of each of `gpu`'s profiles NVML would create now
+    /// (`nvmlDeviceGetGpuInstanceRemainingCapacity`), `(profile name, count)`.
+    ///
+    /// # Errors
+    /// No such GPU, MIG off ([`BackendError::NotSupported`]), or the NVML error.
+    pub fn remaining_capacity(&self, gpu: u32) -> Result<Vec<(&'static str, u32)>, BackendError> {
+        self.run("remaining capacity", move |d| d.remaining_capacity(gpu))
+    }
+}
+
+impl Driver {
+    fn nvml(&self) -> &'static nvml_wrapper::Nvml {
+        &self.session.nvml
+    }
+
     fn count(&self) -> Result<u32, BackendError> {
-        self.nvml.device_count().map_err(|e| from_nvml(e, "nvmlDeviceGetCount"))
+        self.nvml()
+            .device_count()
+            .map_err(|e| from_nvml(e, "nvmlDeviceGetCount"))
     }
 
     fn device(&self, gpu: u32) -> Result<Device<'_>, BackendError> {
@@ -103,7 +184,7 @@ impl NvmlBackend {
                 what: format!("no GPU {gpu} (the node has {count})"),
             });
         }
-        self.nvml
+        self.nvml()
             .device_by_index(gpu)
             .map_err(|e| from_nvml(e, &format!("GPU {gpu}: nvmlDeviceGetHandleByIndex")))
     }
@@ -158,11 +239,11 @@ impl NvmlBackend {
             .collect();
         let uuids = self.mig_uuids(&dev);
         for p in model.profiles {
-            let gis = raw::gpu_instances(&self.nvml, handle, p.id, u32::from(p.max_instances))
+            let gis = raw::gpu_instances(self.nvml(), handle, p.id, u32::from(p.max_instances))
                 .map_err(|c| from_return(c, &format!("GPU {gpu}: list {} instances", p.name)))?;
             for gi in gis {
                 let placed = self.placed(model, gpu, &gi)?;
-                let cis = raw::compute_instances(&self.nvml, gi.handle)
+                let cis = raw::compute_instances(self.nvml(), gi.handle)
                     .map_err(|c| from_return(c, &format!("GPU {gpu}: compute instances of GI {}", gi.id)))?;
                 let ci_id = cis.first().map(|(id, _)| *id);
                 state.instances.push(InstanceState {
@@ -215,7 +296,7 @@ impl NvmlBackend {
         (0..max)
             .filter_map(|i| dev.mig_device_by_index(i).ok())
             .filter_map(|m| {
-                let ids = raw::mig_device_ids(&self.nvml, unsafe { m.handle() }).ok()?;
+                let ids = raw::mig_device_ids(self.nvml(), unsafe { m.handle() }).ok()?;
                 let uuid = m.uuid().ok()?;
                 Some((ids.0, ids.1, uuid))
             })
@@ -227,10 +308,10 @@ impl NvmlBackend {
     /// # Errors
     /// Only when the GPUs cannot be counted; a failing query of one GPU is recorded in its
     /// [`ProbedGpu::errors`] or [`ProbedGpu::profile_errors`] instead.
-    pub fn probe(&self) -> Result<ProbeReport, BackendError> {
+    fn probe(&self) -> Result<ProbeReport, BackendError> {
         let mut report = ProbeReport {
-            driver_version: self.nvml.sys_driver_version().ok(),
-            nvml_version: self.nvml.sys_nvml_version().ok(),
+            driver_version: self.nvml().sys_driver_version().ok(),
+            nvml_version: self.nvml().sys_nvml_version().ok(),
             gpus: Vec::new(),
         };
         for i in 0..self.count()? {
@@ -273,9 +354,9 @@ impl NvmlBackend {
         }
         let handle = unsafe { dev.handle() };
         for index in PROFILE_INDICES {
-            match raw::gi_profile_info(&self.nvml, handle, index) {
+            match raw::gi_profile_info(self.nvml(), handle, index) {
                 Ok(info) => {
-                    let placements = match raw::gi_placements(&self.nvml, handle, info.id) {
+                    let placements = match raw::gi_placements(self.nvml(), handle, info.id) {
                         Ok(p) => p,
                         Err(c) => {
                             g.errors
@@ -284,9 +365,9 @@ impl NvmlBackend {
                         }
                     };
                     if g.mig_current == Some(true) {
-                        if let Ok(gis) = raw::gpu_instances(&self.nvml, handle, info.id, info.instance_count) {
+                        if let Ok(gis) = raw::gpu_instances(self.nvml(), handle, info.id, info.instance_count) {
                             for gi in gis {
-                                let ci_ids = raw::compute_instances(&self.nvml, gi.handle)
+                                let ci_ids = raw::compute_instances(self.nvml(), gi.handle)
                                     .map(|v| v.into_iter().map(|(id, _)| id).collect())
                                     .unwrap_or_default();
                                 g.instances.push(ProbedInstance {
@@ -322,7 +403,7 @@ impl NvmlBackend {
     ///
     /// # Errors
     /// No such GPU, MIG off ([`BackendError::NotSupported`]), or the NVML error.
-    pub fn remaining_capacity(&self, gpu: u32) -> Result<Vec<(&'static str, u32)>, BackendError> {
+    fn remaining_capacity(&self, gpu: u32) -> Result<Vec<(&'static str, u32)>, BackendError> {
         let dev = self.device(gpu)?;
         let model = self.model(&dev, gpu)?;
         let handle = unsafe { dev.handle() };
@@ -330,7 +411,7 @@ impl NvmlBackend {
             .profiles
             .iter()
             .map(|p| {
-                raw::gi_remaining(&self.nvml, handle, p.id)
+                raw::gi_remaining(self.nvml(), handle, p.id)
                     .map(|n| (p.name, n))
                     .map_err(|c| from_return(c, &format!("GPU {gpu}: remaining {}", p.name)))
             })
@@ -342,16 +423,12 @@ impl NvmlBackend {
 /// cannot run jobs until one is created; dynmig's own creates always make one.
 pub const NO_COMPUTE_INSTANCE: u32 = u32::MAX;
 
-impl GpuBackend for NvmlBackend {
-    fn gpus(&self) -> Result<Vec<GpuState>, BackendError> {
+impl Driver {
+    fn all_gpus(&self) -> Result<Vec<GpuState>, BackendError> {
         (0..self.count()?).map(|i| self.read_gpu(i)).collect()
     }
 
-    fn gpu(&self, index: u32) -> Result<GpuState, BackendError> {
-        self.read_gpu(index)
-    }
-
-    fn create_instance(&mut self, gpu: u32, placed: Placed) -> Result<InstanceState, BackendError> {
+    fn create_instance(&self, gpu: u32, placed: Placed) -> Result<InstanceState, BackendError> {
         let dev = self.device(gpu)?;
         let model = self.model(&dev, gpu)?;
         let (p, start) = (placed.profile, placed.start);
@@ -377,13 +454,13 @@ impl GpuBackend for NvmlBackend {
         }
         let call = format!("GPU {gpu}: create {}@{start}", p.name);
         let handle = unsafe { dev.handle() };
-        let gi = raw::create_gpu_instance(&self.nvml, handle, p.id, u32::from(start), u32::from(p.memory_slices))
+        let gi = raw::create_gpu_instance(self.nvml(), handle, p.id, u32::from(start), u32::from(p.memory_slices))
             .map_err(|c| from_return(c, &call))?;
-        let ci = raw::ci_profile_for(&self.nvml, gi, u32::from(p.compute_slices))
-            .and_then(|ci_profile| raw::create_compute_instance(&self.nvml, gi, ci_profile));
+        let ci = raw::ci_profile_for(self.nvml(), gi, u32::from(p.compute_slices))
+            .and_then(|ci_profile| raw::create_compute_instance(self.nvml(), gi, ci_profile));
         if let Err(c) = ci {
             // All or nothing: take the GPU instance away again.
-            let undo = raw::destroy_gpu_instance(&self.nvml, gi);
+            let undo = raw::destroy_gpu_instance(self.nvml(), gi);
             let mut e = from_return(c, &format!("{call}: compute instance"));
             if let Err(u) = undo {
                 e = BackendError::Unavailable {
@@ -396,7 +473,7 @@ impl GpuBackend for NvmlBackend {
             }
             return Err(e);
         }
-        let gi_id = raw::gi_info(&self.nvml, gi).map_err(|c| from_return(c, &call))?.id;
+        let gi_id = raw::gi_info(self.nvml(), gi).map_err(|c| from_return(c, &call))?.id;
         self.read_gpu(gpu)?
             .instances
             .into_iter()
@@ -406,7 +483,7 @@ impl GpuBackend for NvmlBackend {
             })
     }
 
-    fn destroy_instance(&mut self, gpu: u32, gi_id: u32) -> Result<(), BackendError> {
+    fn destroy_instance(&self, gpu: u32, gi_id: u32) -> Result<(), BackendError> {
         let state = self.read_gpu(gpu)?;
         if !state.mig_enabled {
             return Err(BackendError::NotSupported);
@@ -422,25 +499,21 @@ impl GpuBackend for NvmlBackend {
         let call = format!("GPU {gpu}: destroy GI {gi_id} ({})", inst.placed);
         let dev = self.device(gpu)?;
         let gi =
-            raw::gpu_instance_by_id(&self.nvml, unsafe { dev.handle() }, gi_id).map_err(|c| from_return(c, &call))?;
-        for (ci_id, ci) in raw::compute_instances(&self.nvml, gi).map_err(|c| from_return(c, &call))? {
-            raw::destroy_compute_instance(&self.nvml, ci)
+            raw::gpu_instance_by_id(self.nvml(), unsafe { dev.handle() }, gi_id).map_err(|c| from_return(c, &call))?;
+        for (ci_id, ci) in raw::compute_instances(self.nvml(), gi).map_err(|c| from_return(c, &call))? {
+            raw::destroy_compute_instance(self.nvml(), ci)
                 .map_err(|c| from_return(c, &format!("{call}: CI {ci_id}")))?;
         }
-        raw::destroy_gpu_instance(&self.nvml, gi).map_err(|c| from_return(c, &call))
+        raw::destroy_gpu_instance(self.nvml(), gi).map_err(|c| from_return(c, &call))
     }
 
-    fn allows_mig_mode_change(&self) -> bool {
-        self.allow_mig_mode_change
-    }
-
-    fn set_mig_mode(&mut self, gpu: u32, enabled: bool) -> Result<(), BackendError> {
+    fn set_mig_mode(&self, gpu: u32, enabled: bool, allowed: bool) -> Result<(), BackendError> {
         let state = self.read_gpu(gpu)?;
         if state.mig_enabled == enabled {
             return Ok(());
         }
         let word = if enabled { "on" } else { "off" };
-        if !self.allow_mig_mode_change {
+        if !allowed {
             return Err(BackendError::NotAllowed {
                 what: format!(
                     "GPU {gpu}: turning MIG {word} (set allow_mig_mode_change = true in the node group, or run `nvidia-smi -i {gpu} -mig {}` yourself)",
@@ -468,7 +541,7 @@ impl GpuBackend for NvmlBackend {
 
     fn gpu_device_file(&self, gpu: u32) -> PathBuf {
         let minor = self.device(gpu).map(|d| Self::minor(&d, gpu)).unwrap_or(gpu);
-        PathBuf::from(format!("/dev/nvidia{minor}"))
+        self.dev_dir.join(format!("nvidia{minor}"))
     }
 
     fn power_watts(&self, gpu: u32) -> Result<Option<f64>, BackendError> {
@@ -478,5 +551,48 @@ impl GpuBackend for NvmlBackend {
             Err(nvml_wrapper::error::NvmlError::NotSupported) => Ok(None),
             Err(e) => Err(from_nvml(e, &format!("GPU {gpu}: power usage"))),
         }
+    }
+}
+
+impl GpuBackend for NvmlBackend {
+    fn gpus(&self) -> Result<Vec<GpuState>, BackendError> {
+        self.run("read the GPUs", |d| d.all_gpus())
+    }
+
+    fn gpu(&self, index: u32) -> Result<GpuState, BackendError> {
+        self.run(&format!("read GPU {index}"), move |d| d.read_gpu(index))
+    }
+
+    fn create_instance(&mut self, gpu: u32, placed: Placed) -> Result<InstanceState, BackendError> {
+        self.run(&format!("GPU {gpu}: create {placed}"), move |d| {
+            d.create_instance(gpu, placed)
+        })
+    }
+
+    fn destroy_instance(&mut self, gpu: u32, gi_id: u32) -> Result<(), BackendError> {
+        self.run(&format!("GPU {gpu}: destroy GI {gi_id}"), move |d| {
+            d.destroy_instance(gpu, gi_id)
+        })
+    }
+
+    fn allows_mig_mode_change(&self) -> bool {
+        self.allow_mig_mode_change
+    }
+
+    fn set_mig_mode(&mut self, gpu: u32, enabled: bool) -> Result<(), BackendError> {
+        let allowed = self.allow_mig_mode_change;
+        self.run(&format!("GPU {gpu}: set MIG mode"), move |d| {
+            d.set_mig_mode(gpu, enabled, allowed)
+        })
+    }
+
+    fn gpu_device_file(&self, gpu: u32) -> PathBuf {
+        let fallback = self.driver.dev_dir.join(format!("nvidia{gpu}"));
+        self.run(&format!("GPU {gpu}: device file"), move |d| Ok(d.gpu_device_file(gpu)))
+            .unwrap_or(fallback)
+    }
+
+    fn power_watts(&self, gpu: u32) -> Result<Option<f64>, BackendError> {
+        self.run(&format!("GPU {gpu}: power"), move |d| d.power_watts(gpu))
     }
 }

@@ -108,10 +108,12 @@ pub fn agent_with(dir: &Path, slurm: &Arc<FakeSlurm>, register: Box<dyn Reregist
             allow_mig_mode_change: false,
             sim_state_file: paths.sim_state(),
             sim_device_dir: paths.device_dir.clone(),
+            nvml: Default::default(),
         },
     )
     .unwrap();
-    dynmig_gpu::apply_transition(backend.as_mut(), &A100_80GB, &layout("1x7g.80gb,1x7g.80gb")).unwrap();
+    let mut owned = dynmig_gpu::Ownership::load(&paths.owned_instances()).unwrap();
+    dynmig_gpu::apply_transition(backend.as_mut(), &A100_80GB, &layout("1x7g.80gb,1x7g.80gb"), &mut owned).unwrap();
     Agent::new(
         AgentSettings {
             node: "n1".into(),
