@@ -51,11 +51,19 @@ enum Cmd {
         #[arg(long)]
         node: String,
     },
-    /// Print a node's gres.conf as its GPUs are now.
+    /// Print a node's gres.conf as its GPUs are now, or (--billing-weights) the slurm.conf
+    /// settings that bill each MIG type by its memory slices.
     GresConf {
         /// Node name.
+        #[arg(long, required_unless_present = "billing_weights")]
+        node: Option<String>,
+        /// Print `AccountingStorageTRES` and `TRESBillingWeights` for the MIG types of the
+        /// config's GPU models, in proportion to memory slices (a 7g.80gb is 8 x a 1g.10gb).
         #[arg(long)]
-        node: String,
+        billing_weights: bool,
+        /// With --billing-weights: the weight of one memory slice.
+        #[arg(long, default_value_t = 1.0)]
+        per_slice: f64,
     },
     /// Check that the dynmig plugins installed here are builds for the Slurm that runs
     /// (slurmctld's version from `scontrol show config`); exit 1 on a mismatch.
@@ -297,8 +305,25 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}", dynmig_node::setup::init_node(&config, &node)?);
             Ok(())
         }
-        Cmd::GresConf { node } => {
+        Cmd::GresConf {
+            billing_weights: true,
+            per_slice,
+            ..
+        } => {
             let (config, _) = load_config(explicit)?;
+            let models: Vec<_> = config.node_groups.iter().map(|g| g.gpu_model).collect();
+            let w = dynmig_gpu::gres_conf::BillingWeights::for_models(&models, per_slice).map_err(|e| anyhow!(e))?;
+            println!("# Bill MIG instances by memory slices (docs/gpus.md, \"Beside dcgm-exporter\").");
+            println!(
+                "# In slurm.conf: extend AccountingStorageTRES, and add TRESBillingWeights to each GPU partition."
+            );
+            println!("AccountingStorageTRES={}", w.accounting_storage_tres());
+            println!("TRESBillingWeights=\"{}\"", w.tres_billing_weights());
+            Ok(())
+        }
+        Cmd::GresConf { node, .. } => {
+            let (config, _) = load_config(explicit)?;
+            let node = node.ok_or_else(|| anyhow!("--node is required without --billing-weights"))?;
             let backend = node_backend(&config, &node)?;
             let gpus = backend.gpus()?;
             let entries = dynmig_gpu::gres_conf::node_entries(&gpus, |g| backend.gpu_device_file(g));

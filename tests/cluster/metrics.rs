@@ -63,7 +63,7 @@ fn prometheus_scrapes_the_clusters_daemons_through_a_repartition() {
     );
     p.wait_for(
         "the node's 3g.40gb instances",
-        &format!("dynmig_agent_instances{{node=\"{node}\",profile=\"3g.40gb\"}}"),
+        &format!("dynmig_agent_instances{{node=\"{node}\",GPU_I_PROFILE=\"3g.40gb\"}}"),
         wait,
         at_least_one,
     );

@@ -193,10 +193,93 @@ pub fn write_for(backend: &dyn GpuBackend, path: &Path) -> Result<String, Backen
     Ok(node_gres_string(&entries))
 }
 
+/// Fair-share charges per MIG type in proportion to memory slices: the slurm.conf settings
+/// that make a `7g.80gb` (8 memory slices) cost eight times a `1g.10gb` (1 slice).
+///
+/// Slurm bills a job `sum(weight x count)` over the TRES of its partition's
+/// `TRESBillingWeights` (slurm.conf manual, "TRESBillingWeights"; SchedMD "Trackable
+/// RESources (TRES)", which also says a typed GRES is tracked only when
+/// `AccountingStorageTRES` names it, e.g. `gres/gpu:tesla`). dynmig names a MIG instance's
+/// GRES type after its profile (module docs), and a whole GPU with MIG off after the
+/// model's full profile, so each type gets `memory_slices x per_slice`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BillingWeights {
+    /// `(GRES type, weight)`, smallest weight first, then by name.
+    pub weights: Vec<(&'static str, f64)>,
+}
+
+impl BillingWeights {
+    /// The weights of every profile of `models`, `per_slice` per memory slice.
+    ///
+    /// # Errors
+    /// A profile name that two models give different memory slices (Slurm has one weight per
+    /// type name), naming both; a `per_slice` that is not a finite number above 0.
+    pub fn for_models(models: &[&'static GpuModel], per_slice: f64) -> Result<Self, String> {
+        if !(per_slice.is_finite() && per_slice > 0.0) {
+            return Err(format!(
+                "weight per memory slice {per_slice}: use a number above 0, e.g. 1"
+            ));
+        }
+        let mut seen: Vec<(&'static str, u8, &'static str)> = Vec::new();
+        for m in models {
+            for p in m.profiles {
+                match seen.iter().find(|(n, _, _)| *n == p.name) {
+                    Some((_, slices, other)) if *slices != p.memory_slices => {
+                        return Err(format!(
+                            "{} is {} memory slices on {} but {} on {}; Slurm keeps one weight per GRES type, so bill these node groups in separate partitions",
+                            p.name, slices, other, p.memory_slices, m.name
+                        ))
+                    }
+                    Some(_) => {}
+                    None => seen.push((p.name, p.memory_slices, m.name)),
+                }
+            }
+        }
+        let mut weights: Vec<(&'static str, f64)> =
+            seen.iter().map(|(n, s, _)| (*n, f64::from(*s) * per_slice)).collect();
+        weights.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(b.0)));
+        Ok(Self { weights })
+    }
+
+    /// The value of a partition's `TRESBillingWeights`, e.g.
+    /// `GRES/gpu:1g.10gb=1,GRES/gpu:2g.20gb=2,...,GRES/gpu:7g.80gb=8`.
+    pub fn tres_billing_weights(&self) -> String {
+        self.weights
+            .iter()
+            .map(|(t, w)| format!("GRES/gpu:{t}={w}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The `AccountingStorageTRES` entries the weights need: `gres/gpu` and each type.
+    pub fn accounting_storage_tres(&self) -> String {
+        std::iter::once("gres/gpu".to_string())
+            .chain(self.weights.iter().map(|(t, _)| format!("gres/gpu:{t}")))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use dynmig_core::geometry::A100_80GB;
+
+    #[test]
+    fn billing_weights_follow_memory_slices() {
+        let w = BillingWeights::for_models(&[&A100_80GB], 1.0).unwrap();
+        let of = |t: &str| w.weights.iter().find(|(n, _)| *n == t).unwrap().1;
+        assert_eq!(of("7g.80gb"), 8.0 * of("1g.10gb"));
+        assert_eq!(of("3g.40gb"), 4.0);
+        let text = w.tres_billing_weights();
+        assert!(text.starts_with("GRES/gpu:1g.10gb=1,"), "{text}");
+        assert!(text.ends_with("GRES/gpu:7g.80gb=8"), "{text}");
+        assert!(w.accounting_storage_tres().starts_with("gres/gpu,gres/gpu:1g.10gb,"));
+        let half = BillingWeights::for_models(&[&A100_80GB], 0.5).unwrap();
+        assert!(half.tres_billing_weights().contains("GRES/gpu:7g.80gb=4"));
+        assert!(BillingWeights::for_models(&[&A100_80GB], 0.0).is_err());
+        assert!(BillingWeights::for_models(&[&A100_80GB], f64::NAN).is_err());
+    }
 
     #[test]
     fn several_files_use_multiple_files() {

@@ -159,6 +159,11 @@ pub fn prolog(config: &Config, env: &HookEnv) -> Result<()> {
     if let Err(e) = ledger.job_started(env.job, &held) {
         eprintln!("dynmig prolog: energy ledger: {e}");
     }
+    if let Some(dir) = &paths.dcgm_job_map {
+        if let Err(e) = crate::dcgm::job_started(dir, env.job, &held) {
+            eprintln!("dynmig prolog: dcgm-exporter job mapping in {}: {e}", dir.display());
+        }
+    }
     events.append(
         &Event::at(dynmig_host::clock::now_secs_f64(), EventKind::JobStart, &env.node)
             .job(env.job.into())
@@ -190,6 +195,11 @@ pub fn epilog(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::p
         Err(e) => eprintln!("dynmig epilog: energy ledger: {e}"),
     }
     event_log(config).append(&end.encode());
+    if let Some(dir) = &paths.dcgm_job_map {
+        if let Err(e) = crate::dcgm::job_ended(dir, env.job) {
+            eprintln!("dynmig epilog: dcgm-exporter job mapping in {}: {e}", dir.display());
+        }
+    }
     if let Err(e) = after_job(config, env, slurm, exe) {
         eprintln!("dynmig epilog: job {}: history/out-of-memory: {e:#}", env.job);
     }

@@ -16,6 +16,7 @@
 
 pub mod agent;
 pub mod as_user;
+pub mod dcgm;
 pub mod hooks;
 pub mod metrics;
 pub mod oom;

@@ -42,6 +42,7 @@ pub struct AgentMetrics {
     apply_seconds: Histogram,
     step_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     instances: Family<Labels, Gauge>,
+    instance_info: Family<Labels, Gauge>,
     watts: Family<Labels, Gauge<f64, AtomicU64>>,
     job_joules: Family<Labels, Gauge<f64, AtomicU64>>,
     joules: Counter<f64, AtomicU64>,
@@ -65,6 +66,7 @@ impl AgentMetrics {
             apply_seconds: Histogram::new(APPLY_BUCKETS),
             step_seconds: Family::new_with_constructor(step_histogram),
             instances: Family::default(),
+            instance_info: Family::default(),
             watts: Family::default(),
             job_joules: Family::default(),
             joules: Counter::default(),
@@ -96,8 +98,13 @@ impl AgentMetrics {
         );
         r.register(
             "dynmig_agent_instances",
-            "MIG instances on the node's GPUs per profile, as the GPU backend reports them",
+            "MIG instances on the node's GPUs per profile (label GPU_I_PROFILE, as dcgm-exporter names it), as the GPU backend reports them",
             m.instances.clone(),
+        );
+        r.register(
+            "dynmig_mig_instance_info",
+            "One series per MIG instance, value 1, labelled as dcgm-exporter labels its per-instance metrics (gpu, GPU_I_ID, GPU_I_PROFILE, UUID) plus its start memory slice, so that dcgm-exporter's metrics can be joined on (gpu, GPU_I_ID)",
+            m.instance_info.clone(),
         );
         r.register(
             "dynmig_agent_gpu_power_watts",
@@ -161,7 +168,22 @@ impl AgentMetrics {
         }
         self.instances.clear();
         for (p, n) in per_profile {
-            self.instances.get_or_create(&vec![("profile", p.to_string())]).set(n);
+            self.instances
+                .get_or_create(&vec![("GPU_I_PROFILE", p.to_string())])
+                .set(n);
+        }
+        self.instance_info.clear();
+        for g in &s.gpus {
+            for i in &g.instances {
+                let labels = vec![
+                    ("gpu", g.index.to_string()),
+                    ("GPU_I_ID", i.gi_id.to_string()),
+                    ("GPU_I_PROFILE", i.placed.profile.name.to_string()),
+                    ("UUID", i.uuid.clone()),
+                    ("start", i.placed.start.to_string()),
+                ];
+                self.instance_info.get_or_create(&labels).set(1);
+            }
         }
         self.watts.clear();
         for (gpu, w) in &s.watts {

@@ -24,6 +24,8 @@ pub struct NodePaths {
     pub slurm_conf_dir: PathBuf,
     /// The node's history spool.
     pub history_spool: PathBuf,
+    /// dcgm-exporter's job-mapping directory, if the config names one ([`crate::dcgm`]).
+    pub dcgm_job_map: Option<PathBuf>,
 }
 
 fn subst(p: &Path, node: &str) -> PathBuf {
@@ -40,6 +42,7 @@ impl NodePaths {
             gres_conf: subst(&p.gres_conf, node),
             slurm_conf_dir: subst(&p.slurm_conf_dir, node),
             history_spool: subst(&p.history_spool, node),
+            dcgm_job_map: p.dcgm_job_map_dir.as_deref().map(|d| subst(d, node)),
         }
     }
 

@@ -39,10 +39,25 @@ fn a_scrape_shows_applies_instances_power_and_job_energy() {
         "dynmig_agent_repartitions_finished_total{node=\"n1\"} 1",
         "dynmig_agent_repartitions_failed_total{node=\"n1\"} 0",
         "dynmig_agent_apply_duration_seconds_count{node=\"n1\"} 1",
-        "dynmig_agent_instances{node=\"n1\",profile=\"1g.10gb\"} 7",
-        "dynmig_agent_instances{node=\"n1\",profile=\"7g.80gb\"} 1",
+        "dynmig_agent_instances{node=\"n1\",GPU_I_PROFILE=\"1g.10gb\"} 7",
+        "dynmig_agent_instances{node=\"n1\",GPU_I_PROFILE=\"7g.80gb\"} 1",
     ] {
         assert!(body.lines().any(|l| l == line), "no line {line:?} in\n{body}");
+    }
+    // One info series per instance, labelled as dcgm-exporter labels its own.
+    let info: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("dynmig_mig_instance_info{"))
+        .collect();
+    assert_eq!(info.len(), 8, "{body}");
+    for gpu in &second.gpus {
+        for i in &gpu.instances {
+            let want = format!(
+                "dynmig_mig_instance_info{{node=\"n1\",gpu=\"{}\",GPU_I_ID=\"{}\",GPU_I_PROFILE=\"{}\",UUID=\"{}\",start=\"{}\"}} 1",
+                gpu.index, i.gi_id, i.placed.profile.name, i.uuid, i.placed.start
+            );
+            assert!(info.contains(&want.as_str()), "no {want} in\n{body}");
+        }
     }
     let value = |prefix: &str| -> f64 {
         body.lines()

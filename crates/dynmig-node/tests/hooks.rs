@@ -186,3 +186,22 @@ fn the_oom_restart_requeues_on_the_next_profile_keeping_count_and_form() {
         "{calls:?}"
     );
 }
+
+#[test]
+fn prolog_and_epilog_keep_dcgm_exporters_job_mapping_per_instance() {
+    let d = tempfile::tempdir().unwrap();
+    let map = d.path().join("dcgm-{node}");
+    let mut c = config(d.path());
+    c.paths.dcgm_job_map_dir = Some(map.clone());
+    dynmig_node::setup::init_node(&c, "n1").unwrap();
+    prolog(&c, &env(7, &[1])).unwrap();
+    let dir = d.path().join("dcgm-n1");
+    let b = dynmig_node::hooks::node_backend(&c, "n1").unwrap();
+    let gpu1 = b.gpu(1).unwrap();
+    let inst = gpu1.instances.iter().find(|i| i.busy).expect("the job's instance");
+    let file = dir.join(format!("1.{}", inst.gi_id));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "7\n");
+    let slurm = FakeSlurm::new(vec![], vec![]);
+    epilog(&c, &env(7, &[]), &slurm, Path::new("/bin/false")).unwrap();
+    assert!(!file.exists(), "the Epilog took the job's mapping away");
+}

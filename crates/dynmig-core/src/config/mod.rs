@@ -98,6 +98,14 @@ pub struct Paths {
     pub sacct: PathBuf,
     /// sacctmgr (`[history] store = "slurmdbd"`). Default `/usr/bin/sacctmgr`.
     pub sacctmgr: PathBuf,
+    /// dcgm-exporter's HPC job-mapping directory (its `--hpc-job-mapping-dir`,
+    /// `DCGM_HPC_JOB_MAPPING_DIR`; absolute, may hold `{node}`): the Prolog writes one file per
+    /// GPU instance a job holds, named `<gpu>.<GPU_I_ID>` (`<gpu>` for a whole GPU), holding
+    /// the job id, and the Epilog removes the job's files, so that dcgm-exporter labels each
+    /// instance's metrics with `hpc_job` (NVIDIA/dcgm-exporter README, "How to include HPC
+    /// jobs in metric labels"; per-instance names since dcgm-exporter pull request #602).
+    /// Default: not set, no files written.
+    pub dcgm_job_map_dir: Option<PathBuf>,
 }
 
 /// `[history]`: how records travel from the nodes to the controller host (docs/history.md).

@@ -47,6 +47,7 @@ pub(super) struct RawPaths {
     pub sinfo: S<String>,
     pub sacct: S<String>,
     pub sacctmgr: S<String>,
+    pub dcgm_job_map_dir: S<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

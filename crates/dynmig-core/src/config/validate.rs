@@ -61,7 +61,8 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         | "paths.device_dir"
         | "paths.history_db"
         | "paths.history_snapshot"
-        | "paths.history_spool" => path.into(),
+        | "paths.history_spool"
+        | "paths.dcgm_job_map_dir" => path.into(),
         "paths.slurmd" | "paths.scontrol" | "paths.squeue" | "paths.sinfo" | "paths.sacct" | "paths.sacctmgr" => {
             command.into()
         }
@@ -401,6 +402,10 @@ fn paths(cx: &Ctx, p: &RawPaths) -> Result<Paths, ConfigError> {
         sinfo: cx.path(&p.sinfo, "paths.sinfo", "/usr/bin/sinfo".into(), true)?,
         sacct: cx.path(&p.sacct, "paths.sacct", "/usr/bin/sacct".into(), true)?,
         sacctmgr: cx.path(&p.sacctmgr, "paths.sacctmgr", "/usr/bin/sacctmgr".into(), true)?,
+        dcgm_job_map_dir: match &p.dcgm_job_map_dir {
+            None => None,
+            Some(_) => Some(cx.path(&p.dcgm_job_map_dir, "paths.dcgm_job_map_dir", PathBuf::new(), false)?),
+        },
         state_dir,
         slurm_conf_dir,
     })

@@ -98,6 +98,7 @@ pub fn agent_with(dir: &Path, slurm: &Arc<FakeSlurm>, register: Box<dyn Reregist
         gres_conf: dir.join("gres.conf"),
         slurm_conf_dir: dir.to_path_buf(),
         history_spool: dir.join("spool"),
+        dcgm_job_map: None,
     };
     std::fs::create_dir_all(&paths.state_dir).unwrap();
     let mut backend = open_backend(
