@@ -12,6 +12,7 @@
 mod enumerate;
 mod layout;
 mod models;
+mod nvml;
 pub mod place;
 mod text;
 mod transition;
@@ -27,6 +28,7 @@ pub use models::{
     GH200_96GB, H100_80GB, H100_NVL_94GB, H200_141GB, MAX_PROFILES, MAX_SLICES, MODELS,
     NVIDIA_MIG_PARTED_DEFAULT_CONFIG, NVML_PROBE_2026_11_26, RTX_PRO_5000_48GB, RTX_PRO_6000_96GB,
 };
+pub use nvml::{cross_check, NvmlGeometry, NvmlProfile};
 pub use place::{check_instances, place, place_around, LayoutError};
 pub use text::{layout_examples, LayoutParseError};
 pub use transition::{destroy_all_and_recreate, plan_transition, Transition, TransitionError};
