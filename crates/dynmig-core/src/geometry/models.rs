@@ -4,6 +4,13 @@
 //! - NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles" tables (profile names,
 //!   compute slices, memory slices, maximum instance counts) and "A100 MIG placements".
 //! - `nvml.h` profile IDs (`nvidia-smi mig -lgip` column `ID`).
+//! - NVIDIA Multi-Instance GPU User Guide, "Supported GPUs"
+//!   (<https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html>: memory
+//!   size and most instances of the GB200, B200 and RTX PRO Blackwell boards), and NVIDIA's
+//!   MIG manager defaults ([`NVIDIA_MIG_PARTED_DEFAULT_CONFIG`]: PCI device IDs, profile names
+//!   and counts of the B300, GB200 and RTX PRO 6000 Blackwell).
+//! - At run time, the driver itself: [`GpuModel::from_nvml`] builds a model from NVML's
+//!   report, and [`super::cross_check`] lists where a table here differs from it.
 //! - Memory sizes in MiB for the A100-40GB are as one driver reports them (mig.md); the
 //!   H100-80GB and H200-141GB tables are as NVML reported them ([`NVML_PROBE_2026_11_26`]);
 //!   the other models' MiB values are the nominal GB of the profile name scaled the same way
@@ -946,18 +953,13 @@ mod tests {
     #[test]
     fn blackwell_tables_added_unverified() {
         for (m, slices, full, pci) in [
-            (&B300_269GB, 7, "7g.269gb", Some(0x3182)),
-            (&GB200_186GB, 7, "7g.186gb", Some(0x2941)),
-            (&RTX_PRO_6000_96GB, 4, "4g.96gb", Some(0x2BB5)),
-            (&RTX_PRO_5000_48GB, 2, "2g.48gb", None),
+            (&B300_269GB, (7, 8), "7g.269gb", Some(0x3182)),
+            (&GB200_186GB, (7, 8), "7g.186gb", Some(0x2941)),
+            (&RTX_PRO_6000_96GB, (4, 4), "4g.96gb", Some(0x2BB5)),
+            (&RTX_PRO_5000_48GB, (2, 2), "2g.48gb", None),
         ] {
             assert!(!m.verified && !m.power.idle_measured && m.fp8, "{}", m.name);
-            assert_eq!(
-                (m.compute_slices, m.memory_slices),
-                (slices, slices.max(8 * (slices / 7))),
-                "{}",
-                m.name
-            );
+            assert_eq!((m.compute_slices, m.memory_slices), slices, "{}", m.name);
             assert_eq!(m.full_profile().name, full);
             assert!(MODELS.contains(&m));
             if let Some(id) = pci {
