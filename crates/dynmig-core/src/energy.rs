@@ -126,8 +126,14 @@ impl PowerModel {
     /// The A100 fit (46 W idle; 1g 110 W, 2g 141 W, 3g 170 W; 400 W cap). Gives about
     /// 64/96/123 W per 1g/2g/3g instance and 204 W for a busy 7g.
     pub fn a100() -> Self {
-        Self::fit(A100_IDLE_W, &A100_BURN_W, 7, A100_TDP_W, A100_SOURCE)
-            .expect("the A100 measurements are three points above idle")
+        Self::fit(
+            A100_IDLE_W,
+            &A100_BURN_W,
+            crate::geometry::A100_40GB.compute_slices,
+            A100_TDP_W,
+            A100_SOURCE,
+        )
+        .expect("the A100 measurements are three points above idle")
     }
 
     /// H100 SXM5: no per-instance measurement is known; the A100 fit scaled by the ratio of

@@ -627,11 +627,13 @@ pub fn profile_names(models: &[&'static GpuModel]) -> Vec<&'static str> {
     names
 }
 
-/// Whether a profile is one that "smallest profile that fits" may pick: not `+me`, and not
-/// the 1-compute-slice double-memory profile (ID 15, e.g. `1g.20gb` on A100-80GB), which
-/// Slurm sites rarely create; users get it only by naming it.
+/// Whether a profile is one that "smallest profile that fits" may pick: not `+me` nor another
+/// variant ([`ProfileSpec::is_variant`]: `+gfx`, `-me`, `+me.all`), and not the
+/// 1-compute-slice double-memory profile ([`ProfileSpec::is_double_memory`]: ID 15 on the
+/// seven-slice boards, e.g. `1g.20gb` on A100-80GB), which Slurm sites rarely create; users
+/// get these only by naming them.
 pub fn auto_selectable(p: &ProfileSpec) -> bool {
-    !p.media_extensions && p.id != 15
+    !p.media_extensions && !p.is_variant() && !p.is_double_memory()
 }
 
 /// The smallest [`auto_selectable`] profile, by memory then compute slices, over `models`

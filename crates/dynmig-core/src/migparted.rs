@@ -304,10 +304,13 @@ fn entry_setting(model: &GpuModel, e: &RawEntry) -> Result<GpuConfig, String> {
 
 /// Writes `configs` (config name -> one setting per GPU) for `model` as a mig-parted v1 file.
 ///
-/// Each entry carries the model's PCI IDs as `device-filter`; GPUs with the same setting
-/// share one entry (`devices: all` when that is every GPU), in order of their first GPU.
+/// Each entry carries the model's PCI IDs as `device-filter` (none for a model whose PCI ID
+/// is not published, such as the RTX PRO 5000 Blackwell: an empty filter would match no GPU
+/// and the file would not import back); GPUs with the same setting share one entry
+/// (`devices: all` when that is every GPU), in order of their first GPU.
 pub fn export(model: &GpuModel, configs: &BTreeMap<String, Vec<GpuConfig>>) -> String {
-    let filter = OneOrMany::Many(model.pci_device_ids.iter().map(|&id| device_filter_value(id)).collect());
+    let filter = (!model.pci_device_ids.is_empty())
+        .then(|| OneOrMany::Many(model.pci_device_ids.iter().map(|&id| device_filter_value(id)).collect()));
     let mut mig_configs = BTreeMap::new();
     for (name, gpus) in configs {
         let mut groups: Vec<(GpuConfig, Vec<u32>)> = Vec::new();
@@ -321,7 +324,7 @@ pub fn export(model: &GpuModel, configs: &BTreeMap<String, Vec<GpuConfig>>) -> S
         let entries = groups
             .into_iter()
             .map(|(setting, devices)| RawEntry {
-                device_filter: Some(filter.clone()),
+                device_filter: filter.clone(),
                 devices: if all {
                     RawDevices::Word("all".into())
                 } else {

@@ -78,3 +78,32 @@ fn round_trip_through_export() {
     assert_eq!(again.configs, got.configs);
     assert!(again.skipped.is_empty());
 }
+
+/// The small boards: the RTX PRO 6000's PCI ID is the filter; the RTX PRO 5000 has no
+/// published PCI ID, so its export carries no filter (an empty one would match no GPU) and
+/// still reads back; variant profiles (`+gfx`, `+me.all`) keep their names.
+#[test]
+fn small_boards_round_trip_through_export() {
+    use dynmig_core::geometry::{RTX_PRO_5000_48GB, RTX_PRO_6000_96GB};
+    use std::collections::BTreeMap;
+    for (m, layouts) in [
+        (
+            &RTX_PRO_6000_96GB,
+            ["1x2g.48gb+2x1g.24gb", "2x1g.24gb+gfx+1x1g.24gb+me.all"],
+        ),
+        (&RTX_PRO_5000_48GB, ["1x2g.48gb", "1x1g.24gb+me+1x1g.24gb"]),
+    ] {
+        let configs: BTreeMap<String, Vec<GpuConfig>> = layouts
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (format!("c{i}"), vec![on(m, l), GpuConfig::Disabled]))
+            .collect();
+        let out = export(m, &configs);
+        assert_eq!(out.contains("device-filter"), !m.pci_device_ids.is_empty(), "{out}");
+        if m.name == "RTX-PRO-6000-96GB" {
+            assert!(out.contains("0x2BB510DE"), "{out}");
+        }
+        let back = import(&out, m, 2).unwrap_or_else(|e| panic!("{}: {e}\n{out}", m.name));
+        assert_eq!(back.configs, configs, "{}", m.name);
+    }
+}

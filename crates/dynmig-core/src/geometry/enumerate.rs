@@ -4,8 +4,10 @@
 //! its allowed start slices), chosen in a fixed order so that each set of placed instances is
 //! visited exactly once, pruned by the placement rules of [`super::check_instances`] (no shared
 //! memory slice, at most the GPU's compute slices, at most `max_instances` of a profile, at
-//! most one `+me` instance). A GPU has at most 8 memory slices and 7 compute slices, so the
-//! whole search visits a few hundred sets.
+//! most one `+me` instance). A GPU has at most [`super::MAX_SLICES`] memory slices (8 on every
+//! board NVIDIA lists: 7 compute slices on the A100/H100/H200/B200 family, 4 on the A30 and
+//! RTX PRO 6000 Blackwell, 2 on the RTX PRO 5000 Blackwell), so the whole search visits a few
+//! hundred sets.
 //!
 //! The compute slices cap what fits: an A100 has 8 memory slices but 7 compute slices, so
 //! `7x1g.5gb` covers memory slices 0..=6 and slice 7 stays empty (a 1-slice profile cannot
@@ -16,20 +18,19 @@
 //! they reduce to 14 distinct profile multisets (as [`distinct_multisets`] finds; tested).
 
 use super::layout::{Placed, ProfileCounts};
-use super::models::{GpuModel, ProfileSpec};
+use super::models::{GpuModel, ProfileSpec, MAX_PROFILES, MAX_SLICES};
 use std::collections::BTreeSet;
 
-/// The "classic" profiles of `model`: no `+me` profiles and no double-memory 1-compute-slice
-/// profile (`1g.10gb` on an A100-40GB, ID 15). On the seven-slice models these are the IDs
-/// 0, 5, 9, 14 and 19, the profiles NVIDIA's table of 19 A100 configurations uses.
+/// The "classic" profiles of `model`: no `+me` profiles nor other variants
+/// ([`ProfileSpec::is_variant`]: `+gfx`, `-me`, `+me.all`) and no double-memory
+/// 1-compute-slice profile ([`ProfileSpec::is_double_memory`]: `1g.10gb` on an A100-40GB,
+/// ID 15). On the seven-slice models these are the IDs 0, 5, 9, 14 and 19, the profiles
+/// NVIDIA's table of 19 A100 configurations uses.
 pub fn classic_profiles(model: &GpuModel) -> Vec<&'static ProfileSpec> {
     model
         .profiles
         .iter()
-        .filter(|p| {
-            let double_memory = p.compute_slices == 1 && p.memory_slices > 1;
-            !p.media_extensions && !double_memory
-        })
+        .filter(|p| !p.media_extensions && !p.is_variant() && !p.is_double_memory())
         .collect()
 }
 
@@ -144,15 +145,13 @@ fn candidates(model: &GpuModel, profiles: &[&'static ProfileSpec]) -> Vec<Placed
         .collect()
 }
 
-/// Most profiles a model table may have (the counts are kept in a fixed array).
-const MAX_PROFILES: usize = 16;
-
-/// What a GPU holds, in the form the search needs: occupied memory slices as a bit mask,
+/// What a GPU holds, in the form the search needs: occupied memory slices as a bit mask
+/// (bit i = slice i; a `u32`, wide enough for [`MAX_SLICES`] slices and a shift past them),
 /// compute slices used, instances per profile (indexed like `model.profiles`), `+me` count.
 #[derive(Clone)]
 pub(crate) struct Occupancy<'m> {
     model: &'m GpuModel,
-    mask: u16,
+    mask: u32,
     compute: u32,
     counts: [u8; MAX_PROFILES],
     media: u8,
@@ -162,8 +161,8 @@ impl<'m> Occupancy<'m> {
     /// The occupancy of a GPU holding `fixed` (assumed valid).
     pub(crate) fn of(model: &'m GpuModel, fixed: &[Placed]) -> Self {
         assert!(
-            model.profiles.len() <= MAX_PROFILES,
-            "model table larger than MAX_PROFILES"
+            model.profiles.len() <= MAX_PROFILES && model.memory_slices <= MAX_SLICES,
+            "model table larger than MAX_PROFILES or MAX_SLICES"
         );
         let mut o = Self {
             model,
@@ -186,8 +185,8 @@ impl<'m> Occupancy<'m> {
             .expect("instances use the model's own profiles")
     }
 
-    fn bits(p: &Placed) -> u16 {
-        ((1u16 << p.profile.memory_slices) - 1) << p.start
+    fn bits(p: &Placed) -> u32 {
+        ((1u32 << p.profile.memory_slices) - 1) << p.start
     }
 
     /// Whether `p` can be added without breaking a placement rule.
@@ -217,8 +216,8 @@ impl<'m> Occupancy<'m> {
     }
 
     /// Memory slices not covered by any instance, as a bit mask (bit i = slice i).
-    pub(crate) fn free_mask(&self) -> u16 {
-        !self.mask & ((1u16 << self.model.memory_slices) - 1)
+    pub(crate) fn free_mask(&self) -> u32 {
+        !self.mask & ((1u32 << self.model.memory_slices) - 1)
     }
 }
 

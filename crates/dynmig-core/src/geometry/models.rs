@@ -4,6 +4,13 @@
 //! - NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles" tables (profile names,
 //!   compute slices, memory slices, maximum instance counts) and "A100 MIG placements".
 //! - `nvml.h` profile IDs (`nvidia-smi mig -lgip` column `ID`).
+//! - NVIDIA Multi-Instance GPU User Guide, "Supported GPUs"
+//!   (<https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html>: memory
+//!   size and most instances of the GB200, B200 and RTX PRO Blackwell boards), and NVIDIA's
+//!   MIG manager defaults ([`NVIDIA_MIG_PARTED_DEFAULT_CONFIG`]: PCI device IDs, profile names
+//!   and counts of the B300, GB200 and RTX PRO 6000 Blackwell).
+//! - At run time, the driver itself: [`GpuModel::from_nvml`] builds a model from NVML's
+//!   report, and [`super::cross_check`] lists where a table here differs from it.
 //! - Memory sizes in MiB for the A100-40GB are as one driver reports them (mig.md); the
 //!   H100-80GB and H200-141GB tables are as NVML reported them ([`NVML_PROBE_2026_11_26`]);
 //!   the other models' MiB values are the nominal GB of the profile name scaled the same way
@@ -11,9 +18,11 @@
 
 /// One GPU-instance profile of one GPU model.
 ///
-/// A profile occupies `compute_slices` of the GPU's 7 compute slices and `memory_slices`
-/// of its 8 memory slices. It can start at any memory slice in `placement_starts`; it then
-/// covers `[start, start + memory_slices)`.
+/// A profile occupies `compute_slices` of the GPU's compute slices and `memory_slices` of
+/// its memory slices ([`GpuModel::compute_slices`], [`GpuModel::memory_slices`]: 7 and 8 on
+/// the A100/H100/H200/B200 family, 4 and 4 on the A30 and RTX PRO 6000 Blackwell, 2 and 2 on
+/// the RTX PRO 5000 Blackwell). It can start at any memory slice in `placement_starts`; it
+/// then covers `[start, start + memory_slices)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProfileSpec {
     /// NVML / nvidia-smi GPU-instance profile ID (`nvidia-smi mig -lgip`).
@@ -21,9 +30,9 @@ pub struct ProfileSpec {
     /// Profile name as nvidia-smi prints it and as dynmig uses it for the Slurm GRES type,
     /// e.g. `"3g.40gb"`.
     pub name: &'static str,
-    /// Compute slices (of 7).
+    /// Compute slices (of the model's [`GpuModel::compute_slices`]).
     pub compute_slices: u8,
-    /// Memory slices (of 8).
+    /// Memory slices (of the model's [`GpuModel::memory_slices`]).
     pub memory_slices: u8,
     /// Usable GPU memory of one instance, in MiB.
     pub memory_mib: u64,
@@ -44,9 +53,11 @@ pub struct GpuModel {
     pub aliases: &'static [&'static str],
     /// PCI device IDs (`0x20B2`) of boards of this model, for matching NVML's report.
     pub pci_device_ids: &'static [u16],
-    /// Compute slices of a whole GPU (7 on every MIG GPU listed here but A30, which has 4).
+    /// Compute slices of a whole GPU (7 on the A100/H100/H200/GH200/B200/B300/GB200 family,
+    /// 4 on the A30 and RTX PRO 6000 Blackwell, 2 on the RTX PRO 5000 Blackwell); at most
+    /// [`MAX_SLICES`].
     pub compute_slices: u8,
-    /// Memory slices of a whole GPU (8; A30 has 4).
+    /// Memory slices of a whole GPU (8, 4 and 2 on the same boards); at most [`MAX_SLICES`].
     pub memory_slices: u8,
     /// Total GPU memory in MiB as the whole GPU (MIG off) reports it.
     pub total_memory_mib: u64,
@@ -116,16 +127,58 @@ const fn scaled_board(tdp_w: f64, source: &'static str) -> BoardPower {
     }
 }
 
+/// Most compute or memory slices a model may have. Geometry keeps a GPU's occupied memory
+/// slices in a 16-bit mask (`enumerate.rs`), so 16 is the bound; every table in [`MODELS`] and
+/// every model built by [`GpuModel::from_nvml`] is checked against it. The largest MIG GPU
+/// NVIDIA lists has 8 memory slices and 7 compute slices (NVIDIA Multi-Instance GPU User
+/// Guide, "Supported MIG Profiles").
+pub const MAX_SLICES: u8 = 16;
+
+/// Most profiles a model table may have (per-profile counts are kept in a fixed array in
+/// `enumerate.rs`). The largest table, the RTX PRO 6000 Blackwell's, has 11.
+pub const MAX_PROFILES: usize = 16;
+
+impl ProfileSpec {
+    /// The variant suffix of the profile name after its size, e.g. `"+me"` for
+    /// `1g.10gb+me`, `"+gfx"` for `1g.24gb+gfx`, `"-me"` for `1g.24gb-me` (no media engine),
+    /// `"+me.all"` for `1g.24gb+me.all`; `""` for a plain profile such as `3g.40gb`.
+    pub fn suffix(&self) -> &'static str {
+        let name = self.name;
+        match name.find("gb") {
+            Some(i) => &name[i + 2..],
+            None => "",
+        }
+    }
+
+    /// Whether the profile is a variant of a plain profile with the same slices (a name
+    /// suffix: `+me`, `+gfx`, `-me`, `+me.all`). Variants are created only when named: the
+    /// layout search and "the smallest profile that fits" use the plain profiles.
+    pub fn is_variant(&self) -> bool {
+        !self.suffix().is_empty()
+    }
+
+    /// Whether the profile has one compute slice but more than one memory slice (`1g.20gb`
+    /// on an A100-80GB, NVIDIA's profile ID 15 on the seven-slice boards).
+    pub fn is_double_memory(&self) -> bool {
+        self.compute_slices == 1 && self.memory_slices > 1
+    }
+}
+
 impl GpuModel {
     /// The profile with this name (`"2g.20gb"`), if the model has it. Exact, case-insensitive.
     pub fn profile(&self, name: &str) -> Option<&'static ProfileSpec> {
         self.profiles.iter().find(|p| p.name.eq_ignore_ascii_case(name))
     }
 
-    /// Profiles without media extensions, sorted by memory then compute, smallest first.
+    /// Profiles without media extensions or another variant suffix ([`ProfileSpec::is_variant`]:
+    /// `+me`, `+gfx`, `-me`, `+me.all`), sorted by memory then compute, smallest first.
     /// This is the order in which dynmig searches for "the smallest profile that fits".
     pub fn schedulable_profiles(&self) -> Vec<&'static ProfileSpec> {
-        let mut v: Vec<_> = self.profiles.iter().filter(|p| !p.media_extensions).collect();
+        let mut v: Vec<_> = self
+            .profiles
+            .iter()
+            .filter(|p| !p.media_extensions && !p.is_variant())
+            .collect();
         v.sort_by_key(|p| (p.memory_mib, p.compute_slices));
         v
     }
@@ -544,6 +597,204 @@ pub static B200_180GB: GpuModel = GpuModel {
     ),
 };
 
+/// NVIDIA's MIG manager default configuration, whose `device-filter` entries name the PCI
+/// device IDs (upper 16 bits; lower 16 bits `10DE`, NVIDIA's vendor ID) and whose
+/// `all-<profile>` entries name each board's profiles and per-profile counts:
+/// <https://github.com/NVIDIA/mig-parted/blob/main/deployments/systemd/config-default.yaml>
+/// (read at commit bd7160f, 2026-08-21).
+pub const NVIDIA_MIG_PARTED_DEFAULT_CONFIG: &str =
+    "https://github.com/NVIDIA/mig-parted/blob/main/deployments/systemd/config-default.yaml (commit bd7160f)";
+
+/// NVIDIA B300 (Blackwell Ultra, 288 GB HBM3e; 269 GB usable under MIG).
+///
+/// Profile names and per-profile counts (`1g.34gb` x7, `1g.34gb+me` x1, `1g.67gb` x4,
+/// `2g.67gb` x3, `3g.135gb` x2, `4g.135gb` x1, `7g.269gb` x1) and the PCI device ID 0x3182
+/// (the "B300" `device-filter`) from [`NVIDIA_MIG_PARTED_DEFAULT_CONFIG`]; the seven compute
+/// and eight memory slices from the counts (7 x `1g`, 4 x `1g` double-memory, 2 x `3g` on
+/// half the memory each), as on the B200. Profile IDs and placements are not published for
+/// the B300: assumed as the H100/H200 ones (the B200 table makes the same assumption).
+/// MiB are [`nominal_mib`] of the names: unverified. Board power: not found in an NVIDIA
+/// document here; 1100 W per GPU assumed (the HGX B300 figure quoted for the board, 100 W
+/// above the HGX B200's 1000 W); idle scaled from the A100 by TDP.
+pub static B300_269GB: GpuModel = GpuModel {
+    name: "B300-269GB",
+    aliases: &["B300", "NVIDIA B300", "NVIDIA B300 SXM6 AC"],
+    pci_device_ids: &[0x3182],
+    compute_slices: 7,
+    memory_slices: 8,
+    total_memory_mib: 269 * 1024,
+    profiles: seven_slice_profiles!(
+        "1g.34gb",
+        "1g.34gb+me",
+        "1g.67gb",
+        "2g.67gb",
+        "3g.135gb",
+        "4g.135gb",
+        "7g.269gb",
+        [nominal_mib(34), nominal_mib(67), nominal_mib(135), nominal_mib(269)]
+    ),
+    source: "profile names, counts and PCI ID 0x3182 from NVIDIA mig-parted config-default.yaml (https://github.com/NVIDIA/mig-parted, commit bd7160f); IDs and placements assumed as H100; MiB nominal: unverified",
+    verified: false,
+    fp8: true,
+    power: scaled_board(
+        1100.0,
+        "TDP: assumed 1100 W per GPU (HGX B300 figure; no NVIDIA datasheet value found); idle: A100 measurement scaled by TDP",
+    ),
+};
+
+/// NVIDIA GB200 (the Blackwell GPU of a Grace Blackwell superchip, 186 GB under MIG).
+///
+/// NVIDIA Multi-Instance GPU User Guide, "Supported GPUs"
+/// (<https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html>): GB200,
+/// 186GB, at most 7 instances. Profile names and counts (`1g.23gb` x7, `1g.23gb+me` x1,
+/// `1g.47gb` x4, `2g.47gb` x3, `3g.93gb` x2, `4g.93gb` x1, `7g.186gb` x1) and the PCI device
+/// ID 0x2941 ("GB200 HGX" `device-filter`) from [`NVIDIA_MIG_PARTED_DEFAULT_CONFIG`]. Profile
+/// IDs and placements assumed as the H100's; MiB [`nominal_mib`]: unverified. Board power:
+/// not found per GPU in an NVIDIA document here; 1200 W assumed (the GB200 NVL72 figure
+/// quoted per GPU); idle scaled from the A100 by TDP.
+pub static GB200_186GB: GpuModel = GpuModel {
+    name: "GB200-186GB",
+    aliases: &["GB200", "NVIDIA GB200"],
+    pci_device_ids: &[0x2941],
+    compute_slices: 7,
+    memory_slices: 8,
+    total_memory_mib: 186 * 1024,
+    profiles: seven_slice_profiles!(
+        "1g.23gb",
+        "1g.23gb+me",
+        "1g.47gb",
+        "2g.47gb",
+        "3g.93gb",
+        "4g.93gb",
+        "7g.186gb",
+        [nominal_mib(23), nominal_mib(47), nominal_mib(93), nominal_mib(186)]
+    ),
+    source: "NVIDIA MIG User Guide, Supported GPUs (GB200 186GB, 7 instances); profile names, counts and PCI ID 0x2941 from NVIDIA mig-parted config-default.yaml (commit bd7160f); IDs and placements assumed as H100; MiB nominal: unverified",
+    verified: false,
+    fp8: true,
+    power: scaled_board(
+        1200.0,
+        "TDP: assumed 1200 W per GPU (GB200 NVL72 figure; no NVIDIA datasheet value per GPU found); idle: A100 measurement scaled by TDP",
+    ),
+};
+
+/// Placement starts of a 4-memory-slice board's 1-slice profiles (the A30's, NVIDIA MIG
+/// User Guide, "A30 MIG placements").
+const FOUR_STARTS_1: &[u8] = &[0, 1, 2, 3];
+/// Placement starts of a 4-memory-slice board's 2-slice profiles.
+const FOUR_STARTS_2: &[u8] = &[0, 2];
+/// Placement starts of a 2-memory-slice board's 1-slice profiles.
+const TWO_STARTS_1: &[u8] = &[0, 1];
+
+/// One plain (no `+me`) profile of a small board, for the tables below.
+const fn small(
+    id: u32,
+    name: &'static str,
+    slices: u8,
+    memory_mib: u64,
+    max_instances: u8,
+    starts: &'static [u8],
+    media_extensions: bool,
+) -> ProfileSpec {
+    ProfileSpec {
+        id,
+        name,
+        compute_slices: slices,
+        memory_slices: slices,
+        memory_mib,
+        max_instances,
+        placement_starts: starts,
+        media_extensions,
+    }
+}
+
+/// NVIDIA RTX PRO 6000 Blackwell (Server, Workstation and Max-Q Workstation Editions, 96 GB
+/// GDDR7): 4 compute slices and 4 memory slices.
+///
+/// NVIDIA Multi-Instance GPU User Guide, "Supported GPUs"
+/// (<https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html>): all three
+/// editions, GB202, 96GB, at most 4 instances. Profiles and counts from
+/// [`NVIDIA_MIG_PARTED_DEFAULT_CONFIG`] ("RTX PRO 6000 Blackwell" entries): `1g.24gb` x4,
+/// `1g.24gb+me` x1, `1g.24gb+gfx` x4, `1g.24gb+me.all` x1, `1g.24gb-me` x4, `2g.48gb` x2,
+/// `2g.48gb+gfx` x2, `2g.48gb+me.all` x1, `2g.48gb-me` x2, `4g.96gb` x1, `4g.96gb+gfx` x1;
+/// PCI device ID 0x2BB5 (its `device-filter`; the Workstation and Max-Q IDs are not
+/// published there, so those boards match by name). Placements: as the A30's, the other
+/// 4-slice board (1-slice at 0..=3, 2-slice at 0 and 2, full at 0): unverified. Profile IDs
+/// are not published: the shapes the A30 has take the A30's IDs (4g 0, 2g 5, 1g 14, 1g+me
+/// 21), the others IDs from 100 up that NVML does not use, so that creating one by
+/// ID fails loudly instead of creating another profile; use [`GpuModel::from_nvml`] on these
+/// boards. MiB [`nominal_mib`]: unverified. Power: 600 W, the Workstation and Server
+/// Editions' maximum board power (NVIDIA RTX PRO 6000 Blackwell product pages,
+/// <https://www.nvidia.com/en-us/products/workstations/professional-desktop-gpus/rtx-pro-6000/>;
+/// the Max-Q edition is 300 W); idle scaled from the A100 by TDP.
+pub static RTX_PRO_6000_96GB: GpuModel = GpuModel {
+    name: "RTX-PRO-6000-96GB",
+    aliases: &[
+        "RTX PRO 6000 Blackwell",
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    ],
+    pci_device_ids: &[0x2BB5],
+    compute_slices: 4,
+    memory_slices: 4,
+    total_memory_mib: 96 * 1024,
+    profiles: &[
+        small(0, "4g.96gb", 4, nominal_mib(96), 1, A100_STARTS_0, false),
+        small(100, "4g.96gb+gfx", 4, nominal_mib(96), 1, A100_STARTS_0, false),
+        small(5, "2g.48gb", 2, nominal_mib(48), 2, FOUR_STARTS_2, false),
+        small(101, "2g.48gb+gfx", 2, nominal_mib(48), 2, FOUR_STARTS_2, false),
+        small(102, "2g.48gb-me", 2, nominal_mib(48), 2, FOUR_STARTS_2, false),
+        small(106, "2g.48gb+me.all", 2, nominal_mib(48), 1, FOUR_STARTS_2, true),
+        small(14, "1g.24gb", 1, nominal_mib(24), 4, FOUR_STARTS_1, false),
+        small(103, "1g.24gb+gfx", 1, nominal_mib(24), 4, FOUR_STARTS_1, false),
+        small(104, "1g.24gb-me", 1, nominal_mib(24), 4, FOUR_STARTS_1, false),
+        small(21, "1g.24gb+me", 1, nominal_mib(24), 1, FOUR_STARTS_1, true),
+        small(105, "1g.24gb+me.all", 1, nominal_mib(24), 1, FOUR_STARTS_1, true),
+    ],
+    source: "NVIDIA MIG User Guide, Supported GPUs (96GB, 4 instances); profiles, counts and PCI ID 0x2BB5 from NVIDIA mig-parted config-default.yaml (commit bd7160f); placements as A30; IDs assumed; MiB nominal: unverified",
+    verified: false,
+    fp8: true,
+    power: scaled_board(
+        600.0,
+        "TDP: NVIDIA RTX PRO 6000 Blackwell product page (Workstation and Server Editions 600 W; Max-Q 300 W); idle: A100 measurement scaled by TDP",
+    ),
+};
+
+/// NVIDIA RTX PRO 5000 Blackwell (48 GB GDDR7): 2 compute slices and 2 memory slices.
+///
+/// NVIDIA Multi-Instance GPU User Guide, "Supported GPUs"
+/// (<https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html>): RTX PRO
+/// 5000 Blackwell, GB202, 48GB, at most 2 instances; "Deployment Considerations": driver
+/// R575 (>= 575.57.08). No profile table for it was found (neither in the user guide's
+/// "Supported MIG Profiles" as searched nor in NVIDIA's mig-parted defaults), so this table
+/// is built from what is published: 2 instances at most means two halves, named after the
+/// memory as NVIDIA names them on the RTX PRO 6000 (`1g.24gb` x2, `2g.48gb` x1, one
+/// `1g.24gb+me`). Names, IDs (the A30's for the same shapes), placements and MiB are all
+/// assumptions: unverified; use [`GpuModel::from_nvml`]. No PCI device ID is published
+/// there either: the board matches by name. Power: 300 W (NVIDIA RTX PRO 5000 Blackwell
+/// product page, maximum power consumption); idle scaled from the A100 by TDP.
+pub static RTX_PRO_5000_48GB: GpuModel = GpuModel {
+    name: "RTX-PRO-5000-48GB",
+    aliases: &["RTX PRO 5000 Blackwell", "NVIDIA RTX PRO 5000 Blackwell"],
+    pci_device_ids: &[],
+    compute_slices: 2,
+    memory_slices: 2,
+    total_memory_mib: 48 * 1024,
+    profiles: &[
+        small(0, "2g.48gb", 2, nominal_mib(48), 1, A100_STARTS_0, false),
+        small(14, "1g.24gb", 1, nominal_mib(24), 2, TWO_STARTS_1, false),
+        small(21, "1g.24gb+me", 1, nominal_mib(24), 1, TWO_STARTS_1, true),
+    ],
+    source: "NVIDIA MIG User Guide, Supported GPUs (48GB, 2 instances); no profile table found: names, IDs, placements and MiB assumed (two halves), unverified",
+    verified: false,
+    fp8: true,
+    power: scaled_board(
+        300.0,
+        "TDP: NVIDIA RTX PRO 5000 Blackwell product page (300 W); idle: A100 measurement scaled by TDP",
+    ),
+};
+
 /// Every model dynmig knows.
 pub static MODELS: &[&GpuModel] = &[
     &A100_40GB,
@@ -555,6 +806,10 @@ pub static MODELS: &[&GpuModel] = &[
     &GH200_96GB,
     &GH200_144GB,
     &B200_180GB,
+    &B300_269GB,
+    &GB200_186GB,
+    &RTX_PRO_6000_96GB,
+    &RTX_PRO_5000_48GB,
 ];
 
 /// Looks a model up by canonical name or alias, case-insensitively.
@@ -604,26 +859,74 @@ mod tests {
         assert_eq!(m.full_profile().name, "7g.40gb");
     }
 
+    /// Every table in [`MODELS`] is self-consistent: slices within [`MAX_SLICES`], a
+    /// full-GPU profile, unique IDs and names, placements inside the GPU, each profile's
+    /// `max_instances` placeable together on one GPU (and one more not), memory within the
+    /// total, profiles largest first, names that say their compute slices, and a source.
     #[test]
     fn every_table_is_consistent() {
+        use crate::geometry::{place, ProfileCounts};
         for m in MODELS {
-            assert!(m.profiles.len() <= 16, "{}", m.name);
-            assert!(!m.pci_device_ids.is_empty() && !m.source.is_empty(), "{}", m.name);
-            assert_eq!(m.full_profile().memory_slices, m.memory_slices, "{}", m.name);
+            let n = m.name;
+            assert!(m.profiles.len() <= MAX_PROFILES, "{n}");
+            assert!((1..=MAX_SLICES).contains(&m.compute_slices), "{n}");
+            assert!((1..=MAX_SLICES).contains(&m.memory_slices), "{n}");
+            assert!(!m.source.is_empty() && !m.power.source.is_empty(), "{n}");
+            // No PCI ID published: the board must match by name, and the table is unverified.
+            assert!(
+                !m.pci_device_ids.is_empty() || (!m.verified && !m.aliases.is_empty()),
+                "{n}"
+            );
+            let full = m.full_profile();
+            assert_eq!(
+                (full.memory_slices, full.compute_slices),
+                (m.memory_slices, m.compute_slices),
+                "{n}"
+            );
+            assert!(!full.is_variant() && !full.media_extensions, "{n}");
             let mut ids: Vec<u32> = m.profiles.iter().map(|p| p.id).collect();
             ids.sort_unstable();
             ids.dedup();
-            assert_eq!(ids.len(), m.profiles.len(), "{}: profile IDs repeat", m.name);
+            assert_eq!(ids.len(), m.profiles.len(), "{n}: profile IDs repeat");
+            let mut names: Vec<String> = m.profiles.iter().map(|p| p.name.to_ascii_lowercase()).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), m.profiles.len(), "{n}: profile names repeat");
+            for w in m.profiles.windows(2) {
+                let key = |p: &ProfileSpec| (p.memory_slices, p.compute_slices);
+                assert!(
+                    key(&w[0]) >= key(&w[1]),
+                    "{n}: {} listed before {}",
+                    w[0].name,
+                    w[1].name
+                );
+            }
             for p in m.profiles {
-                assert!(p.memory_mib <= m.total_memory_mib, "{} {}", m.name, p.name);
-                assert!(p.compute_slices <= m.compute_slices, "{} {}", m.name, p.name);
+                assert!(p.memory_mib > 0 && p.memory_mib <= m.total_memory_mib, "{n} {}", p.name);
+                assert!(
+                    p.compute_slices >= 1 && p.compute_slices <= m.compute_slices,
+                    "{n} {}",
+                    p.name
+                );
+                assert!(
+                    p.memory_slices >= 1 && p.memory_slices <= m.memory_slices,
+                    "{n} {}",
+                    p.name
+                );
+                assert!(p.max_instances >= 1 && !p.placement_starts.is_empty(), "{n} {}", p.name);
                 // Every start leaves the instance inside the GPU.
                 for s in p.placement_starts {
-                    assert!(s + p.memory_slices <= m.memory_slices, "{} {}@{s}", m.name, p.name);
+                    assert!(s + p.memory_slices <= m.memory_slices, "{n} {}@{s}", p.name);
                 }
                 // The name says the compute slices: "3g.40gb" has 3.
                 let g: u8 = p.name.split('g').next().unwrap().parse().unwrap();
-                assert_eq!(g, p.compute_slices, "{} {}", m.name, p.name);
+                assert_eq!(g, p.compute_slices, "{n} {}", p.name);
+                // `max_instances` of the profile fit on one GPU together, one more does not.
+                let mut c = ProfileCounts::empty();
+                c.add(p, u32::from(p.max_instances));
+                assert!(place(m, &c).is_some(), "{n}: {c} does not fit");
+                c.add(p, 1);
+                assert!(place(m, &c).is_none(), "{n}: {c} fits");
             }
         }
         // No PCI ID or name belongs to two models.
@@ -643,6 +946,50 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The boards added from NVIDIA's MIG user guide and mig-parted defaults: their slice
+    /// counts, full profiles, PCI IDs, lookups by NVML name, and that none is marked verified.
+    #[test]
+    fn blackwell_tables_added_unverified() {
+        for (m, slices, full, pci) in [
+            (&B300_269GB, (7, 8), "7g.269gb", Some(0x3182)),
+            (&GB200_186GB, (7, 8), "7g.186gb", Some(0x2941)),
+            (&RTX_PRO_6000_96GB, (4, 4), "4g.96gb", Some(0x2BB5)),
+            (&RTX_PRO_5000_48GB, (2, 2), "2g.48gb", None),
+        ] {
+            assert!(!m.verified && !m.power.idle_measured && m.fp8, "{}", m.name);
+            assert_eq!((m.compute_slices, m.memory_slices), slices, "{}", m.name);
+            assert_eq!(m.full_profile().name, full);
+            assert!(MODELS.contains(&m));
+            if let Some(id) = pci {
+                assert_eq!(model_by_pci_id(id).unwrap().name, m.name);
+            }
+        }
+        assert_eq!(
+            model_for_device(0xFFFF, "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition")
+                .unwrap()
+                .name,
+            "RTX-PRO-6000-96GB"
+        );
+        assert_eq!(
+            model_for_device(0xFFFF, "NVIDIA RTX PRO 5000 Blackwell").unwrap().name,
+            "RTX-PRO-5000-48GB"
+        );
+        // The RTX PRO 6000's variants: +gfx and -me are not media profiles, +me and +me.all are.
+        let v = |name: &str| RTX_PRO_6000_96GB.profile(name).unwrap();
+        assert_eq!(v("1g.24gb+gfx").suffix(), "+gfx");
+        assert!(v("1g.24gb+gfx").is_variant() && !v("1g.24gb+gfx").media_extensions);
+        assert!(v("2g.48gb-me").is_variant() && !v("2g.48gb-me").media_extensions);
+        assert!(v("1g.24gb+me.all").media_extensions && v("1g.24gb+me").media_extensions);
+        assert!(!v("2g.48gb").is_variant() && v("2g.48gb").suffix().is_empty());
+        // Power: the TDPs stated in the doc comments, idle scaled from the A100.
+        let tdp: Vec<f64> = [&B300_269GB, &GB200_186GB, &RTX_PRO_6000_96GB, &RTX_PRO_5000_48GB]
+            .iter()
+            .map(|m| m.power.tdp_w)
+            .collect();
+        assert_eq!(tdp, [1100.0, 1200.0, 600.0, 300.0]);
+        assert_eq!(RTX_PRO_5000_48GB.power.idle_w, A100_IDLE_W * 300.0 / A100_TDP_W);
     }
 
     #[test]
@@ -702,7 +1049,11 @@ mod tests {
                 "H200-141GB",
                 "GH200-96GB",
                 "GH200-144GB",
-                "B200-180GB"
+                "B200-180GB",
+                "B300-269GB",
+                "GB200-186GB",
+                "RTX-PRO-6000-96GB",
+                "RTX-PRO-5000-48GB"
             ]
         );
         assert!(!A100_40GB.fp8 && !A100_80GB.fp8 && !A30_24GB.fp8);

@@ -96,7 +96,8 @@ pub fn check_instances(model: &GpuModel, instances: &[Placed]) -> Result<(), Lay
 /// Finds placements for `counts` on an empty GPU of `model`, or `None` if it cannot fit.
 ///
 /// Places the largest profiles first at their lowest free allowed start and backtracks;
-/// the search space is tiny (at most 7 instances, at most 7 starts each).
+/// the search space is tiny (at most one instance per memory slice, at most
+/// [`super::MAX_SLICES`] starts each).
 pub fn place(model: &GpuModel, counts: &ProfileCounts) -> Option<Vec<Placed>> {
     place_around(model, &[], counts)
 }

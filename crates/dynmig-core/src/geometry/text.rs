@@ -3,9 +3,10 @@
 //!
 //! One GPU ([`ProfileCounts`]): terms `N x profile` joined by `+`, e.g. `3x2g.20gb+1x1g.10gb`.
 //! The `Nx` may be left out for 1 (`x`, `X` or `*` separate the count); `empty` (or nothing)
-//! is MIG on with no instance. A `+me` profile keeps its suffix: `+` followed by `me` belongs
-//! to the profile before it, so `1x1g.10gb+me+6x1g.10gb` is one `1g.10gb+me` and six
-//! `1g.10gb` (no profile is named `me`). [`fmt::Display`] writes every count, largest
+//! is MIG on with no instance. A variant profile keeps its suffix: `+` followed by `me`,
+//! `gfx` or `me.all` belongs to the profile before it, so `1x1g.10gb+me+6x1g.10gb` is one
+//! `1g.10gb+me` and six `1g.10gb`, and `2x1g.24gb+gfx+1x2g.48gb` two `1g.24gb+gfx` and one
+//! `2g.48gb` (no profile is named `me`, `gfx` or `me.all`). [`fmt::Display`] writes every count, largest
 //! profiles first, so that the text is canonical and reads back to the same layout.
 //!
 //! A node ([`NodeLayout`]): each GPU's layout joined by `,`, GPU 0 first.
@@ -93,15 +94,20 @@ pub fn layout_examples(model: &GpuModel) -> String {
     }
 }
 
-/// Splits on `+`, keeping a `+me` suffix with the term before it.
+/// Variant suffixes written after a `+` ([`super::ProfileSpec::suffix`]).
+const PLUS_SUFFIXES: [&str; 3] = ["me", "gfx", "me.all"];
+
+/// Splits on `+`, keeping a `+me`, `+gfx` or `+me.all` suffix with the term before it.
 fn terms(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for t in text.split('+') {
-        match out.last_mut() {
-            Some(last) if t.trim().eq_ignore_ascii_case("me") && !last.trim().is_empty() => {
-                last.push_str("+me");
+        let suffix = PLUS_SUFFIXES.iter().find(|s| t.trim().eq_ignore_ascii_case(s));
+        match (out.last_mut(), suffix) {
+            (Some(last), Some(suffix)) if !last.trim().is_empty() => {
+                last.push('+');
+                last.push_str(suffix);
             }
-            _ => out.push(t.to_string()),
+            (_, _) => out.push(t.to_string()),
         }
     }
     out
@@ -128,7 +134,9 @@ impl ProfileCounts {
         };
         for term in terms(text) {
             let term = term.trim();
+            // A bare profile name first: `1g.24gb+gfx` holds an `x` that is no count separator.
             let (n_text, name) = match term.split_once(['x', 'X', '*']) {
+                _ if model.profile(term).is_some() => (None, term),
                 Some((n, name)) if !n.trim().is_empty() && n.trim().bytes().all(|b| b.is_ascii_digit()) => {
                     (Some(n.trim()), name.trim())
                 }
@@ -189,14 +197,15 @@ impl fmt::Display for ProfileCounts {
     }
 }
 
-/// Sort key for a profile name `Ng.Mgb[+me]`: (compute, memory, name).
+/// Sort key for a profile name `Ng.Mgb[suffix]` (suffix `+me`, `+gfx`, `-me`, `+me.all`):
+/// (compute, memory, name).
 fn name_size_key(name: &str) -> (u32, u32, &str) {
-    let g = name.split('g').next().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let m = name
-        .split('.')
-        .nth(1)
-        .and_then(|s| s.trim_end_matches("+me").trim_end_matches("gb").parse().ok())
-        .unwrap_or(0);
+    let leading = |s: &str| -> u32 {
+        let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        s[..end].parse().unwrap_or(0)
+    };
+    let g = leading(name);
+    let m = name.split_once('.').map_or(0, |(_, rest)| leading(rest));
     (g, m, name)
 }
 

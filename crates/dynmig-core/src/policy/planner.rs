@@ -74,8 +74,9 @@ pub struct PlannerSettings {
     pub memory: f64,
     /// Queued jobs count as need only beyond this many times the running jobs (1.0). By
     /// Little's law a queue of `q` times the running jobs means a wait of about `q` run
-    /// times; a job moved to a smaller instance runs `(7/c)^gamma - 1` run times longer, about
-    /// one for a 3g instance (gamma 0.85, docs/model.md). Below that queue, waiting for a
+    /// times; a job moved to a smaller instance of `c` of the GPU's `C` compute slices runs
+    /// `(C/c)^gamma - 1` run times longer, about one for a 3g instance of a 7-slice GPU
+    /// (gamma 0.85, docs/model.md). Below that queue, waiting for a
     /// larger instance makes jobs less late than running on a smaller one.
     pub queue_tolerance: f64,
     /// How a job's speed grows with compute slices, the exponent of `(c/C)^speedup` (0.7:
