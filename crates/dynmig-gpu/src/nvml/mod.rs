@@ -37,7 +37,7 @@ use crate::probe::{ProbeReport, ProbedGpu, ProbedInstance, ProbedProfile};
 use crate::{BackendError, GpuBackend, GpuState, InstanceState};
 use caps::MigMinors;
 use dynmig_core::config::NvmlAccess;
-use dynmig_core::geometry::{model_for_device, GpuModel, Placed};
+use dynmig_core::geometry::{cross_check, model_for_device, GpuModel, NvmlGeometry, NvmlProfile, Placed};
 use errors::{from_nvml, from_return, return_name};
 use nvml_wrapper::Device;
 use nvml_wrapper_sys::bindings as sys;
@@ -189,16 +189,74 @@ impl Driver {
             .map_err(|e| from_nvml(e, &format!("GPU {gpu}: nvmlDeviceGetHandleByIndex")))
     }
 
+    /// GPU `gpu`'s geometry: read from NVML the first time in this process (profiles,
+    /// memory, placements: [`GpuModel::from_nvml`]), checked against dynmig's table of the
+    /// board ([`cross_check`]: each difference logged as a warning; what NVML says is used),
+    /// then kept for the session. A board that answers no GPU-instance profile gets its table.
     fn model(&self, dev: &Device<'_>, gpu: u32) -> Result<&'static GpuModel, BackendError> {
+        if let Some(m) = self.session.models.lock().unwrap_or_else(|p| p.into_inner()).get(&gpu) {
+            return Ok(m);
+        }
         let name = dev.name().map_err(|e| from_nvml(e, &format!("GPU {gpu}: name")))?;
         let pci = dev
             .pci_info()
             .map_err(|e| from_nvml(e, &format!("GPU {gpu}: PCI info")))?;
         let id = (pci.pci_device_id >> 16) as u16;
-        model_for_device(id, &name).ok_or_else(|| BackendError::InvalidArgument {
-            what: format!(
-                "GPU {gpu} ('{name}', PCI device ID 0x{id:04X}) has no MIG table in dynmig; run `dynmig gpu probe`"
-            ),
+        let table = model_for_device(id, &name);
+        let geometry = self.geometry(dev, &name, pci.pci_device_id)?;
+        let model = if geometry.profiles.is_empty() {
+            table.ok_or_else(|| BackendError::InvalidArgument {
+                what: format!(
+                    "GPU {gpu} ('{name}', PCI device ID 0x{id:04X}) reports no MIG profile and has no MIG table in dynmig; run `dynmig gpu probe`"
+                ),
+            })?
+        } else {
+            let built = GpuModel::from_nvml(&geometry, table).map_err(|e| BackendError::InvalidArgument {
+                what: format!("GPU {gpu}: the MIG geometry NVML reports cannot be used: {e}"),
+            })?;
+            if let Some(t) = table {
+                for line in cross_check(built, t) {
+                    log::warn!(
+                        "GPU {gpu}: NVML and dynmig's {} table differ: {line}; dynmig uses what NVML says",
+                        t.name
+                    );
+                }
+            }
+            built
+        };
+        self.session
+            .models
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(gpu, model);
+        Ok(model)
+    }
+
+    /// Every GPU-instance profile the device answers, with its placements.
+    fn geometry(&self, dev: &Device<'_>, name: &str, pci_device_id: u32) -> Result<NvmlGeometry, BackendError> {
+        let handle = unsafe { dev.handle() };
+        let memory_total_mib = dev.memory_info().map(|m| m.total / (1024 * 1024)).unwrap_or(0);
+        let mut profiles = Vec::new();
+        for index in PROFILE_INDICES {
+            let Ok(info) = raw::gi_profile_info(self.nvml(), handle, index) else {
+                continue;
+            };
+            let placements = raw::gi_placements(self.nvml(), handle, info.id)
+                .map_err(|c| from_return(c, &format!("placements of profile ID {}", info.id)))?;
+            profiles.push(NvmlProfile {
+                id: info.id,
+                name: info.name.unwrap_or_default(),
+                slice_count: info.slice_count,
+                instance_count: info.instance_count,
+                memory_mib: info.memory_mib,
+                placements,
+            });
+        }
+        Ok(NvmlGeometry {
+            name: name.to_string(),
+            pci_device_id,
+            memory_total_mib,
+            profiles,
         })
     }
 
@@ -431,8 +489,10 @@ impl Driver {
     fn create_instance(&self, gpu: u32, placed: Placed) -> Result<InstanceState, BackendError> {
         let dev = self.device(gpu)?;
         let model = self.model(&dev, gpu)?;
-        let (p, start) = (placed.profile, placed.start);
-        if !model.profiles.contains(p) {
+        let start = placed.start;
+        // The profile as this GPU's NVML geometry has it (the caller's may come from a table).
+        let found = model.profile(placed.profile.name);
+        let Some(p) = found else {
             return Err(BackendError::InvalidArgument {
                 what: format!(
                     "{placed}: not a MIG profile of {}; allowed: {}",
@@ -440,7 +500,7 @@ impl Driver {
                     model.profiles.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
                 ),
             });
-        }
+        };
         if !p.placement_starts.contains(&start) {
             return Err(BackendError::InvalidArgument {
                 what: format!(

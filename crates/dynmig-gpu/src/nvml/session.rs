@@ -32,6 +32,9 @@ pub(crate) struct Session {
     pub nvml: Nvml,
     /// Set once an operation overran its deadline: what it was.
     hung: Mutex<Option<String>>,
+    /// Each GPU's geometry as NVML reported it the first time it was read (GPU index ->
+    /// model).
+    pub models: Mutex<HashMap<u32, &'static dynmig_core::geometry::GpuModel>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -74,6 +77,7 @@ impl Session {
         let session: &'static Session = Box::leak(Box::new(Session {
             nvml,
             hung: Mutex::new(None),
+            models: Mutex::new(HashMap::new()),
         }));
         all.insert(key, session);
         Ok(session)
