@@ -457,11 +457,25 @@ impl Cluster {
         self.dir.join(format!("dynmig/nodes/{node}/gpus.json"))
     }
 
-    /// Replaces `node`'s shared fault plan (`gpus.json.faults.json`, dynmig_gpu::FaultPlan's
-    /// JSON text form).
+    /// `node`'s state directory (journal, pid file, test points).
+    pub fn node_state_dir(&self, node: &str) -> PathBuf {
+        self.dir.join(format!("dynmig/nodes/{node}"))
+    }
+
+    /// Replaces `node`'s shared fault plans: the points of the agent's work in `"at"`
+    /// (dynmig_node::testpoints, `test-points.json`), and the GPU faults, the rest
+    /// (`gpus.json.faults.json`, dynmig_gpu::FaultPlan's JSON text form).
     pub fn set_faults(&self, node: &str, plan: &str) {
+        let mut v: serde_json::Value = serde_json::from_str(plan).expect("a fault plan is JSON");
+        let at = v.as_object_mut().and_then(|o| o.remove("at"));
+        let points = serde_json::json!({ "at": at.unwrap_or_else(|| serde_json::json!([])) });
+        std::fs::write(
+            dynmig_node::testpoints::points_path(&self.node_state_dir(node)),
+            points.to_string(),
+        )
+        .expect("write the points file");
         let path = self.dir.join(format!("dynmig/nodes/{node}/gpus.json.faults.json"));
-        std::fs::write(&path, plan).expect("write the faults file");
+        std::fs::write(&path, v.to_string()).expect("write the faults file");
     }
 
     /// The pid in a pid file, if the file holds one.
@@ -577,7 +591,7 @@ impl Cluster {
     /// Waits (up to `timeout`) for the simulated backend of `node` to pause at a point
     /// fault; returns the point's name.
     pub fn wait_paused(&self, node: &str, timeout: Duration) -> String {
-        let path = dynmig_gpu::simulated::pause_path(&self.sim_state(node));
+        let path = dynmig_node::testpoints::pause_path(&self.node_state_dir(node));
         let mut point = String::new();
         self.wait_for("the agent to pause at its point fault", timeout, || {
             point = std::fs::read_to_string(&path).unwrap_or_default().trim().to_string();
@@ -588,7 +602,7 @@ impl Cluster {
 
     /// Lets a paused agent go on.
     pub fn release_pause(&self, node: &str) {
-        let _ = std::fs::remove_file(dynmig_gpu::simulated::pause_path(&self.sim_state(node)));
+        let _ = std::fs::remove_file(dynmig_node::testpoints::pause_path(&self.node_state_dir(node)));
     }
 
     /// Restarts slurmctld on its saved state (slurm/cluster.sh restart-ctld).

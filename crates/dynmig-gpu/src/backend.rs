@@ -115,14 +115,6 @@ pub trait GpuBackend: Send + std::fmt::Debug {
     /// true, and otherwise says which setting would allow it.
     fn allows_mig_mode_change(&self) -> bool;
 
-    /// The node agent has reached the named point of its work (`journal:register`,
-    /// `register:deleted`, ...; listed in `dynmig_node::agent`). A test hook: the default, and
-    /// so the NVML backend, does nothing; the simulated backend carries out a point fault of
-    /// its fault plan there (SIGKILL, or a pause for the test; [`crate::FaultPlan`]).
-    fn checkpoint(&mut self, point: &str) {
-        let _ = point;
-    }
-
     /// The device file of the whole GPU `gpu`, which gres.conf names for a GPU with MIG off;
     /// the default is the driver's `/dev/nvidia<gpu>`.
     fn gpu_device_file(&self, gpu: u32) -> PathBuf {

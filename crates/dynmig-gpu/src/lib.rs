@@ -47,7 +47,7 @@ pub use error::BackendError;
 pub use nvml::NvmlBackend;
 pub use open::{open_backend, BackendSettings};
 pub use ownership::Ownership;
-pub use simulated::{Fault, FaultKind, FaultOp, FaultPlan, PointAction, PointFault, SimulatedBackend, FAULTS_ENV};
+pub use simulated::{Fault, FaultKind, FaultOp, FaultPlan, SimulatedBackend, FAULTS_ENV};
 
 pub use dynmig_core::config::Backend;
 pub use dynmig_core::geometry::{NodeLayout, Placed};

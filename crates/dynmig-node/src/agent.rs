@@ -12,9 +12,9 @@
 //! 6. publishes the applied layout in the node's `Extra` field ([`PublishedLayout`]), and
 //!    clears the journal.
 //!
-//! Test hook: at each named point below the agent calls [`GpuBackend::checkpoint`]; the NVML
-//! backend does nothing there, the simulated backend carries out a point fault of its fault
-//! plan (`dynmig_gpu::FaultPlan`: SIGKILL, or a pause the test releases). The points, in
+//! Test hook: at each named point below the agent calls [`TestPoints::reach`], which carries
+//! out a point fault a test planned there (SIGKILL, or a pause the test releases;
+//! [`crate::testpoints`]) and does nothing otherwise. The points, in
 //! order: `journal:instances`, `journal:gres_conf`, `journal:register`, then within the
 //! re-registration `register:stopped` (slurmd stopped), `register:deleted` (node deleted
 //! from Slurm), `register:started` (the new slurmd daemonised and wrote its pid file), then `journal:wait`, and
@@ -30,6 +30,7 @@
 use crate::metrics::AgentMetrics;
 use crate::paths::NodePaths;
 use crate::reregister::Reregister;
+use crate::testpoints::TestPoints;
 use anyhow::{anyhow, bail, Context, Result};
 use dynmig_core::geometry::{GpuModel, NodeLayout};
 use dynmig_core::protocol::event::{Event, EventKind};
@@ -131,6 +132,8 @@ pub struct Agent {
     free_since: Option<Instant>,
     /// Whether the last look found the node in service (not drained) with no job.
     idle_in_service: bool,
+    /// Where tests stop the agent ([`crate::testpoints`]).
+    points: TestPoints,
 }
 
 /// Whether a node's GRES `(type, count)` list holds exactly the target's instances.
@@ -236,6 +239,7 @@ impl Agent {
         reregister: Box<dyn Reregister>,
         events: LineLog,
     ) -> Self {
+        let settings_state_dir = settings.paths.state_dir.clone();
         Self {
             metrics: AgentMetrics::new(&settings.node),
             settings,
@@ -249,6 +253,10 @@ impl Agent {
             had_jobs: false,
             free_since: None,
             idle_in_service: false,
+            points: TestPoints::for_node(&settings_state_dir).unwrap_or_else(|e| {
+                log::error!("{e}; no test point fires");
+                TestPoints::none()
+            }),
         }
     }
 
@@ -278,7 +286,7 @@ impl Agent {
             JournalStep::Register => "journal:register",
             JournalStep::Wait => "journal:wait",
         };
-        self.backend.checkpoint(step);
+        self.points.reach(step);
         Ok(())
     }
 
@@ -588,7 +596,7 @@ impl Agent {
         self.slurm
             .set_node_extra(&s.node, &PublishedLayout(target.clone()).encode())
             .map_err(|e| anyhow!("publishing the layout: {e}"))?;
-        self.backend.checkpoint("published");
+        self.points.reach("published");
         remove_if_present(&s.paths.journal())?;
         times.add("publish", t.elapsed());
         self.metrics.apply_finished(in_service);
@@ -615,7 +623,7 @@ impl Agent {
     /// Re-registers the node ([`Reregister`]), adding the time up to each `register:*` point to
     /// its step in `times`.
     fn reregister_timed(&mut self, node: &str, gres: &str, times: &mut StepTimes) -> Result<()> {
-        let backend = &mut self.backend;
+        let points = &mut self.points;
         let mut last = Instant::now();
         let mut marks: Vec<(&'static str, Duration)> = Vec::new();
         let r = self.reregister.reregister(self.slurm.as_ref(), node, gres, &mut |p| {
@@ -629,7 +637,7 @@ impl Agent {
                 marks.push((step, last.elapsed()));
                 last = Instant::now();
             }
-            backend.checkpoint(p);
+            points.reach(p);
         });
         for (step, d) in marks {
             times.add(step, d);

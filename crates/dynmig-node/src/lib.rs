@@ -24,3 +24,4 @@ pub mod paths;
 pub mod pidfile;
 pub mod reregister;
 pub mod setup;
+pub mod testpoints;

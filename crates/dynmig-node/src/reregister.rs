@@ -13,7 +13,7 @@ pub trait Reregister {
     /// Makes Slurm see `node` with `gres` (e.g. `gpu:3g.40gb:2`). Must be idempotent.
     /// `checkpoint` is called with the name of each point passed (`register:stopped`,
     /// `register:deleted`, `register:started` for [`DynamicNode`]): the agent hands it to
-    /// [`dynmig_gpu::GpuBackend::checkpoint`], a test hook only the simulated backend acts on.
+    /// [`crate::testpoints::TestPoints::reach`], a test hook.
     ///
     /// # Errors
     /// Any step failed.

@@ -118,32 +118,6 @@ pub struct Fault {
     pub error: FaultKind,
 }
 
-/// What a point fault does when the agent reaches its point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PointAction {
-    /// The process sends itself SIGKILL (a real `kill -9`: no destructor, no flush).
-    Crash,
-    /// The process writes the point's name into the pause file (`<state file>.paused`) and
-    /// waits until someone removes that file (at most [`MAX_PAUSE`]), then goes on: a test
-    /// does what it wants at that point (kill -9 the agent, kill slurmd, restart slurmctld).
-    Pause,
-}
-
-/// The longest a [`PointAction::Pause`] waits for its pause file to go.
-pub const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// Stop at a named point of the node agent's work ([`crate::GpuBackend::checkpoint`]), once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PointFault {
-    /// The point, e.g. `journal:register` (the agent's points are listed in
-    /// `dynmig_node::agent`'s documentation).
-    pub point: String,
-    /// What happens there.
-    pub action: PointAction,
-}
-
 /// Faults to inject into the simulated backend.
 ///
 /// A fault plan is a list of faults, each "fail the n-th call of this operation from now
@@ -164,10 +138,8 @@ pub struct PointFault {
 /// arguments and whether it would have succeeded. If two faults of one operation come due on
 /// the same call, the first one listed fires and the other fires on the next call.
 ///
-/// `at: [{"point": "journal:register", "action": "crash"}]` stops the process at a named
-/// point of the agent's work ([`crate::GpuBackend::checkpoint`], which only the simulated
-/// backend acts on): `crash` sends it SIGKILL, `pause` waits for the test (see
-/// [`PointAction`]). Each fires once, in whichever process reaches the point first.
+/// Points of the agent's work where a test stops it are not GPU faults: they are the
+/// agent's own test hook (`dynmig_node::testpoints`).
 ///
 /// `crash_after: n` simulates an agent killed mid-apply: the n-th mutating call from now
 /// (create, destroy or set_mig_mode, counted together) is carried out and saved, then the
@@ -182,9 +154,6 @@ pub struct FaultPlan {
     /// Exit with status 137 after the n-th mutating call from now (1 = the next one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash_after: Option<u32>,
-    /// Point faults, each fired once.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub at: Vec<PointFault>,
 }
 
 impl FaultPlan {
@@ -214,7 +183,7 @@ impl FaultPlan {
 
     /// The JSON text form: a plain list when there is no crash count.
     pub fn to_json(&self) -> String {
-        let text = if self.crash_after.is_none() && self.at.is_empty() {
+        let text = if self.crash_after.is_none() {
             serde_json::to_string_pretty(&self.faults)
         } else {
             serde_json::to_string_pretty(self)
@@ -224,13 +193,7 @@ impl FaultPlan {
 
     /// Whether nothing is pending.
     pub fn is_empty(&self) -> bool {
-        self.faults.is_empty() && self.crash_after.is_none() && self.at.is_empty()
-    }
-
-    /// The action of the first point fault at `point`, removing it.
-    pub fn on_point(&mut self, point: &str) -> Option<PointAction> {
-        let i = self.at.iter().position(|p| p.point == point)?;
-        Some(self.at.remove(i).action)
+        self.faults.is_empty() && self.crash_after.is_none()
     }
 
     /// Counts one call of `op` (`create`, `destroy`, `set_mig_mode` or `list`; faults of
@@ -334,20 +297,6 @@ mod tests {
         assert!(e.to_string().contains("CI 0: NVML_ERROR_GPU_IS_LOST"), "{e}");
         assert_eq!(p.on_call(FaultOp::List).map(|f| f.error), Some(FaultKind::Unknown));
         assert!(p.is_empty());
-    }
-
-    #[test]
-    fn point_faults_fire_once_and_round_trip() {
-        let text = r#"{"at": [{"point": "journal:register", "action": "crash"},
-                             {"point": "register:deleted", "action": "pause"}]}"#;
-        let mut p = FaultPlan::parse(text).unwrap();
-        assert_eq!(FaultPlan::parse(&p.to_json()).unwrap(), p);
-        assert_eq!(p.on_point("journal:wait"), None);
-        assert_eq!(p.on_point("register:deleted"), Some(PointAction::Pause));
-        assert_eq!(p.on_point("register:deleted"), None);
-        assert_eq!(p.on_point("journal:register"), Some(PointAction::Crash));
-        assert!(p.is_empty());
-        assert!(FaultPlan::parse(r#"{"at": [{"point": "x", "action": "explode"}]}"#).is_err());
     }
 
     #[test]

@@ -31,13 +31,13 @@
 mod faults;
 mod state;
 
-pub use faults::{Fault, FaultKind, FaultOp, FaultPlan, PointAction, PointFault, FAULTS_ENV, MAX_PAUSE};
+pub use faults::{Fault, FaultKind, FaultOp, FaultPlan, FAULTS_ENV};
 
 use crate::backend::{instance_name, WHOLE_GPU};
 use crate::{BackendError, GpuBackend, GpuState, InstanceState};
 use dynmig_core::energy::PowerModel;
 use dynmig_core::geometry::{check_instances, model_by_name, GpuModel, LayoutError, Placed};
-use dynmig_host::fs::{remove_if_present, write_atomically};
+use dynmig_host::fs::remove_if_present;
 use state::{SimGpu, SimInstance, SimState, Store};
 use std::collections::hash_map::DefaultHasher;
 use std::fs::{self, OpenOptions};
@@ -148,12 +148,6 @@ impl SimulatedBackend {
     /// The shared faults file, `<state file>.faults.json`.
     pub fn faults_path(&self) -> &Path {
         &self.store.faults
-    }
-
-    /// The pause file of a [`PointAction::Pause`], `<state file>.paused`: it holds the point
-    /// reached while the process waits; removing it lets the process go on.
-    pub fn pause_path(&self) -> PathBuf {
-        pause_path(&self.store.state)
     }
 
     /// The simulated GPU model.
@@ -336,51 +330,6 @@ impl GpuBackend for SimulatedBackend {
 
     fn allows_mig_mode_change(&self) -> bool {
         self.allow_mig_mode_change
-    }
-
-    /// Carries out a point fault of the plans ([`FaultPlan`]'s `at`) at `point`: SIGKILL
-    /// for `crash`, waiting for the pause file to go for `pause`. Nothing else happens here,
-    /// and the NVML backend does nothing at all: the hook is reachable only through a
-    /// simulated node's fault plan.
-    fn checkpoint(&mut self, point: &str) {
-        let env = self
-            .env_faults
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .on_point(point);
-        let seed = node_seed(&self.store.state);
-        let file = self
-            .store
-            .transact(
-                || SimState::fresh(self.model.name, self.gpu_count, seed),
-                |_, plan| plan.on_point(point),
-            )
-            .ok()
-            .flatten();
-        match env.or(file) {
-            None => {}
-            Some(PointAction::Crash) => {
-                eprintln!("dynmig simulated backend: crash fault at {point}: SIGKILL");
-                // SAFETY: kill on our own pid has no preconditions; SIGKILL does not return.
-                unsafe {
-                    libc::kill(libc::getpid(), libc::SIGKILL);
-                }
-            }
-            Some(PointAction::Pause) => {
-                let pause = self.pause_path();
-                eprintln!(
-                    "dynmig simulated backend: pause fault at {point}: waiting until {} is removed",
-                    pause.display()
-                );
-                if write_atomically(&pause, format!("{point}\n").as_bytes(), 0o644).is_ok() {
-                    let until = std::time::Instant::now() + MAX_PAUSE;
-                    while pause.exists() && std::time::Instant::now() < until {
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                    }
-                    let _ = remove_if_present(&pause);
-                }
-            }
-        }
     }
 
     /// As the trait says; a whole GPU with MIG off is busy while a job has claimed it.
@@ -571,15 +520,6 @@ impl GpuBackend for SimulatedBackend {
             Ok(())
         })
     }
-}
-
-/// `<state file>.paused` ([`SimulatedBackend::pause_path`]).
-pub fn pause_path(state_file: &Path) -> PathBuf {
-    let name = state_file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    state_file.with_file_name(format!("{name}.paused"))
 }
 
 fn no_gpu(gpu: u32, count: usize) -> BackendError {
