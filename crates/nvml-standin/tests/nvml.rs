@@ -482,10 +482,46 @@ fn mutating_calls_need_root_when_the_spec_says() {
     let node = install(dir.path(), &spec);
     let nvml = load(&node);
     let r = create_gi(&nvml, dev(&nvml, 0), 19, 0, 1);
-    if unsafe { libc::geteuid() } == 0 {
-        assert!(r.is_ok());
-    } else {
+    if unsafe { libc::geteuid() } != 0 {
         assert_eq!(r.err(), Some(sys::nvmlReturn_enum_NVML_ERROR_NO_PERMISSION));
+        return;
+    }
+    assert!(r.is_ok());
+    // As root: a child that drops to nobody is refused (the folder opened up for it).
+    use std::os::unix::fs::PermissionsExt;
+    for (p, mode) in [("", 0o777), ("standin.json", 0o666), ("standin.lock", 0o666)] {
+        std::fs::set_permissions(dir.path().join(p), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let status = run_child_with(dir.path(), &[("NVML_STANDIN_TEST_CHILD_NOBODY", "1")]);
+    assert!(status.success(), "{status:?}");
+    assert_eq!(node.read().unwrap().gpus[0].gpu_instances.len(), 1);
+}
+
+/// Every symbol FUNCTIONS.md lists is exported by the built library.
+#[test]
+fn functions_md_symbols_are_exported() {
+    let md = std::fs::read_to_string(format!("{}/FUNCTIONS.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let mut names: Vec<String> = Vec::new();
+    for line in md.lines().filter(|l| l.starts_with("| `nvml")) {
+        let first = line.split('|').nth(1).unwrap();
+        names.extend(first.split('`').filter(|w| w.starts_with("nvml")).map(String::from));
+        assert!(line.trim_end().ends_with("| yes |"), "{line}");
+    }
+    assert_eq!(names.len(), 47, "{names:?}");
+    assert!(
+        names.iter().all(|n| nvml_standin::ffi::EXPORTED.contains(&n.as_str())),
+        "{names:?}"
+    );
+    let lib = nvml_standin::built_cdylib().expect(nvml_standin::BUILD_HINT);
+    let path = std::ffi::CString::new(lib.to_str().unwrap()).unwrap();
+    unsafe {
+        let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        assert!(!h.is_null());
+        for n in nvml_standin::ffi::EXPORTED {
+            let c = std::ffi::CString::new(*n).unwrap();
+            assert!(!libc::dlsym(h, c.as_ptr()).is_null(), "{n} not exported");
+        }
+        libc::dlclose(h);
     }
 }
 
@@ -566,14 +602,34 @@ fn child_process_entry() {
         return;
     };
     let node = StandIn::open(std::path::Path::new(&dir)).unwrap();
+    if std::env::var_os("NVML_STANDIN_TEST_CHILD_NOBODY").is_some() {
+        // Drop root (the parent checked it is root), then a mutating call is refused and
+        // a read still works.
+        unsafe {
+            assert_eq!(libc::setgid(65534), 0);
+            assert_eq!(libc::setuid(65534), 0);
+        }
+        let nvml = load(&node);
+        assert_eq!(
+            create_gi(&nvml, dev(&nvml, 0), 19, 0, 1).err(),
+            Some(sys::nvmlReturn_enum_NVML_ERROR_NO_PERMISSION)
+        );
+        assert!(nvml.device_by_index(0).unwrap().mig_mode().is_ok());
+        return;
+    }
     let nvml = load(&node);
     create_full(&nvml, dev(&nvml, 0), 9, 4);
 }
 
 fn run_child(dir: &std::path::Path) -> std::process::ExitStatus {
+    run_child_with(dir, &[])
+}
+
+fn run_child_with(dir: &std::path::Path, env: &[(&str, &str)]) -> std::process::ExitStatus {
     std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_process_entry", "--nocapture", "--test-threads=1"])
         .env("NVML_STANDIN_TEST_CHILD_DIR", dir)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
