@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 /// The library file name the stand-in is installed as.
 pub const LIBRARY_NAME: &str = "libnvidia-ml.so.1";
+/// The development link to [`LIBRARY_NAME`] that [`StandIn::install`] also makes (what
+/// `nvml_wrapper::Nvml::init()` opens).
+pub const DEV_LINK_NAME: &str = "libnvidia-ml.so";
 /// The cdylib cargo builds.
 pub const CDYLIB_NAME: &str = "libnvml_standin.so";
 
@@ -46,7 +49,8 @@ pub const BUILD_HINT: &str = "libnvml_standin.so not found: build it with `cargo
 impl StandIn {
     /// Installs the stand-in into `dir` (created if missing): COPIES the built cdylib
     /// ([`built_cdylib`]) to `dir/libnvidia-ml.so.1` (a copy, so two folders loaded in one
-    /// process are two library instances) and writes a fresh `standin.json` for `spec`.
+    /// process are two library instances), links `dir/libnvidia-ml.so` to it, and writes a
+    /// fresh `standin.json` for `spec`.
     ///
     /// # Errors
     /// No built cdylib ([`BUILD_HINT`]), an unknown board, or a file error.
@@ -66,6 +70,12 @@ impl StandIn {
         let tmp = dir.join(format!(".{LIBRARY_NAME}.tmp"));
         std::fs::copy(lib, &tmp)?;
         std::fs::rename(&tmp, &dst)?;
+        // `libnvidia-ml.so` -> `libnvidia-ml.so.1`, as the driver's packages link it, so that
+        // `Nvml::init()` (which opens `libnvidia-ml.so`) finds it on LD_LIBRARY_PATH.
+        let dev_link = dir.join(DEV_LINK_NAME);
+        if dev_link.symlink_metadata().is_err() {
+            std::os::unix::fs::symlink(LIBRARY_NAME, &dev_link)?;
+        }
         let store = Store::new(dir);
         {
             let lock = store.lock()?;

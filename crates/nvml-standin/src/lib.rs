@@ -29,6 +29,6 @@ pub mod boards;
 pub mod ffi;
 pub mod state;
 
-pub use api::{built_cdylib, StandIn, BUILD_HINT, CDYLIB_NAME, LIBRARY_NAME};
+pub use api::{built_cdylib, StandIn, BUILD_HINT, CDYLIB_NAME, DEV_LINK_NAME, LIBRARY_NAME};
 pub use boards::{Board, BoardProfile};
 pub use state::{ComputeInstance, Fault, Gpu, GpuInstance, NodeSpec, ProcessEntry, State, FORMAT};
