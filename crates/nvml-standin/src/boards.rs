@@ -8,6 +8,10 @@
 //! profile's shape, as the H100 capture (`boards/probe-h100-80gb.json`, which lists both for
 //! every profile) shows it:
 //!
+//! - the name's suffix first (nvml.h's later profile kinds, as NVIDIA names them in the MIG
+//!   User Guide): `+me.all` -> `1_SLICE_ALL_ME` (15) / `2_SLICE_ALL_ME` (16); `-me` ->
+//!   `1_SLICE_NO_ME` (13) / `2_SLICE_NO_ME` (14); `+gfx` -> `1_SLICE_GFX` (10) /
+//!   `2_SLICE_GFX` (11) / `4_SLICE_GFX` (12);
 //! - with media extensions (`+me`): 1 compute slice -> `1_SLICE_REV1` (7), 2 -> `2_SLICE_REV1` (8);
 //! - 1 compute slice over more than 1 memory slice (`1g.20gb`, doubled memory) ->
 //!   `1_SLICE_REV2` (9);
@@ -130,6 +134,33 @@ struct CapturedProfile {
 /// The NVML profile index of a table profile (the rule in the module docs), `None` for a
 /// shape NVML has no index for.
 pub fn profile_index(p: &ProfileSpec) -> Option<u32> {
+    let by_slices = |one: u32, two: u32, four: Option<u32>| match p.compute_slices {
+        1 => Some(one),
+        2 => Some(two),
+        4 => four,
+        _ => None,
+    };
+    if p.name.ends_with("+me.all") {
+        return by_slices(
+            sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME,
+            sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME,
+            None,
+        );
+    }
+    if p.name.ends_with("-me") {
+        return by_slices(
+            sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME,
+            sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME,
+            None,
+        );
+    }
+    if p.name.ends_with("+gfx") {
+        return by_slices(
+            sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX,
+            sys::NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX,
+            Some(sys::NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX),
+        );
+    }
     if p.media_extensions {
         return match p.compute_slices {
             1 => Some(sys::NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1),
@@ -272,6 +303,30 @@ mod tests {
         }
         assert_eq!(cap.profiles.len(), table.profiles.len());
         assert_eq!((cap.compute_slices, cap.memory_slices), (7, 8));
+    }
+
+    #[test]
+    fn suffixes_pick_the_later_profile_kinds() {
+        let spec = |name: &'static str, c: u8, me: bool| ProfileSpec {
+            id: 1,
+            name,
+            compute_slices: c,
+            memory_slices: c,
+            memory_mib: 1,
+            max_instances: 1,
+            placement_starts: &[0],
+            media_extensions: me,
+        };
+        let idx = |n, c, me| profile_index(&spec(n, c, me));
+        assert_eq!(idx("1g.24gb", 1, false), Some(0));
+        assert_eq!(idx("1g.24gb+me", 1, true), Some(7));
+        assert_eq!(idx("2g.12gb+me", 2, true), Some(8));
+        assert_eq!(idx("1g.24gb+gfx", 1, false), Some(10));
+        assert_eq!(idx("4g.96gb+gfx", 4, false), Some(12));
+        assert_eq!(idx("2g.48gb-me", 2, false), Some(14));
+        assert_eq!(idx("1g.24gb+me.all", 1, true), Some(15));
+        assert_eq!(idx("2g.48gb+me.all", 2, true), Some(16));
+        assert_eq!(idx("5g.1gb", 5, false), None);
     }
 
     #[test]

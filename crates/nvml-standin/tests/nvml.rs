@@ -126,11 +126,13 @@ fn table_boards_report_their_table() {
         let nvml = load(&node);
         let d = nvml.device_by_index(0).unwrap();
         let pci = d.pci_info().unwrap();
-        assert_eq!(pci.pci_device_id >> 16, u32::from(model.pci_device_ids[0]));
+        // A table without a known PCI ID reports device ID 0 (found by name instead).
+        let want_id = model.pci_device_ids.first().copied().unwrap_or(0);
+        assert_eq!(pci.pci_device_id >> 16, u32::from(want_id), "{}", model.name);
         assert_eq!(d.memory_info().unwrap().total, model.total_memory_mib * 1024 * 1024);
         // dynmig finds the model the same way its backend does.
         let found = dynmig_core::geometry::model_for_device((pci.pci_device_id >> 16) as u16, &d.name().unwrap());
-        assert_eq!(found.unwrap().name, model.name);
+        assert_eq!(found.map(|m| m.name), Some(model.name), "{}", model.name);
         let h = dev(&nvml, 0);
         let infos: Vec<_> = (0..17).filter_map(|i| profile_info(&nvml, h, i).ok()).collect();
         for p in model.profiles {
@@ -522,6 +524,48 @@ fn functions_md_symbols_are_exported() {
             assert!(!libc::dlsym(h, c.as_ptr()).is_null(), "{n} not exported");
         }
         libc::dlclose(h);
+    }
+}
+
+/// Every table board, whatever its slices: the smallest profile fills its placements, then
+/// neither another of it nor the full profile fits; alone, the full profile does.
+#[test]
+fn every_table_board_fills_and_refuses() {
+    for m in MODELS {
+        let dir = tempfile::tempdir().unwrap();
+        let node = install(dir.path(), &mig_on(m.name, 1));
+        let nvml = load(&node);
+        let h = dev(&nvml, 0);
+        let d = nvml.device_by_index(0).unwrap();
+        assert_eq!(d.mig_device_count().unwrap(), u32::from(m.compute_slices), "{}", m.name);
+        let small = m.schedulable_profiles()[0];
+        let mut made = Vec::new();
+        for &s in small.placement_starts.iter().take(usize::from(small.max_instances)) {
+            made.push(create_full(&nvml, h, small.id, u32::from(s)));
+        }
+        assert_eq!(mig_devices(&nvml, 0).len(), made.len(), "{}", m.name);
+        let first = u32::from(small.placement_starts[0]);
+        let size = u32::from(small.memory_slices);
+        assert_eq!(
+            create_gi(&nvml, h, small.id, first, size).err(),
+            Some(INSUFFICIENT_RESOURCES),
+            "{}",
+            m.name
+        );
+        let full = m.full_profile();
+        let fsize = u32::from(full.memory_slices);
+        assert_eq!(
+            create_gi(&nvml, h, full.id, 0, fsize).err(),
+            Some(INSUFFICIENT_RESOURCES),
+            "{}",
+            m.name
+        );
+        for (gi, ci) in made {
+            assert_eq!(destroy_ci(&nvml, ci), SUCCESS);
+            assert_eq!(destroy_gi(&nvml, gi), SUCCESS);
+        }
+        create_full(&nvml, h, full.id, 0);
+        assert_eq!(mig_devices(&nvml, 0).len(), 1, "{}", m.name);
     }
 }
 
