@@ -459,6 +459,24 @@ fn a_lost_gpu_fails_every_call() {
     assert_eq!(nvml.device_count().unwrap(), 2);
 }
 
+/// A board without MIG (its profiles cleared in the state): MIG calls are not supported.
+#[test]
+fn a_board_without_mig() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = install(dir.path(), &NodeSpec::new("A100-80GB", 1));
+    node.update(|s| s.gpus[0].board.profiles.clear()).unwrap();
+    let nvml = load(&node);
+    let d = nvml.device_by_index(0).unwrap();
+    assert!(matches!(d.mig_mode(), Err(NvmlError::NotSupported)));
+    assert!(matches!(d.set_mig_mode(true), Err(NvmlError::NotSupported)));
+    assert_eq!(d.mig_device_count().unwrap(), 0);
+    let h = dev(&nvml, 0);
+    assert_eq!(profile_info(&nvml, h, 0).err(), Some(NOT_SUPPORTED));
+    assert_eq!(placements(&nvml, h, 19).err(), Some(NOT_SUPPORTED));
+    assert_eq!(create_gi(&nvml, h, 19, 0, 1).err(), Some(NOT_SUPPORTED));
+    assert!(d.name().is_ok() && d.power_usage().is_ok());
+}
+
 #[test]
 fn mode_change_pending_until_reset() {
     let dir = tempfile::tempdir().unwrap();
