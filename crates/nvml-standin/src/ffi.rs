@@ -148,8 +148,13 @@ struct Init {
 
 static INIT: Mutex<Option<Init>> = Mutex::new(None);
 
+/// The init state, also after a panic elsewhere poisoned the mutex (its data stays valid).
+fn init_lock() -> std::sync::MutexGuard<'static, Option<Init>> {
+    INIT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn init_store() -> Option<Store> {
-    INIT.lock().ok()?.as_ref().map(|i| i.store.clone())
+    init_lock().as_ref().map(|i| i.store.clone())
 }
 
 /// The stand-in's folder: `$DYNMIG_NVML_STANDIN_DIR`, else the folder of the loaded library
@@ -462,7 +467,7 @@ fn init_impl(name: &'static str) -> Ret {
             return UNKNOWN;
         }
         drop(lock);
-        let Ok(mut g) = INIT.lock() else { return UNKNOWN };
+        let mut g = init_lock();
         match g.as_mut() {
             Some(i) => i.refs += 1,
             None => *g = Some(Init { store, refs: 1 }),
@@ -496,7 +501,7 @@ pub unsafe extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> Ret {
 #[no_mangle]
 pub unsafe extern "C" fn nvmlShutdown() -> Ret {
     guard(|| {
-        let Ok(mut g) = INIT.lock() else { return UNKNOWN };
+        let mut g = init_lock();
         match g.as_mut() {
             None => UNINITIALIZED,
             Some(i) if i.refs > 1 => {
