@@ -599,3 +599,220 @@ fn a_create_journalled_before_a_crash_is_dynmigs_after_it() {
     assert_eq!(b.gpu(0).unwrap().layout().to_string(), "1x7g.80gb");
     assert!(owned.record().pending.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------
+// The NVML backend on the NVML stand-in (crates/nvml-standin): the same suites, everywhere
+
+/// A node of `gpus` GPUs of `board` on its own copy of the stand-in (its own library file,
+/// so its own NVML session in this process), MIG on or off, the driver's files under the
+/// temporary folder.
+struct StandInNode {
+    _dir: tempfile::TempDir,
+    standin: nvml_standin::StandIn,
+    access: dynmig_core::config::NvmlAccess,
+}
+
+impl StandInNode {
+    fn new(board: &str, gpus: u32, mig: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let mut spec = nvml_standin::NodeSpec::new(board, gpus);
+        spec.mig_enabled = mig;
+        spec.device_root = Some(root.clone());
+        let standin = nvml_standin::StandIn::install(&dir.path().join("lib"), &spec)
+            .unwrap_or_else(|e| panic!("{e}: {}", nvml_standin::BUILD_HINT));
+        let access = dynmig_core::config::NvmlAccess {
+            library: Some(standin.library_path()),
+            device_root: root,
+            timeout: std::time::Duration::from_secs(20),
+        };
+        Self {
+            _dir: dir,
+            standin,
+            access,
+        }
+    }
+
+    fn open(&self, model: &'static GpuModel) -> NvmlBackend {
+        NvmlBackend::open_expecting(&self.access, model, false).unwrap()
+    }
+}
+
+#[test]
+fn nvml_backend_conforms_on_the_standin_for_every_kind_of_board() {
+    use dynmig_core::geometry::{H100_80GB, H200_141GB, RTX_PRO_5000_48GB, RTX_PRO_6000_96GB};
+    // Captured boards (geometry as a real driver reported it), table boards, and boards of
+    // 4 and 2 slices.
+    for (board, model, layout) in [
+        ("capture:h100-80gb", &H100_80GB, "1x3g.40gb+1x2g.20gb+2x1g.10gb"),
+        ("capture:h200", &H200_141GB, "1x4g.71gb+1x3g.71gb"),
+        ("A100-80GB", &A100_80GB, "1x3g.40gb+1x2g.20gb+2x1g.10gb"),
+        ("A30-24GB", &A30_24GB, "1x2g.12gb+2x1g.6gb"),
+        ("RTX-PRO-6000-96GB", &RTX_PRO_6000_96GB, "1x2g.48gb+2x1g.24gb"),
+        ("RTX-PRO-5000-48GB", &RTX_PRO_5000_48GB, "2x1g.24gb"),
+    ] {
+        let node = StandInNode::new(board, 2, true);
+        let mut b = node.open(model);
+        read_only_suite(&b);
+        move_to(&mut b, 1, &ProfileCounts::parse(model, layout).unwrap());
+        read_only_suite(&b);
+        mutating_suite(&mut b, 0);
+        mutating_suite(&mut b, 1);
+        read_only_suite(&b);
+        // What NVML reports is the geometry the backend works with.
+        let g = b.gpu(0).unwrap();
+        assert_eq!(g.model.name, model.name, "{board}");
+        assert!(
+            dynmig_core::geometry::cross_check(g.model, model).is_empty() || !model.verified,
+            "{board}"
+        );
+    }
+}
+
+#[test]
+fn on_nvml_an_instance_with_a_process_is_busy_and_kept() {
+    let node = StandInNode::new("A100-80GB", 1, true);
+    let mut b = node.open(&A100_80GB);
+    apply_owning(&mut b, &A100_80GB, &target("1x4g.40gb+1x2g.20gb+1x1g.10gb")).unwrap();
+    let four = b
+        .gpu(0)
+        .unwrap()
+        .instances
+        .into_iter()
+        .find(|i| i.placed.profile.name == "4g.40gb")
+        .unwrap();
+    // A job's process runs on the 4g (this test process stands in for it).
+    node.standin.attach_process(&four.uuid, std::process::id()).unwrap();
+    assert!(b.gpu(0).unwrap().instance(four.gi_id).unwrap().busy);
+    assert!(matches!(
+        b.destroy_instance(0, four.gi_id),
+        Err(BackendError::InUse { .. })
+    ));
+    let ops = apply_owning(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap();
+    assert_eq!(ops, 3, "destroy the 2g, create two 1g");
+    let e = apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap_err();
+    assert!(e.to_string().contains("busy instance 4g.40gb@0"), "{e}");
+    node.standin.detach_process(std::process::id()).unwrap();
+    apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
+}
+
+#[test]
+fn on_nvml_a_gpu_that_failed_halfway_is_rolled_back() {
+    let node = StandInNode::new("A100-80GB", 1, true);
+    let mut b = node.open(&A100_80GB);
+    apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
+    // 7g -> 2x3g: destroy 7g, create 3g@0 (GI + CI), create 3g@4: its GPU instance fails.
+    node.standin
+        .set_faults(vec![nvml_standin::Fault {
+            function: "nvmlDeviceCreateGpuInstanceWithPlacement".into(),
+            after: 2,
+            error: Some("INSUFFICIENT_RESOURCES".into()),
+            hang_ms: None,
+        }])
+        .unwrap();
+    let e = apply_owning(&mut b, &A100_80GB, &target("2x3g.40gb")).unwrap_err();
+    assert!(matches!(e, ApplyError::RolledBack { gpu: 0, .. }), "{e}");
+    assert!(e.to_string().contains("NVML_ERROR_INSUFFICIENT_RESOURCES"), "{e}");
+    assert_eq!(b.gpu(0).unwrap().layout().to_string(), "1x7g.80gb");
+}
+
+// The peers' bugs (docs/gpus.md, "The NVML backend"), each against the stand-in.
+
+#[test]
+fn the_uuid_handed_to_a_job_is_the_mig_devices_not_the_parent_gpus() {
+    let node = StandInNode::new("capture:h100-80gb", 1, true);
+    let mut b = node.open(&dynmig_core::geometry::H100_80GB);
+    let one = dynmig_core::geometry::H100_80GB.profile("1g.10gb").unwrap();
+    let made = b.create_instance(0, at(one, 3)).unwrap();
+    let st = node.standin.read().unwrap();
+    let gpu_uuid = &st.gpus[0].uuid;
+    assert!(made.uuid.starts_with("MIG-"), "{}", made.uuid);
+    assert_ne!(&made.uuid, gpu_uuid, "not the parent's UUID");
+    let ci_uuid = &st.gpus[0].gi(made.gi_id).unwrap().compute_instances[0].uuid;
+    assert_eq!(&made.uuid, ci_uuid, "the MIG device's own UUID");
+}
+
+#[test]
+fn nvml_is_initialised_once_per_process_however_often_the_backend_is_opened() {
+    let node = StandInNode::new("A100-80GB", 2, true);
+    for _ in 0..3 {
+        let b = node.open(&A100_80GB);
+        b.gpus().unwrap();
+    }
+    assert_eq!(node.standin.init_count(std::process::id()).unwrap(), 1);
+}
+
+#[test]
+fn an_nvml_call_that_hangs_is_cut_at_the_deadline_and_no_further_call_is_made() {
+    let mut node = StandInNode::new("A100-80GB", 1, true);
+    node.access.timeout = std::time::Duration::from_millis(300);
+    let b = node.open(&A100_80GB);
+    node.standin
+        .set_faults(vec![nvml_standin::Fault {
+            function: "nvmlDeviceGetMigMode".into(),
+            after: 1,
+            error: None,
+            hang_ms: Some(3000),
+        }])
+        .unwrap();
+    let t = std::time::Instant::now();
+    let e = b.gpus().unwrap_err();
+    assert!(
+        t.elapsed() < std::time::Duration::from_millis(2000),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(e.to_string().contains("NVML_ERROR_TIMEOUT"), "{e}");
+    let calls = node.standin.call_count("nvmlDeviceGetCount_v2").unwrap();
+    let e = b.gpus().unwrap_err();
+    assert!(e.to_string().contains("not tried"), "{e}");
+    assert_eq!(
+        node.standin.call_count("nvmlDeviceGetCount_v2").unwrap(),
+        calls,
+        "no NVML call made"
+    );
+}
+
+#[test]
+fn a_gpu_instance_whose_compute_instance_failed_is_destroyed() {
+    let node = StandInNode::new("A100-80GB", 1, true);
+    let mut b = node.open(&A100_80GB);
+    node.standin
+        .set_faults(vec![nvml_standin::Fault {
+            function: "nvmlGpuInstanceCreateComputeInstance".into(),
+            after: 1,
+            error: Some("INSUFFICIENT_RESOURCES".into()),
+            hang_ms: None,
+        }])
+        .unwrap();
+    let three = A100_80GB.profile("3g.40gb").unwrap();
+    let e = b.create_instance(0, at(three, 4)).unwrap_err();
+    assert!(e.to_string().contains("compute instance"), "{e}");
+    assert!(
+        node.standin.read().unwrap().gpus[0].gpu_instances.is_empty(),
+        "no GPU instance left"
+    );
+    assert!(b.gpu(0).unwrap().instances.is_empty());
+}
+
+#[test]
+fn on_nvml_an_instance_another_process_made_is_never_destroyed() {
+    let node = StandInNode::new("A100-80GB", 1, true);
+    let record = node._dir.path().join("owned-instances.json");
+    let mut b = node.open(&A100_80GB);
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    apply_transition(&mut b, &A100_80GB, &target("1x4g.40gb"), &mut owned).unwrap();
+    // An administrator makes a 3g at slice 4 (another process: a second backend here).
+    let mut admin = node.open(&A100_80GB);
+    let theirs = admin
+        .create_instance(0, at(A100_80GB.profile("3g.40gb").unwrap(), 4))
+        .unwrap();
+    let e = apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb"), &mut owned).unwrap_err();
+    assert!(matches!(e, ApplyError::Foreign { .. }), "{e}");
+    assert!(b.gpu(0).unwrap().instance(theirs.gi_id).is_some());
+    // Around it, dynmig changes its own.
+    apply_transition(&mut b, &A100_80GB, &target("2x2g.20gb+1x3g.40gb"), &mut owned).unwrap();
+    let after = b.gpu(0).unwrap();
+    assert!(after.instances.iter().any(|i| i.uuid == theirs.uuid));
+    assert_eq!(after.layout().to_string(), "1x3g.40gb+2x2g.20gb");
+}

@@ -87,11 +87,11 @@ impl MigMinors {
     }
 
     /// The device files a job needs for compute instance `ci` of GPU instance `gi` on the GPU
-    /// with device minor `gpu`: `/dev/nvidia<gpu>`, then the GI and CI capability files under
+    /// with device minor `gpu`: `<dev_dir>/nvidia<gpu>` (`/dev/nvidia<gpu>` on a node), then the GI and CI capability files under
     /// `caps_dir`. Capability files the table lacks are left out (then only `/dev/nvidia<gpu>`
     /// remains, which gres.conf writes as `File=`).
-    pub fn device_files(&self, caps_dir: &Path, gpu: u32, gi: u32, ci: Option<u32>) -> Vec<PathBuf> {
-        let mut files = vec![PathBuf::from(format!("/dev/nvidia{gpu}"))];
+    pub fn device_files(&self, dev_dir: &Path, caps_dir: &Path, gpu: u32, gi: u32, ci: Option<u32>) -> Vec<PathBuf> {
+        let mut files = vec![dev_dir.join(format!("nvidia{gpu}"))];
         let cap = |m: u32| caps_dir.join(format!("nvidia-cap{m}"));
         if let Some(m) = self.gi(gpu, gi) {
             files.push(cap(m));
@@ -119,7 +119,7 @@ gpu0/gi1/ci0/access 13\ngpu0/gi1/ci1/access 14\ngpu1/gi2/access 156\ngpu1/gi2/ci
         assert_eq!(m.gi(1, 2), Some(156));
         assert_eq!(m.ci(1, 2, 0), Some(157));
         assert_eq!(m.gi(2, 0), None);
-        let files = m.device_files(Path::new(CAPS_DIR), 1, 2, Some(0));
+        let files = m.device_files(Path::new("/dev"), Path::new(CAPS_DIR), 1, 2, Some(0));
         let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         assert_eq!(
             files,
@@ -129,7 +129,11 @@ gpu0/gi1/ci0/access 13\ngpu0/gi1/ci1/access 14\ngpu1/gi2/access 156\ngpu1/gi2/ci
                 "/dev/nvidia-caps/nvidia-cap157"
             ]
         );
-        assert_eq!(m.device_files(Path::new(CAPS_DIR), 3, 1, Some(0)).len(), 1);
+        assert_eq!(
+            m.device_files(Path::new("/dev"), Path::new(CAPS_DIR), 3, 1, Some(0))
+                .len(),
+            1
+        );
     }
 
     #[test]

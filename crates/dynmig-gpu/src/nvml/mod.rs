@@ -314,7 +314,7 @@ impl Driver {
                         .map(|(_, _, u)| u.clone())
                         .unwrap_or_default(),
                     busy: busy_gis.contains(&gi.id),
-                    device_files: minors.device_files(&self.caps_dir, minor, gi.id, ci_id),
+                    device_files: minors.device_files(&self.dev_dir, &self.caps_dir, minor, gi.id, ci_id),
                 });
             }
         }
