@@ -25,6 +25,11 @@
 #                                 #      DYNMIG_STATIC_LAYOUTS: one layout per node (every
 #                                 #        GPU of it), in DYNMIG_NODES order (default
 #                                 #        1x7g.80gb everywhere); one node group per node
+#                                 #      DYNMIG_BACKEND: nvml (default: each node gets its
+#                                 #        own NVML stand-in, crates/nvml-standin, under
+#                                 #        DYNMIG_NVML_DIR/<node>, installed with
+#                                 #        $DYNMIG_BIN_DIR/nvml-standin unless
+#                                 #        DYNMIG_NVML_INSTALLED=1) or simulated
 #   slurm/local-dynmig.sh down
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +40,8 @@ export DYNMIG_NODES=${DYNMIG_NODES:-"n1 n2"}
 export DYNMIG_NODE_CONF=${DYNMIG_NODE_CONF:-"CPUs=16 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=16000"}
 DYNMIG=$BIN/dynmig
 CONF=$DIR/dynmig.toml
+BACKEND=${DYNMIG_BACKEND:-nvml}
+NVML_DIR=${DYNMIG_NVML_DIR:-$DIR/nvml}
 
 # The [[node_group]] tables: one group of every node, or with DYNMIG_STATIC_LAYOUTS one
 # group per node with its own initial layout.
@@ -62,11 +69,36 @@ name = "$name"
 nodes = [$nodes]
 gpu_model = "A100-80GB"
 gpus = 2
-backend = "simulated"
+$(backend_keys)
 initial_layout = "$layout"
 allowed_layouts = [$allowed]
 node_conf = "$DYNMIG_NODE_CONF"
 TOML
+    done
+}
+
+# The node group's backend: the NVML backend on each node's NVML stand-in, or the simulated one.
+backend_keys() {
+    if [ "$BACKEND" = nvml ]; then
+        cat <<TOML
+backend = "nvml"
+nvml_library = "$NVML_DIR/{node}/libnvidia-ml.so.1"
+nvml_device_root = "$NVML_DIR/{node}/root"
+TOML
+    else
+        echo 'backend = "simulated"'
+    fi
+}
+
+# Gives each node a fresh NVML stand-in: 2 A100-80GB with MIG on, the driver's files under
+# the node's root (the cluster tests install them themselves: DYNMIG_NVML_INSTALLED=1).
+install_standins() {
+    [ "$BACKEND" = nvml ] && [ -z "${DYNMIG_NVML_INSTALLED:-}" ] || return 0
+    rm -rf "$NVML_DIR"
+    local node
+    for node in $DYNMIG_NODES; do
+        "$BIN/nvml-standin" install --dir "$NVML_DIR/$node" --board A100-80GB --gpus 2 --mig \
+            --device-root "$NVML_DIR/$node/root" >/dev/null
     done
 }
 
@@ -164,6 +196,7 @@ catalog_gres() {
 cmd_up() {
     "$ROOT/slurm/cluster.sh" down >/dev/null 2>&1 || true
     rm -rf "$DIR/dynmig"
+    install_standins
     write_config
     local node gres
     for node in $DYNMIG_NODES; do

@@ -55,7 +55,7 @@ fn out_dir(c: &Cluster, name: &str) -> std::path::PathBuf {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn an_agent_killed_at_every_point_of_a_repartition_resumes_and_loses_nothing() {
-    let c = Cluster::up(false);
+    let c = Cluster::up_simulated(false);
     let jobs_dir = out_dir(&c, "killed");
     // Each kill point of the agent's work, in order (dynmig_node::agent's module docs);
     // `crash_after` kills it between two instance operations.
@@ -150,7 +150,7 @@ fn an_agent_killed_at_every_point_of_a_repartition_resumes_and_loses_nothing() {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn an_nvml_failure_at_every_backend_call_leaves_the_node_consistent_and_drained_with_the_reason() {
-    let c = Cluster::up(false);
+    let c = Cluster::up_simulated(false);
     let jobs_dir = out_dir(&c, "nvml");
     // The agent runs once per fault (`dynmig agent --once`, as slurm/local-dynmig.sh runs it,
     // with the fault plan in its own environment), so that only it counts the calls.
@@ -392,7 +392,7 @@ fn layout_of(c: &Cluster, node: &str) -> String {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
-    let c = Cluster::up(false);
+    let c = Cluster::up_simulated(false);
     let jobs_dir = out_dir(&c, "daemons");
     // (what, the point the agent pauses at, what the test does there).
     #[derive(Clone, Copy)]
@@ -502,7 +502,7 @@ fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn a_burst_survives_a_slurmctld_restart_and_the_history_server_down_and_back() {
-    let c = Cluster::up(false);
+    let c = Cluster::up_simulated(false);
     let jobs_dir = out_dir(&c, "burst");
     let t0 = Instant::now();
     // The history server is down for the first half of the burst.

@@ -34,6 +34,12 @@ impl Cluster {
         Self::up_with(with_controller, &[])
     }
 
+    /// [`Cluster::up`] on the simulated GPU backend (the fault campaign: its GPU faults are
+    /// the simulated backend's fault plans).
+    pub fn up_simulated(with_controller: bool) -> Self {
+        Self::up_with(with_controller, &[("DYNMIG_BACKEND", "simulated")])
+    }
+
     /// [`Cluster::up`] with more environment for slurm/local-dynmig.sh.
     pub fn up_with(with_controller: bool, env: &[(&str, &str)]) -> Self {
         let lock = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -44,12 +50,28 @@ impl Cluster {
         let started = Instant::now();
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let dir = root.join(".run/test-cluster");
+        // Each node gets a fresh NVML stand-in (crates/nvml-standin) unless the test asks for
+        // the simulated backend: two A100-80GB with MIG on, the driver's files under its root.
+        let simulated = env.iter().any(|(k, v)| *k == "DYNMIG_BACKEND" && *v == "simulated");
+        let nvml_dir = dir.join("nvml");
+        let _ = std::fs::remove_dir_all(&nvml_dir);
+        if !simulated {
+            for node in ["n1", "n2"] {
+                let mut spec = nvml_standin::NodeSpec::new("A100-80GB", 2);
+                spec.mig_enabled = true;
+                spec.device_root = Some(nvml_dir.join(node).join("root"));
+                nvml_standin::StandIn::install(&nvml_dir.join(node), &spec)
+                    .unwrap_or_else(|e| panic!("NVML stand-in for {node}: {e}"));
+            }
+        }
         let mut cmd = Command::new("bash");
         cmd.arg(root.join("slurm/local-dynmig.sh"))
             .arg("up")
             .env("DYNMIG_CLUSTER_DIR", &dir)
             .env("DYNMIG_BIN_DIR", bin_dir())
-            .env("DYNMIG_MIN_LAYOUT_LIFETIME", "1s");
+            .env("DYNMIG_MIN_LAYOUT_LIFETIME", "1s")
+            .env("DYNMIG_NVML_DIR", &nvml_dir)
+            .env("DYNMIG_NVML_INSTALLED", "1");
         if !with_controller {
             cmd.env("DYNMIG_NO_CONTROLLER", "1");
         }

@@ -1,6 +1,7 @@
 //! Integration tests on a real local Slurm cluster: Debian's slurmctld and slurmd, started by
 //! the tests themselves (slurm/local-dynmig.sh -> slurm/cluster.sh), two dynamic nodes in their
-//! own network namespaces with two simulated A100-80GB each, job_submit/dynmig and the SPANK
+//! own network namespaces with two A100-80GB each (the NVML backend on each node's NVML
+//! stand-in; the fault campaign on the simulated backend), job_submit/dynmig and the SPANK
 //! plugin loaded, one dynmig agent per node.
 //!
 //! They need root, Slurm and the built plugins, so they are `#[ignore]`d in a plain
@@ -556,10 +557,12 @@ fn a_node_with_running_jobs_is_never_reconfigured() {
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consistent() {
     let c = Cluster::up(false);
-    // The running agent of n1 dies (exit 137, as after SIGKILL) right after its 2nd instance
-    // operation.
-    let faults = c.dir.join("dynmig/nodes/n1/gpus.json.faults.json");
-    std::fs::write(&faults, r#"{"faults": [], "crash_after": 2}"#).unwrap();
+    // The running agent of n1 dies (SIGKILL, from inside its NVML stand-in) right after its
+    // 2nd changing NVML call (the 7g's compute instance and GPU instance destroyed).
+    nvml_standin::StandIn::open(&c.dir.join("nvml/n1"))
+        .unwrap()
+        .crash_after_mutations(2)
+        .unwrap();
     c.ok(
         "scontrol",
         &[
@@ -985,17 +988,16 @@ fn a_record_that_is_not_from_a_node_is_refused() {
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn a_missing_mig_device_fails_the_prolog_so_slurm_drains_the_node_and_requeues_the_job() {
     let c = Cluster::up(false);
-    // n1's MIG devices vanish behind Slurm's back (a GPU reset, an admin's nvidia-smi). The
-    // agent is stopped first: opening the simulated backend would put the files back.
+    // n1's MIG devices vanish behind Slurm's back (a GPU reset, an admin's nvidia-smi): the
+    // capability files of its instances under the stand-in's device root. The agent is
+    // stopped first, so that nothing makes instances (and their files) meanwhile.
     c.kill_agent("n1");
     std::thread::sleep(Duration::from_millis(300));
-    for gpu in ["gpu0", "gpu1"] {
-        for e in std::fs::read_dir(c.dir.join(format!("dynmig/devices/n1/{gpu}")))
-            .unwrap()
-            .flatten()
-        {
-            std::fs::remove_file(e.path()).unwrap();
-        }
+    for e in std::fs::read_dir(c.dir.join("nvml/n1/root/dev/nvidia-caps"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::remove_file(e.path()).unwrap();
     }
     let id = c.sbatch(&["-w", "n1", "--gres=gpu:7g.80gb:1", "--wrap=sleep 1"]);
     c.wait_for("n1 drained by the failed Prolog", Duration::from_secs(40), || {

@@ -230,6 +230,21 @@ fn call(name: &'static str, mutating: bool, body: impl FnOnce(&mut State) -> R) 
         let Some(store) = init_store() else {
             return UNINITIALIZED;
         };
+        if !store.writable() {
+            // An unprivileged process: reads see the node (uncounted, no faults); changes
+            // need root, as NVML's MIG calls do.
+            if mutating {
+                return NO_PERMISSION;
+            }
+            let Ok(mut s) = store.load_unlocked() else {
+                return UNKNOWN;
+            };
+            s.prune_dead_processes();
+            return match body(&mut s) {
+                Ok(()) => SUCCESS,
+                Err(c) => c,
+            };
+        }
         let (lock, mut s) = match prologue(&store, name) {
             Ok(x) => x,
             Err(c) => return c,
@@ -456,6 +471,18 @@ fn init_impl(name: &'static str) -> Ret {
         let store = Store::new(&dir);
         if !store.exists() {
             return DRIVER_NOT_LOADED;
+        }
+        if !store.writable() {
+            // An unprivileged process: it reads the node, as NVML lets any user do.
+            if store.load_unlocked().is_err() {
+                return UNKNOWN;
+            }
+            let mut g = init_lock();
+            match g.as_mut() {
+                Some(i) => i.refs += 1,
+                None => *g = Some(Init { store, refs: 1 }),
+            }
+            return SUCCESS;
         }
         let (lock, mut s) = match prologue(&store, name) {
             Ok(x) => x,

@@ -316,6 +316,27 @@ impl Store {
         self.state_path().is_file()
     }
 
+    /// Whether this process may change the state: it can open the lock file for writing
+    /// (root and the folder's owner can; an ordinary user on a root-installed node cannot).
+    pub fn writable(&self) -> bool {
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.dir.join(LOCK_FILE))
+            .is_ok()
+    }
+
+    /// Reads the state without the lock (an unprivileged reader: the writers replace the
+    /// file atomically, so a read sees one whole state).
+    ///
+    /// # Errors
+    /// As [`Self::load`].
+    pub fn load_unlocked(&self) -> io::Result<State> {
+        let f = OpenOptions::new().read(true).open(self.dir.join(LOCK_FILE))?;
+        self.load(&Locked { _file: f })
+    }
+
     /// Takes the exclusive lock.
     ///
     /// # Errors
