@@ -151,17 +151,17 @@ impl Ownership {
     }
 
     /// Records the outcome of a create written down with [`Self::creating`]: the instance
-    /// made, or `None` when the create failed.
+    /// made, or `None` when the call failed. A failed call keeps the create pending: the
+    /// driver may have made the instance before the call failed (a read after the create
+    /// timing out, found by the NVML stand-in), so the instance at that place stays
+    /// dynmig's to roll back; the next [`Self::forget_gone`] settles it.
     ///
     /// # Errors
     /// The record cannot be written.
     pub fn created(&mut self, gpu: u32, placed: Placed, made: Option<&InstanceState>) -> Result<(), BackendError> {
-        match made {
-            Some(i) => self.confirm(gpu, i),
-            None => {
-                let name = placed.to_string();
-                self.record.pending.retain(|p| !(p.gpu == gpu && p.instance == name));
-            }
+        let _ = placed;
+        if let Some(i) = made {
+            self.confirm(gpu, i);
         }
         self.save()
     }

@@ -11,7 +11,7 @@ use dynmig_slurm::{NodeState, SlurmApi};
 use std::sync::Arc;
 
 mod common;
-use common::{agent, agent_losing_daemons, drained_node, layout};
+use common::{agent, agent_losing_daemons, agent_simulated, drained_node, layout, standin};
 
 #[test]
 fn a_node_drained_by_dynmig_and_idle_gets_its_target_and_publishes_it() {
@@ -118,17 +118,38 @@ fn one_failed_read_of_the_gpus_anywhere_in_an_apply_leaves_gpus_and_gres_conf_ag
     // Found by fault injection on the local cluster (tests/cluster/faults.rs): a failed read
     // of GPU 1 left GPU 0 changed, and one during the gres.conf write left every GPU changed,
     // while gres.conf (and so Slurm) still described the old layout.
-    for n in 1..=10 {
+    // On both backends: the simulated one's list faults, and NVML's TIMEOUT on the n-th
+    // nvmlDeviceGetMigMode (every read of a GPU asks it) from the stand-in.
+    for (simulated, n) in (1..=10).map(|n| (true, n)).chain((1..=12).map(|n| (false, n))) {
         let d = tempfile::tempdir().unwrap();
         let slurm = Arc::new(FakeSlurm::new(vec![drained_node("2x3g.40gb,7x1g.10gb")], vec![]));
-        let mut a = agent(d.path(), &slurm, false);
+        let mut a = if simulated {
+            agent_simulated(d.path(), &slurm)
+        } else {
+            agent(d.path(), &slurm, false)
+        };
         let conf = a.settings.paths.gres_conf.clone();
         dynmig_gpu::gres_conf::write_for(a.backend.as_ref(), &conf).unwrap();
         let faults = format!("{}.faults.json", a.settings.paths.sim_state().display());
-        let plan = format!(r#"[{{"op": "list", "after": {n}, "error": "timeout"}}]"#);
-        std::fs::write(&faults, plan).unwrap();
+        let fault = |after: u32| nvml_standin::Fault {
+            function: "nvmlDeviceGetMigMode".into(),
+            after,
+            error: Some("TIMEOUT".into()),
+            hang_ms: None,
+        };
+        if simulated {
+            let plan = format!(r#"[{{"op": "list", "after": {n}, "error": "timeout"}}]"#);
+            std::fs::write(&faults, plan).unwrap();
+        } else {
+            standin(d.path()).set_faults(vec![fault(n)]).unwrap();
+        }
         let step = a.step().unwrap();
-        std::fs::write(&faults, "[]").unwrap(); // an n past the apply's reads did not fire
+        // An n past the apply's reads did not fire.
+        if simulated {
+            std::fs::write(&faults, "[]").unwrap();
+        } else {
+            standin(d.path()).set_faults(vec![]).unwrap();
+        }
         let now = d.path().join("now.conf");
         dynmig_gpu::gres_conf::write_for(a.backend.as_ref(), &now).unwrap();
         assert_eq!(

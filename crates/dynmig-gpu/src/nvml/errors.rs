@@ -25,6 +25,11 @@ pub fn return_name(code: u32) -> String {
         sys::nvmlReturn_enum_NVML_ERROR_LIBRARY_NOT_FOUND => "NVML_ERROR_LIBRARY_NOT_FOUND",
         sys::nvmlReturn_enum_NVML_ERROR_FUNCTION_NOT_FOUND => "NVML_ERROR_FUNCTION_NOT_FOUND",
         sys::nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST => "NVML_ERROR_GPU_IS_LOST",
+        sys::nvmlReturn_enum_NVML_ERROR_TIMEOUT => "NVML_ERROR_TIMEOUT",
+        sys::nvmlReturn_enum_NVML_ERROR_IRQ_ISSUE => "NVML_ERROR_IRQ_ISSUE",
+        sys::nvmlReturn_enum_NVML_ERROR_OPERATING_SYSTEM => "NVML_ERROR_OPERATING_SYSTEM",
+        sys::nvmlReturn_enum_NVML_ERROR_MEMORY => "NVML_ERROR_MEMORY",
+        sys::nvmlReturn_enum_NVML_ERROR_NO_DATA => "NVML_ERROR_NO_DATA",
         sys::nvmlReturn_enum_NVML_ERROR_RESET_REQUIRED => "NVML_ERROR_RESET_REQUIRED",
         sys::nvmlReturn_enum_NVML_ERROR_IN_USE => "NVML_ERROR_IN_USE",
         sys::nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_RESOURCES => "NVML_ERROR_INSUFFICIENT_RESOURCES",
@@ -56,6 +61,12 @@ pub fn from_return(code: u32, call: &str) -> BackendError {
         },
         sys::nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST => BackendError::Unavailable {
             what: format!("{}: the GPU fell off the bus; the node needs an administrator", named()),
+        },
+        sys::nvmlReturn_enum_NVML_ERROR_TIMEOUT => BackendError::Unavailable {
+            what: format!(
+                "{}: the driver did not answer in time; dynmig retries at its next pass",
+                named()
+            ),
         },
         sys::nvmlReturn_enum_NVML_ERROR_RESET_REQUIRED => BackendError::Unavailable {
             what: format!("{}: the GPU needs a reset (dynmig never resets GPUs)", named()),
@@ -121,6 +132,11 @@ mod tests {
             BackendError::Unavailable { what } if what.contains("never resets")
         ));
         assert!(matches!(from_return(77, c), BackendError::Unavailable { what } if what.contains("code 77")));
+        // Found by the NVML stand-in: NVML_ERROR_TIMEOUT was printed as "NVML return code 10".
+        assert!(matches!(
+            from_return(sys::nvmlReturn_enum_NVML_ERROR_TIMEOUT, c),
+            BackendError::Unavailable { what } if what.contains("NVML_ERROR_TIMEOUT")
+        ));
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! What the agent's integration tests share: an agent on the simulated backend (node n1, two
-//! A100-80GB GPUs, both whole) against a fake Slurm whose re-registration brings the node
-//! back in service, or fails.
+//! What the agent's integration tests share: an agent of node n1 (two A100-80GB GPUs, both
+//! whole) on the NVML backend over its own NVML stand-in (crates/nvml-standin; the
+//! production GPU path), or on the simulated backend where a test needs its fault plans,
+//! against a fake Slurm whose re-registration brings the node back in service, or fails.
 
 // Each test binary uses some of these helpers, none all.
 #![allow(dead_code)]
@@ -89,9 +90,39 @@ pub fn agent(dir: &Path, slurm: &Arc<FakeSlurm>, fail_register: bool) -> Agent {
     agent_with(dir, slurm, Box::new(register))
 }
 
-/// An agent of node n1 on two whole simulated A100-80GB GPUs in `dir`, re-registering
-/// through `register`.
+/// An agent of node n1 on two whole A100-80GB GPUs in `dir` (NVML on the stand-in),
+/// re-registering through `register`.
 pub fn agent_with(dir: &Path, slurm: &Arc<FakeSlurm>, register: Box<dyn Reregister>) -> Agent {
+    agent_on(Backend::Nvml, dir, slurm, register)
+}
+
+/// [`agent`] on the simulated backend (tests of its fault plans).
+pub fn agent_simulated(dir: &Path, slurm: &Arc<FakeSlurm>) -> Agent {
+    let register = FakeRegister {
+        slurm: slurm.clone(),
+        fail: false,
+        lose: Arc::default(),
+        calls: Arc::default(),
+        running: Arc::new(true.into()),
+    };
+    agent_on(Backend::Simulated, dir, slurm, Box::new(register))
+}
+
+/// The NVML stand-in of the agent made by [`agent_with`] in `dir`.
+pub fn standin(dir: &Path) -> nvml_standin::StandIn {
+    nvml_standin::StandIn::open(&dir.join("nvml")).unwrap()
+}
+
+fn agent_on(kind: Backend, dir: &Path, slurm: &Arc<FakeSlurm>, register: Box<dyn Reregister>) -> Agent {
+    let mut nvml = dynmig_core::config::NvmlAccess::default();
+    if kind == Backend::Nvml {
+        let mut spec = nvml_standin::NodeSpec::new("A100-80GB", 2);
+        spec.mig_enabled = true;
+        spec.device_root = Some(dir.join("root"));
+        let s = nvml_standin::StandIn::install(&dir.join("nvml"), &spec).unwrap();
+        nvml.library = Some(s.library_path());
+        nvml.device_root = dir.join("root");
+    }
     let paths = NodePaths {
         state_dir: dir.join("state"),
         device_dir: dir.join("dev"),
@@ -102,14 +133,14 @@ pub fn agent_with(dir: &Path, slurm: &Arc<FakeSlurm>, register: Box<dyn Reregist
     };
     std::fs::create_dir_all(&paths.state_dir).unwrap();
     let mut backend = open_backend(
-        Backend::Simulated,
+        kind,
         &BackendSettings {
             model: &A100_80GB,
             gpus: 2,
             allow_mig_mode_change: false,
             sim_state_file: paths.sim_state(),
             sim_device_dir: paths.device_dir.clone(),
-            nvml: Default::default(),
+            nvml,
         },
     )
     .unwrap();
