@@ -311,6 +311,36 @@ fn change_gpu(
     owned: &mut Ownership,
 ) -> Result<(), ApplyError> {
     let index = gpu.index;
+    // A GPU instance of dynmig's without a compute instance (a create or destroy cut short:
+    // it has no MIG device, so no job can use it) is destroyed first, then the GPU is planned
+    // as it is without it.
+    let broken: Vec<_> = gpu
+        .instances
+        .iter()
+        .filter(|i| i.uuid.is_empty() && !i.busy && owned.owns(index, i))
+        .cloned()
+        .collect();
+    let reread;
+    let gpu = if broken.is_empty() {
+        gpu
+    } else {
+        for inst in &broken {
+            backend
+                .destroy_instance(index, inst.gi_id)
+                .map_err(|source| ApplyError::Operation {
+                    gpu: index,
+                    op: "destroy",
+                    what: format!("{} (no compute instance)", inst.placed),
+                    source,
+                })?;
+            *done += 1;
+            owned
+                .destroyed(index, inst)
+                .map_err(|source| ApplyError::Record { gpu: index, source })?;
+        }
+        reread = read(backend, index)?;
+        &reread
+    };
     // Instances dynmig did not create stay, as busy ones do.
     let current: Vec<_> = gpu
         .instances

@@ -101,7 +101,15 @@ impl Ownership {
                 .instances
                 .iter()
                 .any(|o| o.gpu == gpu && o.uuid == inst.uuid);
-        by_uuid || self.pending_at(gpu, inst.placed)
+        by_uuid || self.pending_at(gpu, inst.placed) || self.half_destroyed(gpu, inst)
+    }
+
+    /// Whether `inst` is a GPU instance without a compute instance (so without a MIG device
+    /// and UUID) where dynmig recorded one of its own: a destroy cut between the compute
+    /// instance and the GPU instance (the agent killed there).
+    fn half_destroyed(&self, gpu: u32, inst: &InstanceState) -> bool {
+        let name = inst.placed.to_string();
+        inst.uuid.is_empty() && self.record.instances.iter().any(|o| o.gpu == gpu && o.instance == name)
     }
 
     fn pending_at(&self, gpu: u32, placed: Placed) -> bool {
@@ -127,9 +135,12 @@ impl Ownership {
         let read: Vec<u32> = gpus.iter().map(|g| g.index).collect();
         self.record.instances.retain(|o| {
             !read.contains(&o.gpu)
-                || gpus
-                    .iter()
-                    .any(|g| g.index == o.gpu && g.instances.iter().any(|i| i.uuid == o.uuid))
+                || gpus.iter().any(|g| {
+                    g.index == o.gpu
+                        && g.instances
+                            .iter()
+                            .any(|i| i.uuid == o.uuid || (i.uuid.is_empty() && i.placed.to_string() == o.instance))
+                })
         });
         self.record.pending.retain(|p| !read.contains(&p.gpu));
         if self.record != before {

@@ -816,3 +816,26 @@ fn on_nvml_an_instance_another_process_made_is_never_destroyed() {
     assert!(after.instances.iter().any(|i| i.uuid == theirs.uuid));
     assert_eq!(after.layout().to_string(), "1x3g.40gb+2x2g.20gb");
 }
+
+#[test]
+fn on_nvml_an_instance_of_dynmigs_left_without_compute_instance_is_made_again() {
+    // An agent killed between destroying a compute instance and its GPU instance leaves a GPU
+    // instance with no MIG device: no job can use it, and it has no UUID to be known by.
+    let node = StandInNode::new("A100-80GB", 1, true);
+    let record = node._dir.path().join("owned-instances.json");
+    let mut b = node.open(&A100_80GB);
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"), &mut owned).unwrap();
+    node.standin
+        .update(|s| s.gpus[0].gpu_instances[0].compute_instances.clear())
+        .unwrap();
+    let broken = b.gpu(0).unwrap();
+    assert!(broken.instances.iter().any(|i| i.uuid.is_empty()));
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    let ops = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"), &mut owned).unwrap();
+    assert_eq!(ops, 2, "the broken 3g destroyed and made again");
+    let now = b.gpu(0).unwrap();
+    assert_eq!(now.layout().to_string(), "2x3g.40gb");
+    assert!(now.instances.iter().all(|i| i.uuid.starts_with("MIG-")), "{now:?}");
+    assert_eq!(owned.record().instances.len(), 2);
+}
