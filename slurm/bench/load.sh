@@ -67,6 +67,10 @@ rm -f "$OUT"/{blocks.tsv,submits.tsv,rpc.tsv,reconfigure.txt,sbatch.err,final.tx
 	"$OUT"/{metrics-controller.txt,controller-read.txt,plugin-timing.txt,slurmctld-errors.count} \
 	"$OUT"/{slurmctld-errors.txt,ctld_alive_end,release} "$OUT"/submits.[0-9]*
 cp "$src/dynmig" "$bin/"
+# The NVML stand-in the nodes run on (slurm/local-dynmig.sh installs it with this program).
+for f in nvml-standin libnvml_standin.so; do
+	[ ! -e "$src/$f" ] || cp "$src/$f" "$bin/"
+done
 if [ -z "${DYNMIG_PLUGIN_DIR:-}" ]; then
 	cp "$src/libjob_submit_dynmig.so" "$src/libspank_dynmig.so" "$bin/"
 else

@@ -9,10 +9,11 @@
 //! naming the fault; every job submitted must end COMPLETED with its output
 //! ([`Cluster::lost_jobs`]).
 //!
-//! The faults come from the simulated backend's fault plan (dynmig_gpu::FaultPlan): per-call
-//! errors as NVML returns them, `crash_after` for a kill between two instance operations, and
-//! point faults at the agent's named points (SIGKILL, or a pause during which the test kills
-//! slurmd or restarts slurmctld). The NVML backend has none of these hooks.
+//! The faults: point faults at the agent's named points (dynmig_node::testpoints: SIGKILL, or a
+//! pause during which the test kills slurmd or restarts slurmctld), on any backend; kills
+//! between two NVML calls from the NVML stand-in (its `crash_after_mutations`), on the NVML
+//! backend; per-call errors as NVML returns them from the simulated backend's fault plan
+//! (dynmig_gpu::FaultPlan).
 //!
 //! Every test prints one table row per fault (`FAULT|...`); slurm/bench/faults.sh collects
 //! them.
@@ -55,7 +56,10 @@ fn out_dir(c: &Cluster, name: &str) -> std::path::PathBuf {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn an_agent_killed_at_every_point_of_a_repartition_resumes_and_loses_nothing() {
-    let c = Cluster::up_simulated(false);
+    // On the NVML backend: `crash_after` n is the stand-in killing the agent after its n-th
+    // changing NVML call (a compute or GPU instance created or destroyed), so "op 1" leaves
+    // a GPU instance without its compute instance behind.
+    let c = Cluster::up(false);
     let jobs_dir = out_dir(&c, "killed");
     // Each kill point of the agent's work, in order (dynmig_node::agent's module docs);
     // `crash_after` kills it between two instance operations.
@@ -150,6 +154,10 @@ fn an_agent_killed_at_every_point_of_a_repartition_resumes_and_loses_nothing() {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn an_nvml_failure_at_every_backend_call_leaves_the_node_consistent_and_drained_with_the_reason() {
+    // Per-call NVML errors from the simulated backend's fault plan, counted per backend
+    // operation: their counts and expected outcomes were worked out for it; the same faults
+    // from the NVML stand-in (per NVML function) are the agent tests' and the conformance
+    // suite's (crates/dynmig-node/tests/agent.rs, crates/dynmig-gpu/tests/conformance.rs).
     let c = Cluster::up_simulated(false);
     let jobs_dir = out_dir(&c, "nvml");
     // The agent runs once per fault (`dynmig agent --once`, as slurm/local-dynmig.sh runs it,
@@ -367,17 +375,14 @@ fn canonical(layout: &str) -> String {
         .join(",")
 }
 
-/// The node's layout as its simulated GPUs hold it, GPU by GPU (`2x3g.40gb,1x7g.80gb`).
+/// The node's layout as its GPUs hold it, GPU by GPU (`2x3g.40gb,1x7g.80gb`).
 fn layout_of(c: &Cluster, node: &str) -> String {
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(c.sim_state(node)).unwrap()).unwrap();
-    v["gpus"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let (gpus, instances) = c.node_instances(node).unwrap();
+    (0..gpus)
         .map(|g| {
             let mut m = std::collections::BTreeMap::<String, u32>::new();
-            for i in g["instances"].as_array().unwrap() {
-                *m.entry(i["profile"].as_str().unwrap().to_string()).or_insert(0) += 1;
+            for (_, p, _) in instances.iter().filter(|(i, _, _)| *i == g) {
+                *m.entry(p.clone()).or_insert(0) += 1;
             }
             if m.is_empty() {
                 "empty".to_string()
@@ -392,7 +397,7 @@ fn layout_of(c: &Cluster, node: &str) -> String {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
-    let c = Cluster::up_simulated(false);
+    let c = Cluster::up(false);
     let jobs_dir = out_dir(&c, "daemons");
     // (what, the point the agent pauses at, what the test does there).
     #[derive(Clone, Copy)]
@@ -502,7 +507,7 @@ fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn a_burst_survives_a_slurmctld_restart_and_the_history_server_down_and_back() {
-    let c = Cluster::up_simulated(false);
+    let c = Cluster::up(false);
     let jobs_dir = out_dir(&c, "burst");
     let t0 = Instant::now();
     // The history server is down for the first half of the burst.

@@ -25,6 +25,22 @@ pub struct Cluster {
 /// ([`Cluster::stuck_jobs`]): longer than any repartition or requeue delay of the suite.
 pub const STUCK_AFTER: Duration = Duration::from_secs(180);
 
+/// Gives nodes n1 and n2 fresh NVML stand-ins under `nvml_dir` (two A100-80GB with MIG on,
+/// the driver's files under each node's `root`), or, with `install` false, none.
+pub fn install_standins(nvml_dir: &Path, install: bool) {
+    let _ = std::fs::remove_dir_all(nvml_dir);
+    if !install {
+        return;
+    }
+    for node in ["n1", "n2"] {
+        let mut spec = nvml_standin::NodeSpec::new("A100-80GB", 2);
+        spec.mig_enabled = true;
+        spec.device_root = Some(nvml_dir.join(node).join("root"));
+        nvml_standin::StandIn::install(&nvml_dir.join(node), &spec)
+            .unwrap_or_else(|e| panic!("NVML stand-in for {node}: {e}"));
+    }
+}
+
 pub fn bin_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_dynmig")).parent().unwrap().to_path_buf()
 }
@@ -54,16 +70,7 @@ impl Cluster {
         // the simulated backend: two A100-80GB with MIG on, the driver's files under its root.
         let simulated = env.iter().any(|(k, v)| *k == "DYNMIG_BACKEND" && *v == "simulated");
         let nvml_dir = dir.join("nvml");
-        let _ = std::fs::remove_dir_all(&nvml_dir);
-        if !simulated {
-            for node in ["n1", "n2"] {
-                let mut spec = nvml_standin::NodeSpec::new("A100-80GB", 2);
-                spec.mig_enabled = true;
-                spec.device_root = Some(nvml_dir.join(node).join("root"));
-                nvml_standin::StandIn::install(&nvml_dir.join(node), &spec)
-                    .unwrap_or_else(|e| panic!("NVML stand-in for {node}: {e}"));
-            }
-        }
+        install_standins(&nvml_dir, !simulated);
         let mut cmd = Command::new("bash");
         cmd.arg(root.join("slurm/local-dynmig.sh"))
             .arg("up")
@@ -263,10 +270,6 @@ impl Cluster {
     }
 
     pub fn gpu_layouts(&self, node: &str) -> Vec<String> {
-        let v: Value = serde_json::from_str(
-            &std::fs::read_to_string(self.dir.join(format!("dynmig/nodes/{node}/gpus.json"))).expect("state file"),
-        )
-        .expect("state json");
         let out = Command::new(bin_dir().join("dynmig"))
             .args([
                 "--config",
@@ -277,8 +280,7 @@ impl Cluster {
             ])
             .output()
             .unwrap();
-        assert!(out.status.success());
-        let _ = v;
+        assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter(|l| !l.starts_with('#'))
@@ -496,6 +498,15 @@ impl Cluster {
             points.to_string(),
         )
         .expect("write the points file");
+        let standin = self.dir.join("nvml").join(node);
+        if standin.exists() {
+            // NVML: the stand-in kills the agent after its n-th changing NVML call.
+            let s = nvml_standin::StandIn::open(&standin).expect("the node's stand-in");
+            if let Some(n) = v.get("crash_after").and_then(Value::as_u64) {
+                s.crash_after_mutations(n as u32).expect("plan the crash");
+            }
+            return;
+        }
         let path = self.dir.join(format!("dynmig/nodes/{node}/gpus.json.faults.json"));
         std::fs::write(&path, v.to_string()).expect("write the faults file");
     }
@@ -708,6 +719,46 @@ impl Cluster {
             .collect()
     }
 
+    /// `node`'s GPU count and instances `(GPU, profile, device files)`, through the backend
+    /// the cluster runs: NVML on the node's stand-in (`nvml/<node>`), else the simulated
+    /// backend's state file.
+    pub fn node_instances(&self, node: &str) -> Result<(usize, Vec<(usize, String, Vec<PathBuf>)>), String> {
+        let standin = self.dir.join("nvml").join(node);
+        if standin.exists() {
+            use dynmig_gpu::GpuBackend;
+            let access = dynmig_core::config::NvmlAccess {
+                library: Some(standin.join("libnvidia-ml.so.1")),
+                device_root: standin.join("root"),
+                timeout: Duration::from_secs(20),
+            };
+            let b = dynmig_gpu::NvmlBackend::open_with(&access, false).map_err(|e| e.to_string())?;
+            let gpus = b.gpus().map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            for g in &gpus {
+                for i in &g.instances {
+                    out.push((
+                        g.index as usize,
+                        i.placed.profile.name.to_string(),
+                        i.device_files.clone(),
+                    ));
+                }
+            }
+            return Ok((gpus.len(), out));
+        }
+        let state: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.sim_state(node)).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+        let gpus = state["gpus"].as_array().cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for (g, gpu) in gpus.iter().enumerate() {
+            for i in gpu["instances"].as_array().cloned().unwrap_or_default() {
+                let file = self.dir.join(format!("dynmig/devices/{node}/gpu{g}/gi{}", i["gi_id"]));
+                out.push((g, i["profile"].as_str().unwrap_or("?").to_string(), vec![file]));
+            }
+        }
+        Ok((gpus.len(), out))
+    }
+
     /// What must hold on `node` after any fault, or what does not:
     /// - the simulated GPUs, gres.conf and Slurm agree: the same instances (gres.conf's
     ///   files are exactly the instances' device files, which exist), the same type counts in
@@ -721,21 +772,12 @@ impl Cluster {
     pub fn check_node(&self, node: &str, layouts: &[&str], drain_says: Option<&[&str]>) -> Result<String, String> {
         use dynmig_core::geometry::{NodeLayout, A100_80GB};
         use std::collections::BTreeMap;
-        let state: Value =
-            serde_json::from_str(&std::fs::read_to_string(self.sim_state(node)).map_err(|e| e.to_string())?)
-                .map_err(|e| e.to_string())?;
-        let gpus = state["gpus"].as_array().cloned().unwrap_or_default();
-        let mut per_gpu: Vec<BTreeMap<String, u32>> = Vec::new();
-        let mut files: Vec<PathBuf> = Vec::new();
-        for (g, gpu) in gpus.iter().enumerate() {
-            let mut counts = BTreeMap::new();
-            for i in gpu["instances"].as_array().cloned().unwrap_or_default() {
-                *counts
-                    .entry(i["profile"].as_str().unwrap_or("?").to_string())
-                    .or_insert(0) += 1;
-                files.push(self.dir.join(format!("dynmig/devices/{node}/gpu{g}/gi{}", i["gi_id"])));
-            }
-            per_gpu.push(counts);
+        let (gpu_count, instances) = self.node_instances(node)?;
+        let mut per_gpu: Vec<BTreeMap<String, u32>> = vec![BTreeMap::new(); gpu_count];
+        let mut files: Vec<String> = Vec::new();
+        for (g, profile, f) in &instances {
+            *per_gpu[*g].entry(profile.clone()).or_insert(0) += 1;
+            files.push(f.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(","));
         }
         let words: Vec<String> = per_gpu
             .iter()
@@ -751,7 +793,7 @@ impl Cluster {
         // No orphan: GPU by GPU, one of the layouts.
         for (g, have) in per_gpu.iter().enumerate() {
             let known = layouts.iter().any(|l| {
-                NodeLayout::parse(&A100_80GB, gpus.len(), l).is_ok_and(|nl| {
+                NodeLayout::parse(&A100_80GB, gpu_count, l).is_ok_and(|nl| {
                     let want: BTreeMap<String, u32> = nl.gpus[g].iter().map(|(p, n)| (p.to_string(), n)).collect();
                     &want == have
                 })
@@ -763,19 +805,21 @@ impl Cluster {
                 ));
             }
         }
-        // Device files of the instances, and no other.
-        for f in &files {
+        // Device files of the instances (and, simulated, no other: the NVML driver's
+        // capability files stay after a destroy, as on a real node).
+        for f in instances.iter().flat_map(|(_, _, f)| f) {
             if !f.exists() {
                 return Err(format!("{}: device file of an instance missing", f.display()));
             }
         }
-        for g in 0..gpus.len() {
+        let simulated = !self.dir.join("nvml").join(node).exists();
+        for g in (0..gpu_count).filter(|_| simulated) {
             let dir = self.dir.join(format!("dynmig/devices/{node}/gpu{g}"));
             for e in std::fs::read_dir(&dir)
                 .map(|d| d.flatten().collect::<Vec<_>>())
                 .unwrap_or_default()
             {
-                if !files.contains(&e.path()) {
+                if !files.contains(&e.path().display().to_string()) {
                     return Err(format!("{}: a device file of no instance", e.path().display()));
                 }
             }
@@ -784,7 +828,7 @@ impl Cluster {
         let conf =
             std::fs::read_to_string(self.dir.join(format!("nodes/{node}/etc/gres.conf"))).map_err(|e| e.to_string())?;
         let mut conf_counts: BTreeMap<String, u32> = BTreeMap::new();
-        let mut conf_files: Vec<PathBuf> = Vec::new();
+        let mut conf_files: Vec<String> = Vec::new();
         for l in conf.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
             let get = |k: &str| {
                 l.split_whitespace()
@@ -793,7 +837,8 @@ impl Cluster {
                     .to_string()
             };
             *conf_counts.entry(get("Type=")).or_insert(0) += 1;
-            conf_files.push(PathBuf::from(get("File=")));
+            let one = get("File=");
+            conf_files.push(if one.is_empty() { get("MultipleFiles=") } else { one });
         }
         let (mut a, mut b) = (files.clone(), conf_files.clone());
         a.sort();

@@ -608,8 +608,11 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
         "gres.conf differs from the GPUs"
     );
     for l in &conf_lines {
-        let file = l.split("File=").nth(1).unwrap();
-        assert!(Path::new(file).exists(), "{file} missing");
+        // `File=` (one file) or `MultipleFiles=` (the NVML backend: /dev/nvidiaN and the
+        // instance's capability files).
+        for file in l.split("File=").nth(1).unwrap().split(',') {
+            assert!(Path::new(file).exists(), "{file} missing");
+        }
     }
     let n = c.node("n1");
     let gres = n["gres"].as_str().unwrap_or("");

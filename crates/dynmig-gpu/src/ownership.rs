@@ -127,7 +127,24 @@ impl Ownership {
         let before = self.record.clone();
         for g in gpus {
             for i in &g.instances {
-                if self.pending_at(g.index, i.placed) && !i.uuid.is_empty() {
+                if !self.pending_at(g.index, i.placed) {
+                    continue;
+                }
+                if i.uuid.is_empty() {
+                    // Made, but cut before its compute instance (no UUID yet): dynmig's, known
+                    // by its place until it is destroyed and made again.
+                    let name = i.placed.to_string();
+                    self.record
+                        .pending
+                        .retain(|p| !(p.gpu == g.index && p.instance == name));
+                    if !self.half_destroyed(g.index, i) {
+                        self.record.instances.push(OwnedInstance {
+                            gpu: g.index,
+                            uuid: String::new(),
+                            instance: name,
+                        });
+                    }
+                } else {
                     self.confirm(g.index, i);
                 }
             }
@@ -195,9 +212,14 @@ impl Ownership {
     /// The record cannot be written.
     pub fn destroyed(&mut self, gpu: u32, inst: &InstanceState) -> Result<(), BackendError> {
         let name = inst.placed.to_string();
-        self.record
-            .instances
-            .retain(|o| !(o.gpu == gpu && (o.uuid == inst.uuid || (inst.uuid.is_empty() && o.instance == name))));
+        self.record.instances.retain(|o| {
+            let same = if inst.uuid.is_empty() {
+                o.instance == name
+            } else {
+                o.uuid == inst.uuid
+            };
+            !(o.gpu == gpu && same)
+        });
         self.record.pending.retain(|p| !(p.gpu == gpu && p.instance == name));
         self.save()
     }

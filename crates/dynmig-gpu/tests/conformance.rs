@@ -839,3 +839,31 @@ fn on_nvml_an_instance_of_dynmigs_left_without_compute_instance_is_made_again() 
     assert!(now.instances.iter().all(|i| i.uuid.starts_with("MIG-")), "{now:?}");
     assert_eq!(owned.record().instances.len(), 2);
 }
+
+#[test]
+fn on_nvml_a_create_cut_before_its_compute_instance_is_dynmigs_and_made_again() {
+    // The agent wrote the create down, the driver made the GPU instance, and the agent was
+    // killed before the compute instance (found by the fault campaign on the NVML stand-in).
+    let node = StandInNode::new("A100-80GB", 1, true);
+    let record = node._dir.path().join("owned-instances.json");
+    let mut b = node.open(&A100_80GB);
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    let p = at(A100_80GB.profile("4g.40gb").unwrap(), 0);
+    owned.creating(0, p).unwrap();
+    b.create_instance(0, p).unwrap();
+    node.standin
+        .update(|s| s.gpus[0].gpu_instances[0].compute_instances.clear())
+        .unwrap();
+    drop(owned);
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"), &mut owned).unwrap();
+    let now = b.gpu(0).unwrap();
+    assert_eq!(now.layout().to_string(), "2x3g.40gb");
+    assert!(now.instances.iter().all(|i| i.uuid.starts_with("MIG-")));
+    assert!(owned.record().pending.is_empty());
+    assert!(
+        owned.record().instances.iter().all(|o| !o.uuid.is_empty()),
+        "{:?}",
+        owned.record()
+    );
+}

@@ -205,3 +205,46 @@ fn prolog_and_epilog_keep_dcgm_exporters_job_mapping_per_instance() {
     epilog(&c, &env(7, &[]), &slurm, Path::new("/bin/false")).unwrap();
     assert!(!file.exists(), "the Epilog took the job's mapping away");
 }
+
+#[test]
+fn on_nvml_the_prolog_finds_the_jobs_instance_and_a_missing_device_fails_it() {
+    let d = tempfile::tempdir().unwrap();
+    let nvml = d.path().join("nvml");
+    let mut spec = nvml_standin::NodeSpec::new("A100-80GB", 2);
+    spec.mig_enabled = true;
+    spec.device_root = Some(nvml.join("n1/root"));
+    nvml_standin::StandIn::install(&nvml.join("n1"), &spec).unwrap();
+    let text = dynmig_core::config::EXAMPLE_TOML
+        .replace(
+            "state_dir = \"/var/lib/dynmig\"",
+            &format!("state_dir = \"{}\"", d.path().join("state").display()),
+        )
+        .replace(
+            "# gres_conf = \"/etc/slurm/gres.conf\"",
+            &format!("gres_conf = \"{}\"", d.path().join("gres-{node}.conf").display()),
+        )
+        .replace(
+            "backend = \"simulated\"",
+            &format!(
+                "backend = \"nvml\"\nnvml_library = \"{0}/{{node}}/libnvidia-ml.so.1\"\nnvml_device_root = \"{0}/{{node}}/root\"",
+                nvml.display()
+            ),
+        );
+    let c = parse_config(&text).unwrap();
+    dynmig_node::setup::init_node(&c, "n1").unwrap();
+    let text = std::fs::read_to_string(NodePaths::of(&c, "n1").gres_conf).unwrap();
+    assert!(text.contains("MultipleFiles="), "{text}");
+    prolog(&c, &env(7, &[0])).unwrap();
+    let events = std::fs::read_to_string(d.path().join("state/events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"job_start\"") && events.contains("7g.80gb@0@gpu0"),
+        "{events}"
+    );
+    // The GPU instance's capability file vanishes: the Prolog fails, Slurm drains the node.
+    let files = dynmig_gpu::gres_conf::line_files(&text).unwrap();
+    std::fs::remove_file(&files[1][1]).unwrap();
+    let e = prolog(&c, &env(8, &[1])).unwrap_err().to_string();
+    assert!(e.contains("does not exist"), "{e}");
+    let slurm = FakeSlurm::new(vec![], vec![]);
+    epilog(&c, &env(7, &[]), &slurm, Path::new("/bin/false")).unwrap();
+}

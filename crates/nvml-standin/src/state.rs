@@ -423,7 +423,8 @@ pub fn mig_minors_text(gpu_minors: &[u32]) -> String {
     t
 }
 
-/// Creates the device files of `s` under its spec's `device_root` (if any): `/dev/nvidia<N>`,
+/// Creates the device files of `s` under its spec's `device_root` (if any), character devices
+/// numbered as /dev/null where the process may make them (root): `/dev/nvidia<N>`,
 /// the mig-minors file, and the capability files of every existing instance. Existing files
 /// are left alone.
 ///
@@ -437,7 +438,17 @@ pub fn ensure_device_files(s: &State) -> io::Result<()> {
     fs::create_dir_all(&caps)?;
     fs::create_dir_all(&proc_caps)?;
     let touch = |p: PathBuf| -> io::Result<()> {
-        if !p.exists() {
+        if p.symlink_metadata().is_ok() {
+            return Ok(());
+        }
+        // A character device, as the driver's are, so that Slurm takes it in gres.conf
+        // (`MultipleFiles=` refuses other files: "is not a valid character or block device").
+        // Its number is /dev/null's (1, 3): opening it touches nothing. Without the right to
+        // make device nodes (not root), a plain file.
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+        // SAFETY: a valid NUL-terminated path; mknod has no other precondition.
+        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) } == 0;
+        if !made {
             File::create(p)?;
         }
         Ok(())
