@@ -610,7 +610,11 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
     for l in &conf_lines {
         // `File=` (one file) or `MultipleFiles=` (the NVML backend: /dev/nvidiaN and the
         // instance's capability files).
-        for file in l.split("File=").nth(1).unwrap().split(',') {
+        let files = l
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("File=").or_else(|| kv.strip_prefix("MultipleFiles=")))
+            .unwrap();
+        for file in files.split(',') {
             assert!(Path::new(file).exists(), "{file} missing");
         }
     }
