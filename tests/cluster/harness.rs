@@ -25,6 +25,9 @@ pub struct Cluster {
 /// ([`Cluster::stuck_jobs`]): longer than any repartition or requeue delay of the suite.
 pub const STUCK_AFTER: Duration = Duration::from_secs(180);
 
+/// One instance of a node: GPU index, profile, device files.
+pub type NodeInstance = (usize, String, Vec<PathBuf>);
+
 /// Gives nodes n1 and n2 fresh NVML stand-ins under `nvml_dir` (two A100-80GB with MIG on,
 /// the driver's files under each node's `root`), or, with `install` false, none.
 pub fn install_standins(nvml_dir: &Path, install: bool) {
@@ -722,7 +725,7 @@ impl Cluster {
     /// `node`'s GPU count and instances `(GPU, profile, device files)`, through the backend
     /// the cluster runs: NVML on the node's stand-in (`nvml/<node>`), else the simulated
     /// backend's state file.
-    pub fn node_instances(&self, node: &str) -> Result<(usize, Vec<(usize, String, Vec<PathBuf>)>), String> {
+    pub fn node_instances(&self, node: &str) -> Result<(usize, Vec<NodeInstance>), String> {
         let standin = self.dir.join("nvml").join(node);
         if standin.exists() {
             use dynmig_gpu::GpuBackend;
