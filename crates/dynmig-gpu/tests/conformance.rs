@@ -867,3 +867,42 @@ fn on_nvml_a_create_cut_before_its_compute_instance_is_dynmigs_and_made_again() 
         owned.record()
     );
 }
+
+#[test]
+fn the_geometry_nvml_reports_is_the_one_used_where_it_differs_from_the_table() {
+    // A driver that reports 1g.10gb with less memory than dynmig's table says (as a newer
+    // driver could): the backend reads the board's geometry from NVML once, logs the
+    // difference, and works with what NVML says.
+    let node = StandInNode::new("A100-80GB", 1, true);
+    node.standin
+        .update(|s| {
+            for p in s.gpus[0]
+                .board
+                .profiles
+                .iter_mut()
+                .filter(|p| p.name.ends_with("1g.10gb"))
+            {
+                p.memory_mib = 9000;
+            }
+        })
+        .unwrap();
+    let mut b = node.open(&A100_80GB);
+    let g = b.gpu(0).unwrap();
+    assert_eq!(g.model.name, "A100-80GB", "the config's model name still matches");
+    assert_eq!(
+        g.model.profile("1g.10gb").unwrap().memory_mib,
+        9000,
+        "NVML's memory, not the table's"
+    );
+    let diff = dynmig_core::geometry::cross_check(g.model, &A100_80GB);
+    assert!(diff.iter().any(|l| l.contains("1g.10gb")), "{diff:?}");
+    // Creating by the table's profile works: the backend takes NVML's profile of that name.
+    let made = b
+        .create_instance(0, at(A100_80GB.profile("1g.10gb").unwrap(), 2))
+        .unwrap();
+    assert_eq!(made.placed.profile.memory_mib, 9000);
+    b.destroy_instance(0, made.gi_id).unwrap();
+    // And a whole apply, planned on the table, reaches its layout on the NVML geometry.
+    apply_owning(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap();
+    assert_eq!(b.gpu(0).unwrap().layout().to_string(), "1x4g.40gb+3x1g.10gb");
+}
