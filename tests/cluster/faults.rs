@@ -12,8 +12,8 @@
 //! The faults: point faults at the agent's named points (dynmig_node::testpoints: SIGKILL, or a
 //! pause during which the test kills slurmd or restarts slurmctld), on any backend; kills
 //! between two NVML calls from the NVML stand-in (its `crash_after_mutations`), on the NVML
-//! backend; per-call errors as NVML returns them from the simulated backend's fault plan
-//! (dynmig_gpu::FaultPlan).
+//! backend; per-call errors as NVML returns them, from the stand-in too. All on the NVML
+//! backend over each node's stand-in.
 //!
 //! Every test prints one table row per fault (`FAULT|...`); slurm/bench/faults.sh collects
 //! them.
@@ -154,97 +154,107 @@ fn an_agent_killed_at_every_point_of_a_repartition_resumes_and_loses_nothing() {
 #[test]
 #[ignore = "needs root and Slurm: run slurm/test.sh"]
 fn an_nvml_failure_at_every_backend_call_leaves_the_node_consistent_and_drained_with_the_reason() {
-    // Per-call NVML errors from the simulated backend's fault plan, counted per backend
-    // operation: their counts and expected outcomes were worked out for it; the same faults
-    // from the NVML stand-in (per NVML function) are the agent tests' and the conformance
-    // suite's (crates/dynmig-node/tests/agent.rs, crates/dynmig-gpu/tests/conformance.rs).
-    let c = Cluster::up_simulated(false);
+    // Per-call NVML errors from the node's NVML stand-in: the n-th call of one NVML function
+    // fails with the code the NVML reference gives. Every read of a GPU asks
+    // nvmlDeviceGetMigMode once: the first reads come before any change, later ones verify a
+    // GPU or feed gres.conf (a single failure there may be retried, hence `Either`).
+    let c = Cluster::up(false);
     let jobs_dir = out_dir(&c, "nvml");
-    // The agent runs once per fault (`dynmig agent --once`, as slurm/local-dynmig.sh runs it,
-    // with the fault plan in its own environment), so that only it counts the calls.
+    // The agent runs once per fault (`dynmig agent --once`, as slurm/local-dynmig.sh runs
+    // it) and is the only process calling NVML on n1 meanwhile (its job is held).
     c.stop_agent("n1");
-    // (fault, plan, what must follow). `list` is every read of the GPUs: the first before
-    // any change, later ones verify a GPU or feed gres.conf (the 6th here, when both GPUs
-    // change: a single failure there is retried).
     use Expect::*;
-    let cases: [(&str, &str, Expect); 12] = [
+    let f = |function: &str, after: u32, error: &str| nvml_standin::Fault {
+        function: function.into(),
+        after,
+        error: Some(error.into()),
+        hang_ms: None,
+    };
+    const READ: &str = "nvmlDeviceGetMigMode";
+    const CREATE_GI: &str = "nvmlDeviceCreateGpuInstanceWithPlacement";
+    let cases: Vec<(&str, Vec<nvml_standin::Fault>, Expect)> = vec![
+        // Reads #1 and #2 are the agent's check at start (it reads both GPUs): it stops there,
+        // before acting, and its restart does the work. #3 is the apply's first read.
+        ("read #3", vec![f(READ, 3, "UNKNOWN")], Drained(&["NVML_ERROR_UNKNOWN"])),
+        ("read #4", vec![f(READ, 4, "TIMEOUT")], Either(&["NVML_ERROR_TIMEOUT"])),
+        ("read #5", vec![f(READ, 5, "UNKNOWN")], Either(&["NVML_ERROR_UNKNOWN"])),
         (
-            "list #1",
-            r#"[{"op":"list","after":1,"error":"unknown"}]"#,
-            Drained(&["NVML_ERROR_UNKNOWN"]),
-        ),
-        (
-            "list #3",
-            r#"[{"op":"list","after":3,"error":"timeout"}]"#,
-            Drained(&["rolled back", "NVML_ERROR_TIMEOUT"]),
-        ),
-        (
-            "list #5",
-            r#"[{"op":"list","after":5,"error":"unknown"}]"#,
-            Drained(&["rolled back", "NVML_ERROR_UNKNOWN"]),
-        ),
-        (
-            "list #6",
-            r#"[{"op":"list","after":6,"error":"gpu_is_lost"}]"#,
+            "read #6",
+            vec![f(READ, 6, "GPU_IS_LOST")],
             Either(&["NVML_ERROR_GPU_IS_LOST"]),
         ),
         (
             "destroy GI #1",
-            r#"[{"op":"destroy","after":1,"error":"in_use"}]"#,
+            vec![f("nvmlGpuInstanceDestroy", 1, "IN_USE")],
             Drained(&["destroy", "NVML_ERROR_IN_USE"]),
         ),
-        // NVML_ERROR_UNKNOWN carries no text, with the NVML backend too: "CI 0" is not said.
         (
             "destroy CI #1",
-            r#"[{"op":"destroy_ci","after":1,"error":"unknown"}]"#,
+            vec![f("nvmlComputeInstanceDestroy", 1, "UNKNOWN")],
             Drained(&["destroy", "NVML_ERROR_UNKNOWN"]),
         ),
         (
             "create GI #1",
-            r#"[{"op":"create","after":1,"error":"insufficient_resources"}]"#,
+            vec![f(CREATE_GI, 1, "INSUFFICIENT_RESOURCES")],
             Drained(&["NVML_ERROR_INSUFFICIENT_RESOURCES"]),
         ),
         (
             "create CI #2",
-            r#"[{"op":"create_ci","after":2,"error":"timeout"}]"#,
+            vec![f("nvmlGpuInstanceCreateComputeInstance", 2, "TIMEOUT")],
             Drained(&["compute instance", "NVML_ERROR_TIMEOUT"]),
         ),
         (
             "create GI #3",
-            r#"[{"op":"create","after":3,"error":"gpu_is_lost"}]"#,
+            vec![f(CREATE_GI, 3, "GPU_IS_LOST")],
             Drained(&["NVML_ERROR_GPU_IS_LOST"]),
         ),
         (
             "create GI #2",
-            r#"[{"op":"create","after":2,"error":"no_permission"}]"#,
+            vec![f(CREATE_GI, 2, "NO_PERMISSION")],
             Drained(&["NVML_ERROR_NO_PERMISSION"]),
         ),
         // The GPU cannot be put back: it differs from gres.conf, and the reason says what it
         // holds (the node stays drained until an administrator looks).
         (
-            "create #2, its rollback fails too",
-            r#"[{"op":"create","after":2,"error":"unknown"},{"op":"create","after":3,"error":"unknown"}]"#,
+            "create GI #2, its rollback fails too",
+            vec![f(CREATE_GI, 2, "UNKNOWN"), f(CREATE_GI, 3, "UNKNOWN")],
             DrainedSaying(&["left as", "rollback to", "failed"]),
         ),
-        ("none (control)", "[]", Served),
+        ("none (control)", vec![], Served),
     ];
+    let standin = nvml_standin::StandIn::open(&c.dir.join("nvml/n1")).expect("n1's stand-in");
     let mut from = INITIAL.to_string();
     let mut failures = Vec::new();
     for (i, (name, plan, expect)) in cases.iter().enumerate() {
+        let plan_text = plan
+            .iter()
+            .map(|f| format!("{}#{}={}", f.function, f.after, f.error.as_deref().unwrap_or("")))
+            .collect::<Vec<_>>()
+            .join(" ");
         let t0 = Instant::now();
-        // The next layout of the cycle that differs from what the node holds.
-        let to = (0..CYCLE.len())
-            .map(|k| CYCLE[(i + k) % CYCLE.len()].0)
-            .find(|t| layout_of(&c, "n1") != canonical(t))
-            .unwrap();
-        // A job for what the node holds now: it runs once the node is back in service.
+        // What the node holds now, and the next layout of the cycle that differs from it and
+        // shares a profile with it: a job for that profile runs once the node is back in
+        // service, whether the repartition failed or not.
         let have = c.node("n1")["gres"].as_str().unwrap_or("").to_string();
-        let profile = canon_gres(&have)
+        let held: Vec<String> = canon_gres(&have)
             .split(',')
-            .next()
-            .and_then(|g| g.split(':').nth(1))
-            .unwrap_or("7g.80gb")
-            .to_string();
+            .filter_map(|g| g.split(':').nth(1).map(str::to_string))
+            .collect();
+        let shares = |t: &str| held.iter().any(|p| t.contains(&format!("x{p}")));
+        let next = |k: usize| CYCLE[(i + k) % CYCLE.len()].0;
+        let differs = |t: &str| layout_of(&c, "n1") != canonical(t);
+        let to = (0..CYCLE.len())
+            .map(next)
+            .find(|t| differs(t) && shares(t))
+            .or_else(|| (0..CYCLE.len()).map(next).find(|t| differs(t)))
+            .unwrap();
+        let profile = held
+            .iter()
+            .find(|p| to.contains(&format!("x{p}")))
+            .or(held.first())
+            .cloned()
+            .unwrap_or_else(|| "7g.80gb".to_string());
+
         // Held until the agent has run: free, it could start on the node before the drain
         // below, and the agent would then only wait for it (the fault never reached).
         let job = c
@@ -254,7 +264,10 @@ fn an_nvml_failure_at_every_backend_call_leaves_the_node_consistent_and_drained_
             )
             .expect("sbatch");
         drain_for(&c, "n1", to);
-        let out = c.agent_once_env("n1", &[("DYNMIG_SIM_FAULTS", plan)]);
+        standin.set_faults(plan.clone()).expect("plan the faults");
+        let out = c.agent_once_env("n1", &[]);
+        // A fault the run did not reach must not fire in a later read.
+        standin.set_faults(vec![]).expect("clear the faults");
         c.ok("scontrol", &["release", &job.id.to_string()]);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let failed = stdout.contains("Failed");
@@ -318,7 +331,7 @@ fn an_nvml_failure_at_every_backend_call_leaves_the_node_consistent_and_drained_
             let _ = c.cmd("scontrol", &["update", "nodename=n1", "state=resume"]);
         }
         let lost = c.lost_jobs(std::slice::from_ref(&job), Duration::from_secs(60));
-        row(&format!("{name}: {plan}"), &state, lost.len(), t0);
+        row(&format!("{name}: {plan_text}"), &state, lost.len(), t0);
         if check.is_err() || !lost.is_empty() {
             failures.push(format!(
                 "{name}: failed={failed} {check:?} lost {lost:?}\n{stdout}{}",

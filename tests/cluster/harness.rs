@@ -53,12 +53,6 @@ impl Cluster {
         Self::up_with(with_controller, &[])
     }
 
-    /// [`Cluster::up`] on the simulated GPU backend (the fault campaign: its GPU faults are
-    /// the simulated backend's fault plans).
-    pub fn up_simulated(with_controller: bool) -> Self {
-        Self::up_with(with_controller, &[("DYNMIG_BACKEND", "simulated")])
-    }
-
     /// [`Cluster::up`] with more environment for slurm/local-dynmig.sh.
     pub fn up_with(with_controller: bool, env: &[(&str, &str)]) -> Self {
         let lock = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -569,7 +563,7 @@ impl Cluster {
         }
     }
 
-    /// [`Cluster::agent_once`] with more environment (e.g. `DYNMIG_SIM_FAULTS`, a fault plan
+    /// [`Cluster::agent_once`] with more environment (e.g. `DYNMIG_TEST_POINTS`, a plan
     /// of that process only).
     pub fn agent_once_env(&self, node: &str, env: &[(&str, &str)]) -> Output {
         Command::new("nsenter")

@@ -385,14 +385,21 @@ fn change_gpu(
                 gpu: index,
                 what: d.to_string(),
             })?;
-        backend
-            .destroy_instance(index, inst.gi_id)
-            .map_err(|source| ApplyError::Operation {
+        if let Err(source) = backend.destroy_instance(index, inst.gi_id) {
+            // A destroy that failed halfway may leave the instance with a new MIG device (its
+            // compute instance made again): it is still dynmig's.
+            if let Ok(now) = backend.gpu(index) {
+                if let Some(again) = now.instances.iter().find(|i| i.placed == inst.placed) {
+                    owned.remade(index, inst, again).map_err(record)?;
+                }
+            }
+            return Err(ApplyError::Operation {
                 gpu: index,
                 op: "destroy",
                 what: d.to_string(),
                 source,
-            })?;
+            });
+        }
         *done += 1;
         owned.destroyed(index, inst).map_err(record)?;
     }

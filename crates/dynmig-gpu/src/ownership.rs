@@ -224,6 +224,28 @@ impl Ownership {
         self.save()
     }
 
+    /// Records that dynmig's instance `was` of GPU `gpu` is now `now` (same place, another
+    /// MIG device: a destroy that failed after the compute instance went and the backend made
+    /// it again). Nothing changes unless `was` is dynmig's.
+    ///
+    /// # Errors
+    /// The record cannot be written.
+    pub fn remade(&mut self, gpu: u32, was: &InstanceState, now: &InstanceState) -> Result<(), BackendError> {
+        if !self.owns(gpu, was) || was.uuid == now.uuid || now.uuid.is_empty() {
+            return Ok(());
+        }
+        let name = was.placed.to_string();
+        self.record
+            .instances
+            .retain(|o| !(o.gpu == gpu && (o.uuid == was.uuid || o.instance == name)));
+        self.record.instances.push(OwnedInstance {
+            gpu,
+            uuid: now.uuid.clone(),
+            instance: now.placed.to_string(),
+        });
+        self.save()
+    }
+
     fn save(&self) -> Result<(), BackendError> {
         let Some(path) = &self.path else { return Ok(()) };
         if let Some(dir) = path.parent() {

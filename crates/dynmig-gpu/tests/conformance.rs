@@ -906,3 +906,32 @@ fn the_geometry_nvml_reports_is_the_one_used_where_it_differs_from_the_table() {
     apply_owning(&mut b, &A100_80GB, &target("1x4g.40gb+3x1g.10gb")).unwrap();
     assert_eq!(b.gpu(0).unwrap().layout().to_string(), "1x4g.40gb+3x1g.10gb");
 }
+
+#[test]
+fn on_nvml_a_destroy_that_fails_after_the_compute_instance_went_leaves_a_usable_instance_of_dynmigs() {
+    let node = StandInNode::new("A100-80GB", 1, true);
+    let record = node._dir.path().join("owned-instances.json");
+    let mut b = node.open(&A100_80GB);
+    let mut owned = dynmig_gpu::Ownership::load(&record).unwrap();
+    apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb"), &mut owned).unwrap();
+    let before = b.gpu(0).unwrap().instances[0].clone();
+    node.standin
+        .set_faults(vec![nvml_standin::Fault {
+            function: "nvmlGpuInstanceDestroy".into(),
+            after: 1,
+            error: Some("IN_USE".into()),
+            hang_ms: None,
+        }])
+        .unwrap();
+    let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"), &mut owned).unwrap_err();
+    assert!(e.to_string().contains("NVML_ERROR_IN_USE"), "{e}");
+    let after = b.gpu(0).unwrap().instances[0].clone();
+    assert_eq!(after.placed, before.placed, "the 7g is still there");
+    assert!(
+        after.uuid.starts_with("MIG-") && after.uuid != before.uuid,
+        "with its compute instance made again"
+    );
+    assert!(owned.owns(0, &after), "and still dynmig's");
+    apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"), &mut owned).unwrap();
+    assert_eq!(b.gpu(0).unwrap().layout().to_string(), "2x3g.40gb");
+}

@@ -560,11 +560,35 @@ impl Driver {
         let dev = self.device(gpu)?;
         let gi =
             raw::gpu_instance_by_id(self.nvml(), unsafe { dev.handle() }, gi_id).map_err(|c| from_return(c, &call))?;
-        for (ci_id, ci) in raw::compute_instances(self.nvml(), gi).map_err(|c| from_return(c, &call))? {
+        let cis = raw::compute_instances(self.nvml(), gi).map_err(|c| from_return(c, &call))?;
+        let had_ci = !cis.is_empty();
+        for (ci_id, ci) in cis {
             raw::destroy_compute_instance(self.nvml(), ci)
                 .map_err(|c| from_return(c, &format!("{call}: CI {ci_id}")))?;
         }
-        raw::destroy_gpu_instance(self.nvml(), gi).map_err(|c| from_return(c, &call))
+        let Err(c) = raw::destroy_gpu_instance(self.nvml(), gi) else {
+            return Ok(());
+        };
+        // All or nothing: the GPU instance stays, so it gets its compute instance back (with
+        // a new MIG device UUID); found by the fault campaign on the NVML stand-in, where a
+        // failed GPU-instance destroy left an instance no job could use.
+        let e = from_return(c, &call);
+        if !had_ci {
+            return Err(e);
+        }
+        let restored = raw::ci_profile_for(self.nvml(), gi, u32::from(inst.placed.profile.compute_slices))
+            .and_then(|p| raw::create_compute_instance(self.nvml(), gi, p));
+        match restored {
+            Ok(_) => Err(e),
+            Err(u) => Err(BackendError::Unavailable {
+                what: format!(
+                    "{call}: {} ({e}), and making its compute instance again failed too ({}): GPU {gpu} holds a GPU instance without compute instance at slice {}",
+                    return_name(c),
+                    return_name(u),
+                    inst.placed.start
+                ),
+            }),
+        }
     }
 
     fn set_mig_mode(&self, gpu: u32, enabled: bool, allowed: bool) -> Result<(), BackendError> {
