@@ -139,6 +139,12 @@ write_configs() {
         ln -sfn "$so" "$DIR/plugins/job_submit_dynmig.so"
         printf 'JobSubmitPlugins=dynmig\nPluginDir=%s:%s\n' "$DIR/plugins" "$plugin_dir" >>"$conf"
     fi
+    if slurm_at_least 25.11; then
+        # From 25.11 slurmstepd holds NVML open unless GPU accounting is off, and the nodes
+        # run dynmig's NVML backend (on the NVML stand-in): what a site sets (docs/gpus.md,
+        # and `dynmig doctor` checks it).
+        echo "JobAcctGatherParams=DisableGPUAcct" >>"$conf"
+    fi
     if [ -n "${DYNMIG_PROLOG:-}" ]; then
         echo "Prolog=$(realpath "$DYNMIG_PROLOG")" >>"$conf"
     fi
