@@ -79,6 +79,11 @@ else
 	export DYNMIG_PLUGIN_DIR=$bin/plugins
 fi
 export DYNMIG_BIN_DIR=$bin
+# The nodes' GPUs: the simulated backend unless told otherwise. This measures slurmctld; the
+# NVML stand-in rewrites its JSON state at every NVML call, CPU a real driver does not take,
+# and on a small machine that slowed slurmctld's submits (a 2-core CI run, 2026-11-28: 4 of
+# 200 sbatch timed out). The NVML path has its own suites (tests/cluster, the fault campaign).
+export DYNMIG_BACKEND=${DYNMIG_BACKEND:-simulated}
 # Room for every job of the run and the finished ones slurmctld keeps (MinJobAge).
 export DYNMIG_MAX_JOB_COUNT=$((JOBS + 10000))
 # Info, as a site runs it: the submit RPC's usec line is logged at info.

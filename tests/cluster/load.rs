@@ -6,7 +6,7 @@
 //! GRES it should have (typed by dynmig in dynmig blocks), slurmctld answered after every
 //! block. The timings are printed, not asserted (this machine's load moves them).
 
-use crate::harness::{bin_dir, install_standins};
+use crate::harness::bin_dir;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
@@ -21,9 +21,6 @@ fn two_hundred_jobs_in_blocks_with_and_without_the_plugin_are_all_accepted_and_n
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join(".run/test-cluster");
     let started = Instant::now();
-    // The nodes' NVML stand-ins, as Cluster::up gives them.
-    let nvml_dir = dir.join("nvml");
-    install_standins(&nvml_dir, true);
     let out = Command::new("bash")
         .arg(root.join("slurm/bench/load.sh"))
         .arg("200")
@@ -32,8 +29,6 @@ fn two_hundred_jobs_in_blocks_with_and_without_the_plugin_are_all_accepted_and_n
         .env("LOAD_OUT", root.join(".run/test-load"))
         .env("DYNMIG_CLUSTER_DIR", &dir)
         .env("DYNMIG_BIN_DIR", bin_dir())
-        .env("DYNMIG_NVML_DIR", &nvml_dir)
-        .env("DYNMIG_NVML_INSTALLED", "1")
         .output()
         .expect("run slurm/bench/load.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
