@@ -612,6 +612,17 @@ struct StandInNode {
     access: dynmig_core::config::NvmlAccess,
 }
 
+/// A stand-in fault: the `after`-th call of `function` fails with `error` (nvml.h's name less
+/// `NVML_ERROR_`), after sleeping `hang_ms` if given.
+fn fault(function: &str, after: u32, error: Option<&str>, hang_ms: Option<u64>) -> nvml_standin::Fault {
+    nvml_standin::Fault {
+        function: function.into(),
+        after,
+        error: error.map(str::to_string),
+        hang_ms,
+    }
+}
+
 impl StandInNode {
     fn new(board: &str, gpus: u32, mig: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
@@ -703,12 +714,12 @@ fn on_nvml_a_gpu_that_failed_halfway_is_rolled_back() {
     apply_owning(&mut b, &A100_80GB, &target("1x7g.80gb")).unwrap();
     // 7g -> 2x3g: destroy 7g, create 3g@0 (GI + CI), create 3g@4: its GPU instance fails.
     node.standin
-        .set_faults(vec![nvml_standin::Fault {
-            function: "nvmlDeviceCreateGpuInstanceWithPlacement".into(),
-            after: 2,
-            error: Some("INSUFFICIENT_RESOURCES".into()),
-            hang_ms: None,
-        }])
+        .set_faults(vec![fault(
+            "nvmlDeviceCreateGpuInstanceWithPlacement",
+            2,
+            Some("INSUFFICIENT_RESOURCES"),
+            None,
+        )])
         .unwrap();
     let e = apply_owning(&mut b, &A100_80GB, &target("2x3g.40gb")).unwrap_err();
     assert!(matches!(e, ApplyError::RolledBack { gpu: 0, .. }), "{e}");
@@ -748,12 +759,7 @@ fn an_nvml_call_that_hangs_is_cut_at_the_deadline_and_no_further_call_is_made() 
     node.access.timeout = std::time::Duration::from_millis(300);
     let b = node.open(&A100_80GB);
     node.standin
-        .set_faults(vec![nvml_standin::Fault {
-            function: "nvmlDeviceGetMigMode".into(),
-            after: 1,
-            error: None,
-            hang_ms: Some(3000),
-        }])
+        .set_faults(vec![fault("nvmlDeviceGetMigMode", 1, None, Some(3000))])
         .unwrap();
     let t = std::time::Instant::now();
     let e = b.gpus().unwrap_err();
@@ -778,12 +784,12 @@ fn a_gpu_instance_whose_compute_instance_failed_is_destroyed() {
     let node = StandInNode::new("A100-80GB", 1, true);
     let mut b = node.open(&A100_80GB);
     node.standin
-        .set_faults(vec![nvml_standin::Fault {
-            function: "nvmlGpuInstanceCreateComputeInstance".into(),
-            after: 1,
-            error: Some("INSUFFICIENT_RESOURCES".into()),
-            hang_ms: None,
-        }])
+        .set_faults(vec![fault(
+            "nvmlGpuInstanceCreateComputeInstance",
+            1,
+            Some("INSUFFICIENT_RESOURCES"),
+            None,
+        )])
         .unwrap();
     let three = A100_80GB.profile("3g.40gb").unwrap();
     let e = b.create_instance(0, at(three, 4)).unwrap_err();
@@ -916,12 +922,7 @@ fn on_nvml_a_destroy_that_fails_after_the_compute_instance_went_leaves_a_usable_
     apply_transition(&mut b, &A100_80GB, &target("1x7g.80gb"), &mut owned).unwrap();
     let before = b.gpu(0).unwrap().instances[0].clone();
     node.standin
-        .set_faults(vec![nvml_standin::Fault {
-            function: "nvmlGpuInstanceDestroy".into(),
-            after: 1,
-            error: Some("IN_USE".into()),
-            hang_ms: None,
-        }])
+        .set_faults(vec![fault("nvmlGpuInstanceDestroy", 1, Some("IN_USE"), None)])
         .unwrap();
     let e = apply_transition(&mut b, &A100_80GB, &target("2x3g.40gb"), &mut owned).unwrap_err();
     assert!(e.to_string().contains("NVML_ERROR_IN_USE"), "{e}");
