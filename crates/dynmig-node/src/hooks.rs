@@ -257,11 +257,18 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
     let Some(job) = job_with_retries(slurm, env.job, JOB_READ_BUDGET)? else {
         return Ok(()); // Slurm no longer holds it: nothing trustworthy to record.
     };
-    if env.uid.is_some_and(|u| u != job.uid) {
+    // A job Slurm's JSON gives no uid or gid is recorded for no one and read as no one: a
+    // missing id is never taken for root.
+    let (Some(uid), Some(gid)) = (job.uid, job.gid) else {
         bail!(
-            "SLURM_JOB_UID {} differs from Slurm's uid {} for the job",
+            "Slurm's JSON gives job {} no user_id or group_id: no history record for it",
+            job.id
+        );
+    };
+    if env.uid.is_some_and(|u| u != uid) {
+        bail!(
+            "SLURM_JOB_UID {} differs from Slurm's uid {uid} for the job",
             env.uid.unwrap_or(0),
-            job.uid
         );
     }
     let profile = TresList::parse(&job.tres_per_node)
@@ -279,15 +286,7 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         .unwrap_or(0);
     let tail = if job.exit_status != 0 {
         oom::stderr_path(oom::stderr_of(&job), &job.cwd, job.id, &job.user, &job.name, &env.node)
-            .map(|p| {
-                oom::stderr_tail(
-                    UserIds {
-                        uid: job.uid,
-                        gid: job.gid,
-                    },
-                    &p,
-                )
-            })
+            .map(|p| oom::stderr_tail(UserIds { uid, gid }, &p))
             .unwrap_or_default()
     } else {
         String::new()
@@ -307,7 +306,7 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         job_id: job.id.into(),
         restart: job.restarts,
         node: env.node.clone(),
-        uid: job.uid,
+        uid,
         user: job.user.clone(),
         job_name: job.name.clone(),
         profile: profile.clone(),

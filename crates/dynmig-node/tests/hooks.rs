@@ -122,7 +122,7 @@ fn an_out_of_memory_job_is_restarted_even_when_its_record_cannot_be_spooled() {
     job.state = JobState::Other("FAILED".into());
     job.exit_status = 1;
     // SAFETY: getuid/getgid have no preconditions.
-    (job.uid, job.gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    (job.uid, job.gid) = unsafe { (Some(libc::getuid()), Some(libc::getgid())) };
     job.std_err = err.display().to_string();
     let slurm = FakeSlurm::new(vec![], vec![job]);
     // The restart helper stands in as a script that records its arguments.
@@ -152,7 +152,7 @@ fn a_job_not_requeued_is_told_in_its_stderr_and_its_finished_record_is_left_alon
     let mut job = pending_job(9, "gres:gpu:7g.80gb:1");
     job.state = JobState::Other("FAILED".into());
     // SAFETY: getuid/getgid have no preconditions.
-    (job.uid, job.gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    (job.uid, job.gid) = unsafe { (Some(libc::getuid()), Some(libc::getgid())) };
     job.std_err = err.display().to_string();
     let slurm = FakeSlurm::new(vec![], vec![job]);
     let req = RestartRequest {
