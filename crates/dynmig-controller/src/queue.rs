@@ -82,22 +82,35 @@ impl QueueCache {
         changed.sort_by_key(|(id, k)| (k.pending(), Reverse(k.priority()), *id));
         let take = changed.len().min(self.reads_per_pass);
         let ids: Vec<u32> = changed[..take].iter().map(|(id, _)| *id).collect();
-        let read = slurm.jobs_by_id(&ids)?;
+        let read = if ids.is_empty() {
+            Vec::new()
+        } else {
+            slurm.jobs_by_id(&ids)?
+        };
         self.jobs.retain(|id, _| keys.contains_key(id));
         for id in &ids {
             // Asked for and not answered: gone between the listing and the read.
             self.jobs.remove(id);
         }
+        // A Slurm that can only answer the whole queue (22.05) answers more than was asked:
+        // every listed job in the answer is kept.
         let n_read = read.len();
+        let mut got = std::collections::HashSet::with_capacity(n_read);
         for j in read {
             if let Some(k) = keys.get(&j.id) {
+                got.insert(j.id);
                 self.jobs.insert(j.id, (k.clone(), j));
             }
         }
+        let asked: std::collections::HashSet<u32> = ids.iter().copied().collect();
+        let deferred = changed
+            .iter()
+            .filter(|(id, _)| !got.contains(id) && !asked.contains(id))
+            .count();
         Ok(Refresh {
             listed: keys.len(),
             read: n_read,
-            deferred: changed.len() - take,
+            deferred,
             whole: false,
         })
     }
@@ -137,6 +150,7 @@ mod tests {
         assert_eq!((first.listed, first.read, first.deferred), (1001, 1001, 0));
         assert_eq!(q.jobs().len(), 1001);
         let again = q.refresh(&slurm).unwrap();
+        assert!(!again.whole);
         assert_eq!((again.read, again.deferred), (0, 0), "nothing changed, nothing read");
         slurm.state.lock().unwrap().jobs[7].tres_per_node = "gres:gpu:2g.20gb:1".into();
         slurm.state.lock().unwrap().jobs[9].held = true;
@@ -176,6 +190,16 @@ mod tests {
         let ids: Vec<u32> = q.jobs().iter().map(|j| j.id).collect();
         assert_eq!(ids, vec![1, 3, 100_000]);
         assert_eq!(q.jobs()[1].admin_comment, "dynmig/v1 x");
+    }
+
+    #[test]
+    fn a_slurm_that_answers_the_whole_queue_is_read_once_not_pass_after_pass() {
+        let slurm = fake(250);
+        slurm.state.lock().unwrap().whole_queue_reads = true;
+        let mut q = QueueCache::new(100);
+        let first = q.refresh(&slurm).unwrap();
+        assert_eq!((first.read, first.deferred), (251, 0), "22.05 answers all: all is kept");
+        assert_eq!(q.refresh(&slurm).unwrap().read, 0);
     }
 
     #[test]

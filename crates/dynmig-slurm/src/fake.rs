@@ -30,6 +30,9 @@ pub struct FakeState {
     /// When set, the fake has no change listing (`job_listing` is `None`), as a Slurm access
     /// without one.
     pub no_listing: bool,
+    /// When set, `jobs_by_id` answers every job, as 22.05's `squeue --json` (which ignores
+    /// `--jobs`).
+    pub whole_queue_reads: bool,
 }
 
 /// An in-memory Slurm.
@@ -203,7 +206,13 @@ impl SlurmApi for FakeSlurm {
             return Err(SlurmError::Refused(why.clone()));
         }
         let want: std::collections::HashSet<u32> = ids.iter().copied().collect();
-        let found: Vec<JobInfo> = s.jobs.iter().filter(|j| want.contains(&j.id)).cloned().collect();
+        let whole = s.whole_queue_reads && !ids.is_empty();
+        let found: Vec<JobInfo> = s
+            .jobs
+            .iter()
+            .filter(|j| whole || want.contains(&j.id))
+            .cloned()
+            .collect();
         s.jobs_read += found.len() as u64;
         Ok(found)
     }
