@@ -446,7 +446,17 @@ fn run(cli: Cli) -> Result<()> {
                 match pass(&slurm, &managed, policy.as_mut(), &mut feed, &events, &settings) {
                     Ok(r) => {
                         first = false;
-                        metrics.pass_ok(&r, started.elapsed());
+                        let took = started.elapsed();
+                        metrics.pass_ok(&r, took);
+                        // One line a pass: slurm/bench/queue.sh reads the pass times from it.
+                        log::info!(
+                            "pass took {:.3} s: {} jobs listed, {} read, {} left for later passes{}",
+                            took.as_secs_f64(),
+                            r.queue.listed,
+                            r.queue.read,
+                            r.queue.deferred,
+                            if r.queue.whole { " (whole queue)" } else { "" }
+                        );
                         for d in &r.drained {
                             log::info!("draining {} to repartition to {}", d.node, d.target);
                         }

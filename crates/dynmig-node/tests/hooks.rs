@@ -79,6 +79,24 @@ fn the_epilog_records_the_run_from_slurms_json_and_releases_the_instance() {
     assert!(!r.oom, "exit 0 is never out of memory");
 }
 
+/// A job without a GPU (no `SLURM_JOB_GPUS`, no instance claimed by the Prolog) costs
+/// slurmctld nothing at its end: the Epilog reads no job and records nothing.
+#[test]
+fn the_epilog_of_a_job_without_a_gpu_reads_nothing_from_slurm() {
+    let d = tempfile::tempdir().unwrap();
+    let c = config(d.path());
+    dynmig_node::setup::init_node(&c, "n1").unwrap();
+    let mut job = pending_job(5, "");
+    job.state = JobState::Other("COMPLETED".into());
+    let slurm = FakeSlurm::new(vec![], vec![job]);
+    epilog(&c, &env(5, &[]), &slurm, Path::new("/bin/false")).unwrap();
+    assert_eq!(slurm.state.lock().unwrap().jobs_read, 0, "no job read");
+    assert!(dynmig_history::spool::list(&NodePaths::of(&c, "n1").history_spool).is_empty());
+    // The same job with a GPU is read (and recorded only if it is a MIG job).
+    epilog(&c, &env(5, &[0]), &slurm, Path::new("/bin/false")).unwrap();
+    assert_eq!(slurm.state.lock().unwrap().jobs_read, 1);
+}
+
 /// slurmctld restarting when the job ends (the fault tests' burst on 24.11 lost a record so):
 /// the Epilog asks again until Slurm answers, and the run is recorded.
 #[test]
@@ -134,7 +152,8 @@ fn an_out_of_memory_job_is_restarted_even_when_its_record_cannot_be_spooled() {
     )
     .unwrap();
     std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    epilog(&c, &env(7, &[]), &slurm, &helper).unwrap();
+    // slurmd gives the Epilog the job's GPU indices (no Prolog ran here).
+    epilog(&c, &env(7, &[0]), &slurm, &helper).unwrap();
     let until = std::time::Instant::now() + Duration::from_secs(10);
     while !marker.exists() && std::time::Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
