@@ -75,8 +75,9 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         "estimator.max_oom_restarts" => int(0, 10),
         "history.server" | "history.listen" => addr.into(),
         "controller.metrics_listen" | "agent.metrics_listen" | "history.metrics_listen" => {
-            "a quoted \"ip:port\" with port 0 to 65535, e.g. \"127.0.0.1:9750\" or \"[::]:9750\"".into()
+            "a quoted \"ip:port\" with port 0 to 65535, e.g. \"127.0.0.1:9750\" or \"[::]:9750\", or a port alone (\"9750\": loopback)".into()
         }
+        "agent.metrics_per_job" => "true or false".into(),
         "log.level" => "\"off\", \"error\", \"warn\", \"info\", \"debug\" or \"trace\"".into(),
         "history.snapshot_refresh"
         | "history.sacct_interval"
@@ -182,6 +183,9 @@ pub(super) fn duration_bounds(key: &str) -> DurationBounds {
     }
 }
 
+/// The address a metrics endpoint binds when `metrics_listen` gives a port alone.
+pub(super) const METRICS_DEFAULT_IP: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
 /// Builds errors pointing into the text being read.
 struct Ctx<'a> {
     text: &'a str,
@@ -193,10 +197,23 @@ impl Ctx<'_> {
     }
 
     /// A metrics endpoint's address: an IP address (not a name: the daemon binds it) and a
-    /// port.
+    /// port, or a port alone (`"9750"` or `":9750"`), which binds loopback
+    /// ([`METRICS_DEFAULT_IP`]): the endpoint has no authentication, so reaching it from
+    /// elsewhere takes an address written out.
     fn socket_addr(&self, v: &Option<Spanned<String>>, key: &str) -> Result<Option<SocketAddr>, ConfigError> {
         let Some(v) = v else { return Ok(None) };
         let s = v.get_ref().trim();
+        let port_only = s.strip_prefix(':').unwrap_or(s);
+        if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
+            return match port_only.parse::<u16>() {
+                Ok(port) => Ok(Some(SocketAddr::new(METRICS_DEFAULT_IP, port))),
+                Err(_) => Err(self.err(
+                    v,
+                    key,
+                    format!("port '{}' is not a number from 0 to 65535", cut(port_only, ECHO)),
+                )),
+            };
+        }
         s.parse::<SocketAddr>().map(Some).map_err(|_| {
             let why = match s.rsplit_once(':') {
                 None => "no ':port'".to_string(),
@@ -417,6 +434,7 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     let history = history(&cx, &raw.history)?;
     let agent = AgentConfig {
         metrics_listen: cx.socket_addr(&raw.agent.metrics_listen, "agent.metrics_listen")?,
+        metrics_per_job: raw.agent.metrics_per_job.as_ref().is_some_and(|v| *v.get_ref()),
     };
     let log = log(&cx, &raw.log)?;
     Ok(Config {
