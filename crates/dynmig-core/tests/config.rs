@@ -643,6 +643,17 @@ fn durations_below_their_floor_are_refused_naming_key_value_and_floor() {
         );
         parse_config(&with_duration(key, shortest)).unwrap_or_else(|e| panic!("{key} = {shortest}: {e}"));
     }
+    // The message docs/config.md shows, word for word.
+    let t = format!(
+        "version = 1\n[controller]\ninterval = \"1ns\"\n{}",
+        &MINIMAL["version = 1\n".len()..]
+    );
+    assert_eq!(
+        parse_config(&t).unwrap_err().to_string(),
+        "line 3, column 12: controller.interval: '1ns' is out of range: below the floor of 100ms for controller.interval (each pass runs squeue and sinfo against slurmctld); allowed: 100ms to 30 days (\"30d\")"
+    );
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md")).unwrap();
+    assert!(docs.contains("line 3, column 12: controller.interval: '1ns' is out of range: below the floor of 100ms"));
     // 0 stays allowed where it means "off".
     parse_config(&with_duration("controller.min_layout_lifetime", "0s")).unwrap();
     // The short values the project's own tests use stay valid: a 200 ms controller pass
