@@ -531,8 +531,10 @@ fn run(cli: Cli) -> Result<()> {
                     dynmig_node::setup::make_agent(c, &node)
                 });
                 if let Some((_, mut new)) = new {
-                    // The metrics endpoint serves the running agent's registry: keep it.
+                    // The metrics endpoint serves the running agent's registry: keep it,
+                    // with the new config's per-job setting.
                     std::mem::swap(&mut new.metrics, &mut a.metrics);
+                    new.metrics.set_per_job(a.metrics.per_job());
                     *a = new;
                 }
             };
