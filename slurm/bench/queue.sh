@@ -139,7 +139,7 @@ echo "queue: without the controller: $without RPCs in $WINDOW s" >&2
 
 # The controller, as local-dynmig.sh starts it.
 : >"$D/log/controller.log"
-"$DYNMIG" --config "$DYNMIG_CONFIG" controller >>"$D/log/controller.log" 2>&1 &
+"$bin/dynmig" --config "$DYNMIG_CONFIG" controller >>"$D/log/controller.log" 2>&1 &
 echo $! >"$D/run/controller.pid"
 t0=$EPOCHREALTIME
 for _ in $(seq 3600); do
@@ -170,13 +170,27 @@ import os
 runs = [l.split() for l in open(f"{out}/epilog-times.txt")] if os.path.exists(f"{out}/epilog-times.txt") else []
 ep = [int(r[1]) / 1000 for r in runs if len(r) == 3]
 ep_gpu = [int(r[1]) / 1000 for r in runs if len(r) == 3 and r[2] != "none"]
-share = (with_ - without) / with_ if with_ else float("nan")
+# The RPC types dynmig's controller, agents and hooks send (reads of jobs, nodes and
+# partitions; node, job and reservation changes); nobody else sends them in this cluster.
+DYNMIG_TYPES = {"REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_STATE", "REQUEST_NODE_INFO",
+    "REQUEST_NODE_INFO_SINGLE", "REQUEST_PARTITION_INFO", "REQUEST_UPDATE_NODE", "REQUEST_DELETE_NODE",
+    "REQUEST_UPDATE_JOB", "REQUEST_JOB_REQUEUE", "REQUEST_CREATE_RESERVATION", "REQUEST_UPDATE_RESERVATION",
+    "REQUEST_DELETE_RESERVATION", "REQUEST_RESERVATION_INFO", "REQUEST_BUILD_INFO"}
+def split(name):
+    rows = [l.split() for l in open(f"{out}/rpc-{name}.txt") if l.strip()]
+    ours = sum(int(c) for t, c in rows if t in DYNMIG_TYPES)
+    return ours, sum(int(c) for _, c in rows)
+ours_without, all_without = split("without")
+ours_with, all_with = split("with")
+ctl = ours_with - ours_without
+share = ours_with / all_with if all_with else float("nan")
 lines = [
     f"Slurm {release}: {jobs} jobs submitted ({fails} refused), {queued} queued (array tasks counted one by one)",
     f"controller learnt the whole queue in {learnt} s over {warm} passes (slowest {max(first) if first else float('nan'):.3f} s)",
     f"controller pass over {len(steady)} passes after that: p50 {q(steady, .5):.3f} s, p99 {q(steady, .99):.3f} s, max {max(steady) if steady else float('nan'):.3f} s; jobs read a pass p50 {q(reads, .5)}, max {max(reads) if reads else 0}",
     f"Epilog over {len(ep)} runs: p50 {q(ep, .5):.3f} s, p99 {q(ep, .99):.3f} s, max {max(ep) if ep else float('nan'):.3f} s; of GPU jobs ({len(ep_gpu)}): p50 {q(ep_gpu, .5):.3f} s, p99 {q(ep_gpu, .99):.3f} s",
-    f"slurmctld RPCs in {window} s: {without} without the controller, {with_} with it: dynmig's share {share:.1%}",
+    f"slurmctld RPCs in {window} s without the controller: {all_without}, {ours_without} of dynmig's types (its agents' node reads, the Epilogs' job reads)",
+    f"slurmctld RPCs in {window} s with the controller: {all_with}, {ours_with} of dynmig's types ({share:.1%}); the controller's own: about {ctl} ({ctl / int(window):.2f} a second)",
     f"slurmctld alive at the end: {alive}",
 ]
 open(f"{out}/summary.txt", "w").write("\n".join(lines) + "\n")
