@@ -181,6 +181,18 @@ impl SlurmApi for SlurmCommands {
         }
     }
 
+    fn node(&self, name: &str) -> Result<Option<NodeInfo>, SlurmError> {
+        // 23.02+: `scontrol --json show node NAME` writes the JSON of that node only (it still
+        // loads every node and partition: two RPCs, as for the whole list), so a node agent's
+        // read does not grow with the cluster. An unknown node is an empty list. 22.05's
+        // `sinfo --json` has no such filter: the whole list, picked here.
+        if self.nodes_via_scontrol.get() == Some(&true) {
+            let out = self.scontrol(&["--json", "show", "node", name])?;
+            return Ok(parse_nodes(&out)?.into_iter().find(|n| n.name == name));
+        }
+        Ok(self.nodes()?.into_iter().find(|n| n.name == name))
+    }
+
     fn drain(&self, node: &str, intent: &NodeIntent) -> Result<(), SlurmError> {
         self.scontrol(&[
             "update",
