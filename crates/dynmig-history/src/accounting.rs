@@ -528,7 +528,8 @@ pub fn read_sacct(sacct: &Path, window: Duration) -> Result<SacctRecords, Error>
 }
 
 /// The snapshot of `records` under the estimator settings, as [`crate::store::Store::snapshot`]
-/// builds it (an out-of-memory run counts its instance's memory), oldest first.
+/// builds it (an out-of-memory run counts its instance's memory), oldest first, within
+/// [`crate::snapshot::MAX_SNAPSHOT_BYTES`].
 pub fn snapshot(records: &[JobRecord], cfg: &EstimatorConfig) -> HistorySnapshot {
     let mut sorted: Vec<&JobRecord> = records.iter().collect();
     sorted.sort_by_key(|r| (r.end_time, r.job_id, r.restart));
@@ -545,6 +546,13 @@ pub fn snapshot(records: &[JobRecord], cfg: &EstimatorConfig) -> HistorySnapshot
             oom: r.oom,
         })
         .collect();
+    let (jobs, dropped) = crate::snapshot::bound(jobs, crate::snapshot::MAX_SNAPSHOT_BYTES);
+    if dropped > 0 {
+        log::warn!(
+            "snapshot: {dropped} (user, job name) entries left out to stay within {} bytes",
+            crate::snapshot::MAX_SNAPSHOT_BYTES
+        );
+    }
     HistorySnapshot::from_jobs(&jobs, cfg.history_quantile, cfg.history_window as usize)
 }
 

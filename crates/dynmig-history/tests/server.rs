@@ -369,6 +369,7 @@ fn the_server_keeps_only_what_the_retention_allows() {
     let mut r = Running::start(|s| {
         s.retention = Retention {
             max_records: 2,
+            max_per_user: 2,
             max_age: Duration::from_secs(3600),
         };
         s.cadence.max_pending = 1;
