@@ -51,7 +51,7 @@ impl Default for Retention {
 /// taken from the users who hold the most: every user above a level is cut to it (some to
 /// one more, so that exactly `excess` go). Returns (user's index, records kept) of the users
 /// cut only.
-fn water_fill(counts: &[u64], excess: u64) -> Vec<(usize, u64)> {
+pub(crate) fn water_fill(counts: &[u64], excess: u64) -> Vec<(usize, u64)> {
     let over = |level: u64| counts.iter().map(|&c| c.saturating_sub(level)).sum::<u64>();
     if excess == 0 {
         return Vec::new();
