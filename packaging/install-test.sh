@@ -180,14 +180,36 @@ unit_line() {
 
 exec_start() { unit_line "$1" ExecStart; }
 
+# unit_value UNIT KEY: the KEY= value of an installed unit, empty when it has none.
+unit_value() {
+    local f
+    for f in /lib/systemd/system/$1.service /usr/lib/systemd/system/$1.service; do
+        [ -f "$f" ] && sed -n "s/^$2=//p" "$f" | tail -1 && return 0
+    done
+    die "unit $1.service is not installed"
+}
+
 # start_unit UNIT [NODE]: runs the unit's ExecStart line as systemd would (its
-# EnvironmentFile first), in NODE's namespace if given, where %l (the short host name) is the
-# node's name. Output to /var/log/dynmig-test/UNIT[-NODE].log, pid in /run/dynmig-test/.
+# EnvironmentFile first; as its User= and Group=, its StateDirectory= made and given to that
+# user first), in NODE's namespace if given, where %l (the short host name) is the node's
+# name. Output to /var/log/dynmig-test/UNIT[-NODE].log, pid in /run/dynmig-test/.
 start_unit() {
-    local unit=$1 node=${2:-} cmd name=$1${2:+-$2}
+    local unit=$1 node=${2:-} cmd name=$1${2:+-$2} user group state mode d
     cmd=$(exec_start "$unit")
     # shellcheck disable=SC2016
     cmd=${cmd//%l/'$(hostname -s)'}
+    user=$(unit_value "$unit" User)
+    if [ -n "$user" ]; then
+        group=$(unit_value "$unit" Group)
+        group=${group:-$user}
+        state=$(unit_value "$unit" StateDirectory)
+        mode=$(unit_value "$unit" StateDirectoryMode)
+        for d in $state; do
+            install -d -o "$user" -g "$group" -m "${mode:-0755}" "/var/lib/$d"
+        done
+        # setpriv: the user's uid, gid and groups, and no way back to root (NoNewPrivileges=).
+        cmd="setpriv --reuid=$user --regid=$group --init-groups --no-new-privs $cmd"
+    fi
     local wrapped="set -a; [ -r /etc/default/dynmig ] && . /etc/default/dynmig; set +a; exec $cmd"
     mkdir -p /run/dynmig-test
     if [ -n "$node" ]; then
@@ -231,16 +253,21 @@ chrooted_main() {
     step "1. apt-get install the packages (docs/install.md step 1, word for word; Slurm $mm)"
     (cd "$DEBS" && timeout 300 bash -c "$apt_cmd") >/var/log/dynmig-test/apt.log 2>&1 ||
         die "docs/install.md's apt-get install failed: $(tail -5 /var/log/dynmig-test/apt.log)"
-    local f
+    local f out
     for f in /usr/bin/dynmig /etc/slurm/dynmig.toml /etc/default/dynmig /usr/libexec/dynmig/prolog \
         /usr/libexec/dynmig/epilog /usr/share/man/man1/dynmig.1.gz "$PLUGIN_DIR/job_submit_dynmig.so" \
         "$PLUGIN_DIR/spank_dynmig.so"; do
         [ -e "$f" ] || die "the packages did not install $f"
     done
     for f in dynmig-controller dynmig-agent dynmig-history; do exec_start "$f" >/dev/null; done
+    # The history service's own unprivileged user (packaging/debian/postinst), which its unit
+    # runs it as.
+    out=$(getent passwd dynmig-history) || die "the package made no dynmig-history user"
+    case "$out" in *:/usr/sbin/nologin) ;; *) die "dynmig-history can log in: $out" ;; esac
+    [ "$(unit_value dynmig-history User)" = dynmig-history ] || die "dynmig-history.service has no User=dynmig-history"
+    [ "$(unit_value dynmig-controller User)" = "" ] || die "dynmig-controller.service: User= (it needs root)"
     # (Output into a variable first: with pipefail, grep -q closing the pipe early would fail
     # the producer.)
-    local out
     out=$(dpkg-query --showformat='${Conffiles}\n' --show dynmig)
     grep -q '/etc/slurm/dynmig.toml' <<<"$out" ||
         die "/etc/slurm/dynmig.toml is not a conffile of dynmig"
@@ -314,6 +341,10 @@ chrooted_main() {
     for f in /run/dynmig-test/*.pid; do
         kill -0 "$(cat "$f")" 2>/dev/null || die "$(basename "$f" .pid) exited: $(tail -5 "/var/log/dynmig-test/$(basename "$f" .pid).log")"
     done
+    # The history service runs as its own user, not root.
+    local huid
+    huid=$(ps -o uid= -p "$(cat /run/dynmig-test/dynmig-history.pid)" | tr -d ' ')
+    [ "$huid" = "$(id -u dynmig-history)" ] || die "dynmig history serve runs as uid $huid, not dynmig-history"
 
     step "8. a job with --mig-mem=18G: a MIG profile at submit, a repartition, completion"
     local id state comment tres i
@@ -344,6 +375,17 @@ chrooted_main() {
     out=$(sinfo -h -N -o '%N %G')
     grep -v catalog <<<"$out" | grep -q 2g.20gb || die "no node has 2g.20gb after the repartition"
     dynmig status >/var/log/dynmig-test/status.txt 2>&1 || true
+    # The Epilog's record reached the unprivileged history service, which checked its munge
+    # credential (unmunge as dynmig-history) and stored it in its own state directory.
+    for ((i = 0; i < 30; i++)); do
+        out=$(dynmig history show 2>/dev/null) || true
+        awk -v id="$id" '$1 == id {found = 1} END {exit !found}' <<<"$out" && break
+        sleep 1
+    done
+    awk -v id="$id" '$1 == id {found = 1} END {exit !found}' <<<"$out" ||
+        die "job $id: no history record in /var/lib/dynmig/history/history.db after 30 s: $(tail -5 /var/log/dynmig-test/dynmig-history.log)"
+    [ "$(stat -c %U /var/lib/dynmig/history/history.db)" = dynmig-history ] ||
+        die "/var/lib/dynmig/history/history.db is not dynmig-history's"
 
     step "the units' ExecReload lines (SIGHUP: the daemons reload their config and keep running)"
     local unit pid reload

@@ -143,6 +143,8 @@ $(metrics_key history "10.199.0.1:9813")
 [agent]
 # Each agent binds in its node's network namespace (address 10.199.0.(10+index)).
 $(metrics_key agent "0.0.0.0:9812")
+# The demo dashboard's "top jobs by energy" panel (off by default: per-job data).
+metrics_per_job = true
 
 [estimator]
 max_oom_restarts = 2

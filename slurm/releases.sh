@@ -11,6 +11,7 @@
 #   slurm/releases.sh bench SUITE       run slurm/bench/submit_cost.sh on SUITE (via run)
 #   slurm/releases.sh demo SUITE        run slurm/demo.sh on SUITE (debug build; via run)
 #   slurm/releases.sh load SUITE [JOBS] run slurm/bench/load.sh on SUITE (release plugins; via run)
+#   slurm/releases.sh queue SUITE [JOBS] run slurm/bench/queue.sh on SUITE (the same way)
 #   slurm/releases.sh version [SUITE]   Slurm version of SUITE (host: no SUITE)
 #
 # SUITE is bookworm (the host itself, nothing mounted), trixie or sid.
@@ -277,11 +278,21 @@ cmd_bench() {
 # builds debug ones, for the tests): bookworm's are the workspace's target/release, another
 # suite's are built against its headers into target/slurm/<version>-release/.
 cmd_load() {
-    local suite=${1:?usage: load SUITE [JOBS]} sys ver tdir out
-    shift
+    cmd_bench load "$@"
+}
+
+# slurm/bench/queue.sh on SUITE, with release plugins as for `load`.
+cmd_queue() {
+    cmd_bench queue "$@"
+}
+
+# cmd_bench NAME SUITE [ARGS]: slurm/bench/NAME.sh on SUITE with release plugins.
+cmd_bench() {
+    local bench=$1 suite=${2:?usage: $1 SUITE [JOBS]} sys ver tdir out
+    shift 2
     sys=$(sysroot "$suite")
     if [ -z "$sys" ]; then
-        cmd_run "$suite" env -u DYNMIG_PLUGIN_DIR bash "$ROOT/slurm/bench/load.sh" "$@"
+        cmd_run "$suite" env -u DYNMIG_PLUGIN_DIR bash "$ROOT/slurm/bench/$bench.sh" "$@"
         return
     fi
     ver=$(slurm_version_of "$sys")
@@ -294,7 +305,7 @@ cmd_load() {
     cp "$tdir/release/libjob_submit_dynmig.so" "$out/job_submit_dynmig.so"
     cp "$tdir/release/libspank_dynmig.so" "$out/spank_dynmig.so"
     echo "$ver" >"$out/SLURM_VERSION"
-    cmd_run "$suite" env DYNMIG_PLUGIN_DIR="$out" bash "$ROOT/slurm/bench/load.sh" "$@"
+    cmd_run "$suite" env DYNMIG_PLUGIN_DIR="$out" bash "$ROOT/slurm/bench/$bench.sh" "$@"
 }
 
 # slurm/demo.sh on SUITE (the debug build unless DYNMIG_PROFILE=release).
@@ -326,6 +337,7 @@ main() {
     unit) cmd_unit "$@" ;;
     bench) cmd_bench "$@" ;;
     load) cmd_load "$@" ;;
+    queue) cmd_queue "$@" ;;
     demo) cmd_demo "$@" ;;
     *)
         sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'

@@ -446,7 +446,17 @@ fn run(cli: Cli) -> Result<()> {
                 match pass(&slurm, &managed, policy.as_mut(), &mut feed, &events, &settings) {
                     Ok(r) => {
                         first = false;
-                        metrics.pass_ok(&r, started.elapsed());
+                        let took = started.elapsed();
+                        metrics.pass_ok(&r, took);
+                        // One line a pass: slurm/bench/queue.sh reads the pass times from it.
+                        log::info!(
+                            "pass took {:.3} s: {} jobs listed, {} read, {} left for later passes{}",
+                            took.as_secs_f64(),
+                            r.queue.listed,
+                            r.queue.read,
+                            r.queue.deferred,
+                            if r.queue.whole { " (whole queue)" } else { "" }
+                        );
                         for d in &r.drained {
                             log::info!("draining {} to repartition to {}", d.node, d.target);
                         }
@@ -521,8 +531,10 @@ fn run(cli: Cli) -> Result<()> {
                     dynmig_node::setup::make_agent(c, &node)
                 });
                 if let Some((_, mut new)) = new {
-                    // The metrics endpoint serves the running agent's registry: keep it.
+                    // The metrics endpoint serves the running agent's registry: keep it,
+                    // with the new config's per-job setting.
                     std::mem::swap(&mut new.metrics, &mut a.metrics);
+                    new.metrics.set_per_job(a.metrics.per_job());
                     *a = new;
                 }
             };

@@ -180,7 +180,9 @@ fn served() -> std::collections::BTreeMap<String, String> {
     let mut owned = dynmig_gpu::Ownership::in_memory_owning(&backend.gpus().unwrap());
     dynmig_gpu::apply_transition(backend.as_mut(), &A100_80GB, &layout, &mut owned).unwrap();
     let sample = dynmig_gpu::energy::sample_node(backend.as_ref(), d.path(), 10.0).unwrap();
-    let agent = dynmig_node::metrics::AgentMetrics::new("n1");
+    let mut agent = dynmig_node::metrics::AgentMetrics::new("n1");
+    // The per-job family is served only with [agent] metrics_per_job = true.
+    agent.set_per_job(true);
     agent.sampled(&sample, &[(7, 1.0)].into_iter().collect());
     agent.steps(&dynmig_node::agent::StepTimes(vec![(
         "instances",

@@ -7,6 +7,7 @@
 //! job as just started: what happened before it ran is not in the queue any more, so a
 //! policy's forecast from past days fills up over the first day.
 
+use crate::queue::QueueCache;
 use crate::snapshot::ManagedNode;
 use dynmig_core::config::expand_hostlist;
 use dynmig_core::geometry::ProfileSpec;
@@ -31,9 +32,14 @@ struct Seen {
 /// managed node's GPU model are followed; others are no MIG demand. A pending job that is no
 /// demand ([`JobInfo::is_demand`]: held, waiting for a dependency, ...) is followed from when
 /// it becomes demand; one held after it was seen (a requeue-hold) has ended.
+///
+/// The feed also holds the queue as read so far ([`QueueCache`]): a controller keeps one feed
+/// from pass to pass, so each pass reads only the jobs that changed.
 #[derive(Debug, Default)]
 pub struct JobFeed {
     known: HashMap<u32, Seen>,
+    /// The queue between passes.
+    pub queue: QueueCache,
 }
 
 impl JobFeed {

@@ -13,6 +13,7 @@ pub mod catalog;
 mod jobs;
 pub mod metrics;
 mod plans;
+pub mod queue;
 pub mod records;
 mod snapshot;
 pub mod status;
@@ -152,6 +153,8 @@ pub struct PassReport {
     /// Jobs that job_submit/dynmig decided (a `DecisionRecord` in their AdminComment), per
     /// (`pending` or `running`, the decision's source such as `mig-mem` or `history`).
     pub decided_jobs: BTreeMap<(&'static str, String), u32>,
+    /// What the pass read of the queue ([`queue::QueueCache::refresh`]).
+    pub queue: queue::Refresh,
 }
 
 /// A node's MIG instances as the controller saw them in one pass.
@@ -261,11 +264,14 @@ pub fn pass(
     events: &LineLog,
     settings: &PassSettings,
 ) -> Result<PassReport, SlurmError> {
-    let jobs = slurm.jobs()?;
+    let refresh = feed.queue.refresh(slurm)?;
+    let jobs = feed.queue.jobs();
     let nodes = slurm.nodes()?;
     let now = settings.now;
     if !settings.dry_run {
-        records::refresh_records(slurm, &jobs);
+        for (id, comment) in records::refresh_records(slurm, &jobs) {
+            feed.queue.set_admin_comment(id, &comment);
+        }
     }
     if policy.observes_jobs() {
         policy.observe(now as f64, &feed.events(&jobs, managed, now));
@@ -319,6 +325,7 @@ pub fn pass(
             .collect(),
         roles: role_counts,
         decided_jobs: decided_jobs(&jobs),
+        queue: refresh,
         ..PassReport::default()
     };
     let loaded = settings

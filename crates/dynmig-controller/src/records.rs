@@ -31,15 +31,15 @@ pub fn stale_records(jobs: &[JobInfo]) -> Vec<(u32, DecisionRecord)> {
         .collect()
 }
 
-/// Writes the records of [`stale_records`]; returns how many were written. A refused write
-/// is logged and tried again next pass; it never fails the pass.
-pub fn refresh_records(slurm: &dyn SlurmApi, jobs: &[JobInfo]) -> usize {
-    let mut written = 0;
+/// Writes the records of [`stale_records`]; returns the jobs and comments written. A refused
+/// write is logged and tried again next pass; it never fails the pass.
+pub fn refresh_records(slurm: &dyn SlurmApi, jobs: &[JobInfo]) -> Vec<(u32, String)> {
+    let mut written = Vec::new();
     for (id, record) in stale_records(jobs) {
         match slurm.set_job_admin_comment(id, &record.encode()) {
             Ok(()) => {
                 log::info!("job {id}: decision record now {}", record.encode());
-                written += 1;
+                written.push((id, record.encode()));
             }
             Err(e) => log::warn!("job {id}: decision record not updated: {e}"),
         }
@@ -71,7 +71,7 @@ mod tests {
             running,
         ];
         let slurm = FakeSlurm::new(vec![], jobs.clone());
-        assert_eq!(refresh_records(&slurm, &jobs), 1);
+        assert_eq!(refresh_records(&slurm, &jobs).len(), 1);
         let now = DecisionRecord::parse(&slurm.job(1).unwrap().unwrap().admin_comment).unwrap();
         assert_eq!(now.profile, "3g.40gb");
         let change = now.change.unwrap();

@@ -40,12 +40,12 @@ pub enum WhyError {
     #[error("job {0}: Slurm holds no such job (finished long ago, or a wrong id)")]
     NoSuchJob(u32),
     /// The caller is neither root nor the job's user.
-    #[error("job {job} belongs to uid {owner}; only its user and root may ask why it waits (you are uid {caller})")]
+    #[error("job {job} belongs to {}; only its user and root may ask why it waits (you are uid {caller})", owner.map_or("a user Slurm does not name".to_string(), |u| format!("uid {u}")))]
     NotYourJob {
         /// Job id.
         job: u32,
         /// The job's uid.
-        owner: u32,
+        owner: Option<u32>,
         /// The caller's real uid.
         caller: u32,
     },
@@ -196,7 +196,7 @@ pub struct WhyInputs<'a> {
 pub fn explain(slurm: &dyn SlurmApi, inputs: WhyInputs<'_>, id: u32, caller: u32) -> Result<WhyReport, WhyError> {
     let jobs = slurm.jobs()?;
     let job = jobs.iter().find(|j| j.id == id).ok_or(WhyError::NoSuchJob(id))?;
-    if caller != 0 && caller != job.uid {
+    if caller != 0 && job.uid != Some(caller) {
         return Err(WhyError::NotYourJob {
             job: id,
             owner: job.uid,

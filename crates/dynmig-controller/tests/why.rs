@@ -297,7 +297,7 @@ fn another_users_job_is_refused() {
             e,
             WhyError::NotYourJob {
                 job: 1,
-                owner: ALICE,
+                owner: Some(ALICE),
                 caller: 1001
             }
         ),

@@ -241,7 +241,10 @@ fn bad_durations_and_sizes() {
     assert!(e.contains("bad duration '5'") && e.contains("e.g. \"5s\""), "{e}");
     let t = example_with("drain_timeout = \"30m\"", "drain_timeout = \"0s\"");
     let e = bad(&t, "controller.drain_timeout", line_of(&t, "drain_timeout"));
-    assert!(e.contains("allowed: more than 0 and at most 30 days"), "{e}");
+    assert!(
+        e.contains("below the floor of 1m") && e.contains("allowed: 1m to 30 days"),
+        "{e}"
+    );
     let t = example_with("interval = \"5s\"", "interval = 5");
     let e = bad(&t, "controller.interval", line_of(&t, "interval"));
     assert!(e.contains("expected a string"), "{e}");
@@ -594,4 +597,74 @@ fn nvml_access_keys_are_read_per_node_and_refused_where_they_cannot_apply() {
     );
     let e = bad(&rel, "node_group.nvml_device_root", line_of(&rel, "nvml_device_root"));
     assert!(e.contains("relative"), "{e}");
+}
+
+/// `[section] key = "value"` on top of MINIMAL (with `kind` when the key needs a policy).
+fn with_duration(key: &str, value: &str) -> String {
+    let (section, name) = key.split_once('.').unwrap();
+    let kind = match name {
+        "forecast_window" => "kind = \"demand\"\n",
+        "horizon" | "max_wait" => "kind = \"plan\"\n",
+        "lookahead" => "kind = \"mpc\"\n",
+        _ => "",
+    };
+    if section == "node_group" {
+        return format!("{MINIMAL}{name} = \"{value}\"\n");
+    }
+    format!("{MINIMAL}[{section}]\n{kind}{name} = \"{value}\"\n")
+}
+
+#[test]
+fn durations_below_their_floor_are_refused_naming_key_value_and_floor() {
+    // (key, floor as written in the message, the shortest accepted value)
+    let floors = [
+        ("controller.interval", "100ms", "100ms"),
+        ("controller.drain_timeout", "1m", "60s"),
+        ("controller.reservation_duration", "1m", "1m"),
+        ("history.snapshot_refresh", "10ms", "10ms"),
+        ("history.sacct_interval", "1s", "1s"),
+        ("history.sacct_window", "1h", "60m"),
+        ("policy.forecast_window", "1m", "1m"),
+        ("policy.horizon", "1m", "1m"),
+        ("policy.max_wait", "1m", "1m"),
+        ("policy.lookahead", "1m", "1m"),
+        ("node_group.nvml_timeout", "1s", "1s"),
+    ];
+    for (key, floor, shortest) in floors {
+        let t = with_duration(key, "1ns");
+        let e = parse_config(&t).expect_err(key);
+        assert_eq!(e.key, key, "{e}");
+        let shown = e.to_string();
+        assert!(
+            shown.contains("'1ns' is out of range: below the floor of ")
+                && shown.contains(&format!("below the floor of {floor} for {key} ("))
+                && shown.contains(&format!("allowed: {floor} to ")),
+            "{shown}"
+        );
+        parse_config(&with_duration(key, shortest)).unwrap_or_else(|e| panic!("{key} = {shortest}: {e}"));
+    }
+    // The message docs/config.md shows, word for word.
+    let t = format!(
+        "version = 1\n[controller]\ninterval = \"1ns\"\n{}",
+        &MINIMAL["version = 1\n".len()..]
+    );
+    assert_eq!(
+        parse_config(&t).unwrap_err().to_string(),
+        "line 3, column 12: controller.interval: '1ns' is out of range: below the floor of 100ms for controller.interval (each pass runs squeue and sinfo against slurmctld); allowed: 100ms to 30 days (\"30d\")"
+    );
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md")).unwrap();
+    assert!(docs.contains("line 3, column 12: controller.interval: '1ns' is out of range: below the floor of 100ms"));
+    // 0 stays allowed where it means "off".
+    parse_config(&with_duration("controller.min_layout_lifetime", "0s")).unwrap();
+    // The short values the project's own tests use stay valid: a 200 ms controller pass
+    // (tests/daemon_signals.rs), a 50 ms snapshot look (job-submit-dynmig), a 1 s sacct
+    // rebuild and a 1 s pass (slurm/local-dynmig.sh, packaging/install-test.sh).
+    for (key, v) in [
+        ("controller.interval", "200ms"),
+        ("controller.interval", "1s"),
+        ("history.snapshot_refresh", "50ms"),
+        ("history.sacct_interval", "1s"),
+    ] {
+        parse_config(&with_duration(key, v)).unwrap_or_else(|e| panic!("{key} = {v}: {e}"));
+    }
 }

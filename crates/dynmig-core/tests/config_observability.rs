@@ -82,3 +82,23 @@ fn a_bad_log_level_lists_the_levels() {
         "{e}"
     );
 }
+
+#[test]
+fn a_port_alone_binds_loopback_and_per_job_series_are_off_by_default() {
+    let c = parse_config(&with(
+        "[controller]\nmetrics_listen = \"9750\"\n[agent]\nmetrics_listen = \":9751\"\n[history]\nmetrics_listen = \"9752\"",
+    ))
+    .unwrap();
+    assert_eq!(c.controller.metrics_listen, Some("127.0.0.1:9750".parse().unwrap()));
+    assert_eq!(c.agent.metrics_listen, Some("127.0.0.1:9751".parse().unwrap()));
+    assert_eq!(c.history.metrics_listen, Some("127.0.0.1:9752".parse().unwrap()));
+    assert!(!c.agent.metrics_per_job, "per-job series must be opt-in");
+    assert!(!parse_config(MINIMAL).unwrap().agent.metrics_per_job);
+    let on = parse_config(&with("[agent]\nmetrics_listen = \"9751\"\nmetrics_per_job = true")).unwrap();
+    assert!(on.agent.metrics_per_job);
+    let e = bad(&with("[agent]\nmetrics_listen = \"99999\""), "agent.metrics_listen");
+    assert!(e.contains("port '99999' is not a number from 0 to 65535"), "{e}");
+    let e = parse_config(&with("[agent]\nmetrics_per_job = \"yes\"")).unwrap_err();
+    assert_eq!(e.key, "agent.metrics_per_job", "{e}");
+    assert!(e.to_string().contains("true or false"), "{e}");
+}

@@ -133,7 +133,7 @@ fn err_at(
 }
 
 const ABS: &str = "use an absolute path";
-const DUR: &str = "more than 0 and at most 30 days";
+const DUR: &str = "to 30 days";
 
 fn cases() -> Vec<Case> {
     let long_path = format!("sinfo = \"/{}\"", "a".repeat(5000));

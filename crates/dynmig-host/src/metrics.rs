@@ -8,16 +8,24 @@
 //! `prometheus_client` writes it; any other (curl, `promtool check metrics`, older scrapers)
 //! gets the classic Prometheus text format 0.0.4 ([`to_prometheus_text`]).
 //!
-//! The responder is small on purpose: one connection at a time, each with read and write
-//! timeouts and a deadline for the whole request ([`MAX_REQUEST_TIME`]), a request head of
-//! at most [`MAX_REQUEST_BYTES`] (parsed by `httparse`, hyper's parser) and no request body.
-//! A well-kept server crate such as tiny_http reads header lines without a length bound,
-//! which a daemon running as root should not offer to the network.
+//! The responder is small on purpose: a thread per connection, at most [`MAX_CONNECTIONS`]
+//! at once and [`MAX_PER_PEER`] from one address (beyond either, a connection is answered
+//! `503` at once and closed), so a slow or silent client holds one slot and never delays
+//! another's scrape. Each connection has a deadline for reading the request head and one for
+//! writing the answer ([`MAX_REQUEST_TIME`] each; every read and write waits at most what is
+//! left of it), a request head of at most [`MAX_REQUEST_BYTES`] (parsed by `httparse`,
+//! hyper's parser) and no request body. A well-kept server crate such as tiny_http reads
+//! header lines without a length bound, which a daemon running as root should not offer to
+//! the network.
+//!
+//! The endpoint has no authentication: the config binds it to loopback when
+//! `metrics_listen` gives a port alone, and a site that scrapes it from elsewhere writes the
+//! address out and firewalls the port (docs/config.md, "Metrics").
 
 pub use prometheus_client;
 use prometheus_client::registry::Registry;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -27,9 +35,16 @@ use std::time::{Duration, Instant};
 /// `431`.
 pub const MAX_REQUEST_BYTES: usize = 8 << 10;
 
-/// The longest a client may take to send its request head, and the read and write timeout of
-/// each socket operation.
+/// The longest a client may take to send its request head, and the longest the answer may
+/// take to write.
 pub const MAX_REQUEST_TIME: Duration = Duration::from_secs(2);
+
+/// The most connections served at once; more are answered `503` and closed.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// The most connections served at once from one IP address; more are answered `503` and
+/// closed, so that one client cannot take every slot.
+pub const MAX_PER_PEER: usize = 4;
 
 /// The content type of OpenMetrics text (what `prometheus_client`'s text encoder writes).
 pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -98,8 +113,8 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// Binds `addr` and serves `registry` at `GET /metrics` on a new thread named
-/// `metrics-<daemon>`.
+/// Binds `addr` and serves `registry` at `GET /metrics`: a thread named `metrics-<daemon>`
+/// accepts, and each connection is answered on a thread of its own (module docs).
 ///
 /// # Errors
 /// The address cannot be bound (in use, not an address of this host, a privileged port),
@@ -111,26 +126,38 @@ pub fn serve(addr: SocketAddr, registry: Arc<Registry>, daemon: &str) -> io::Res
     let local = listener.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
-    let thread = std::thread::Builder::new()
-        .name(format!("metrics-{daemon}"))
-        .spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, peer)) => {
+    let slots = Arc::new(Slots::default());
+    let name = format!("metrics-{daemon}");
+    let thread = std::thread::Builder::new().name(name.clone()).spawn(move || {
+        while !flag.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    let Some(slot) = Slots::take(&slots, peer.ip()) else {
+                        log::debug!("metrics: {peer}: busy, answered 503");
+                        refuse_busy(&stream);
+                        continue;
+                    };
+                    let registry = Arc::clone(&registry);
+                    let spawned = std::thread::Builder::new().name(name.clone()).spawn(move || {
+                        let _slot = slot;
                         if let Err(e) = answer(&stream, &registry) {
                             log::debug!("metrics: {peer}: {e}");
                         }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                    Err(e) => {
-                        log::warn!("metrics: accept: {e}");
-                        std::thread::sleep(Duration::from_millis(200));
+                    });
+                    if let Err(e) = spawned {
+                        log::warn!("metrics: cannot start a thread for {peer}: {e}");
                     }
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => {
+                    log::warn!("metrics: accept: {e}");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
             }
-        })?;
+        }
+    })?;
     log::info!("metrics: serving http://{local}/metrics");
     Ok(MetricsServer {
         addr: local,
@@ -139,11 +166,76 @@ pub fn serve(addr: SocketAddr, registry: Arc<Registry>, daemon: &str) -> io::Res
     })
 }
 
+/// The connections being served: in all and per client address.
+#[derive(Debug, Default)]
+struct Slots {
+    inner: std::sync::Mutex<SlotCounts>,
+}
+
+#[derive(Debug, Default)]
+struct SlotCounts {
+    total: usize,
+    per_peer: std::collections::HashMap<IpAddr, usize>,
+}
+
+/// One connection's place in [`Slots`], given back when dropped.
+#[derive(Debug)]
+struct Slot {
+    slots: Arc<Slots>,
+    peer: IpAddr,
+}
+
+impl Slots {
+    fn counts(&self) -> std::sync::MutexGuard<'_, SlotCounts> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A slot for a connection from `peer`, unless [`MAX_CONNECTIONS`] or [`MAX_PER_PEER`]
+    /// are reached.
+    fn take(slots: &Arc<Slots>, peer: IpAddr) -> Option<Slot> {
+        let mut c = slots.counts();
+        let mine = c.per_peer.get(&peer).copied().unwrap_or(0);
+        if c.total >= MAX_CONNECTIONS || mine >= MAX_PER_PEER {
+            return None;
+        }
+        c.total += 1;
+        c.per_peer.insert(peer, mine + 1);
+        Some(Slot {
+            slots: Arc::clone(slots),
+            peer,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut c = self.slots.counts();
+        c.total = c.total.saturating_sub(1);
+        if let Some(n) = c.per_peer.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                c.per_peer.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// A `503` to a connection over the limits, without waiting: one non-blocking write of a
+/// short answer (dropped if the socket cannot take it at once), then the connection closes.
+fn refuse_busy(stream: &TcpStream) {
+    const BODY: &str = "too many scrapes at once\n";
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = stream.set_nonblocking(true);
+    let mut w = stream;
+    let _ = w.write(answer.as_bytes());
+}
+
 /// Reads one request head and writes the answer; the connection is then closed.
 fn answer(stream: &TcpStream, registry: &Registry) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(MAX_REQUEST_TIME))?;
-    stream.set_write_timeout(Some(MAX_REQUEST_TIME))?;
     let (status, body, content_type) = match read_head(stream) {
         Ok(head) => respond(&head, registry),
         Err(HeadError::TooLarge) => (
@@ -153,15 +245,39 @@ fn answer(stream: &TcpStream, registry: &Registry) -> io::Result<()> {
         ),
         Err(HeadError::Io(e)) => return Err(e),
     };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let deadline = Instant::now() + MAX_REQUEST_TIME;
+    write_by(stream, head.as_bytes(), deadline)?;
+    write_by(stream, body.as_bytes(), deadline)
+}
+
+/// What is left until `deadline`, or a `TimedOut` error naming `what` when nothing is.
+fn left(deadline: Instant, what: &str) -> io::Result<Duration> {
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{what} not done in time"),
+        ));
+    }
+    Ok(deadline - now)
+}
+
+/// Writes all of `bytes` before `deadline`: each write waits at most what is left.
+fn write_by(stream: &TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
     let mut w = stream;
-    w.write_all(
-        format!(
-            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        )
-        .as_bytes(),
-    )?;
-    w.write_all(body.as_bytes())?;
+    while !bytes.is_empty() {
+        stream.set_write_timeout(Some(left(deadline, "answer")?))?;
+        match w.write(bytes) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "client stopped reading")),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     w.flush()
 }
 
@@ -171,7 +287,7 @@ enum HeadError {
 }
 
 /// Reads until the blank line that ends the head, at most [`MAX_REQUEST_BYTES`], within
-/// [`MAX_REQUEST_TIME`].
+/// [`MAX_REQUEST_TIME`]: each read waits at most what is left of it.
 fn read_head(stream: &TcpStream) -> Result<Vec<u8>, HeadError> {
     let deadline = Instant::now() + MAX_REQUEST_TIME;
     let mut buf = vec![0u8; MAX_REQUEST_BYTES];
@@ -185,12 +301,8 @@ fn read_head(stream: &TcpStream) -> Result<Vec<u8>, HeadError> {
         if len == buf.len() {
             return Err(HeadError::TooLarge);
         }
-        if Instant::now() > deadline {
-            return Err(HeadError::Io(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "request head not complete in time",
-            )));
-        }
+        let wait = left(deadline, "request head").map_err(HeadError::Io)?;
+        stream.set_read_timeout(Some(wait)).map_err(HeadError::Io)?;
         match r.read(&mut buf[len..]) {
             Ok(0) => {
                 return Err(HeadError::Io(io::Error::new(
@@ -411,6 +523,67 @@ mod tests {
             t.elapsed()
         );
         assert!(scrape(a).unwrap().0.ends_with("200 OK"));
+    }
+
+    #[test]
+    fn a_stalled_client_does_not_delay_another_scrape() {
+        let (s, c) = server();
+        c.inc();
+        let a = s.local_addr();
+        // One client sends half a request head and stalls; another never writes at all.
+        let mut stalled = TcpStream::connect(a).unwrap();
+        stalled.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+        let _silent = TcpStream::connect(a).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        // Two scrapes at once, both answered while the stalled ones still hold their slots.
+        let t = Instant::now();
+        let scrapes: Vec<_> = (0..2).map(|_| std::thread::spawn(move || scrape(a).unwrap())).collect();
+        for h in scrapes {
+            let (status, body) = h.join().unwrap();
+            assert_eq!(status, "HTTP/1.1 200 OK");
+            assert!(body.contains("dynmig_test_things_total 1"), "{body}");
+        }
+        assert!(
+            t.elapsed() < MAX_REQUEST_TIME / 2,
+            "the scrapes waited for the stalled clients: {:?}",
+            t.elapsed()
+        );
+        // The stalled client is dropped at its deadline, without an answer.
+        stalled.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut out = Vec::new();
+        let _ = stalled.read_to_end(&mut out);
+        assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    }
+
+    #[test]
+    fn one_address_gets_at_most_its_share_of_connections_and_the_rest_a_503() {
+        let (s, _) = server();
+        let a = s.local_addr();
+        let held: Vec<TcpStream> = (0..MAX_PER_PEER).map(|_| TcpStream::connect(a).unwrap()).collect();
+        // Once the server has accepted the silent four (a busy machine may take a moment),
+        // a fifth is refused at once rather than served or kept waiting.
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            let t = Instant::now();
+            let out = raw(a, b"GET /metrics HTTP/1.1\r\n\r\n");
+            if out.starts_with("HTTP/1.1 503") {
+                assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+                break;
+            }
+            assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+            assert!(Instant::now() < until, "never refused: {out}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Their slots come back when they close.
+        drop(held);
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            match scrape(a) {
+                Ok((status, _)) if status.ends_with("200 OK") => break,
+                r if Instant::now() > until => panic!("no slot came back: {r:?}"),
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
     }
 
     #[test]

@@ -189,10 +189,18 @@ pub fn epilog(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::p
         Err(e) => eprintln!("dynmig epilog: {e:#}"),
     }
     let mut end = Event::at(dynmig_host::clock::now_secs_f64(), EventKind::JobEnd, &env.node).job(env.job.into());
+    // Whether the Prolog claimed an instance for the job (its energy account).
+    let mut claimed = false;
     match Ledger::in_dir(&paths.state_dir).finish_job(env.job) {
-        Ok(Some(j)) => end = end.detail(&format!("{j:.0} J")),
+        Ok(Some(j)) => {
+            claimed = true;
+            end = end.detail(&format!("{j:.0} J"));
+        }
         Ok(None) => {}
-        Err(e) => eprintln!("dynmig epilog: energy ledger: {e}"),
+        Err(e) => {
+            claimed = true; // unknown: read Slurm as for a MIG job
+            eprintln!("dynmig epilog: energy ledger: {e}");
+        }
     }
     event_log(config).append(&end.encode());
     if let Some(dir) = &paths.dcgm_job_map {
@@ -200,7 +208,7 @@ pub fn epilog(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::p
             eprintln!("dynmig epilog: dcgm-exporter job mapping in {}: {e}", dir.display());
         }
     }
-    if let Err(e) = after_job(config, env, slurm, exe) {
+    if let Err(e) = after_job(config, env, slurm, exe, claimed) {
         eprintln!("dynmig epilog: job {}: history/out-of-memory: {e:#}", env.job);
     }
     if paths.waiting_marker().exists() {
@@ -247,21 +255,40 @@ fn job_with_retries(
 }
 
 /// Records the run in the history and starts the restart helper if it ran out of memory.
-fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::path::Path) -> Result<()> {
+///
+/// A job with no GPU in `SLURM_JOB_GPUS`, no peak file and no instance the Prolog `claimed` is
+/// no MIG job: nothing is recorded and Slurm is not read for it.
+fn after_job(
+    config: &Config,
+    env: &HookEnv,
+    slurm: &dyn SlurmApi,
+    exe: &std::path::Path,
+    claimed: bool,
+) -> Result<()> {
     let paths = NodePaths::of(config, &env.node);
     let models = dynmig_core::submit::SubmitPolicy::from_config(config).models;
     let peak: Option<PeakFile> = dynmig_host::fs::read_bounded(&paths.peak(env.job), 4096)
         .ok()
         .flatten()
         .and_then(|b| serde_json::from_slice(&b).ok());
+    if env.gpus.is_empty() && peak.is_none() && !claimed {
+        return Ok(());
+    }
     let Some(job) = job_with_retries(slurm, env.job, JOB_READ_BUDGET)? else {
         return Ok(()); // Slurm no longer holds it: nothing trustworthy to record.
     };
-    if env.uid.is_some_and(|u| u != job.uid) {
+    // A job Slurm's JSON gives no uid or gid is recorded for no one and read as no one: a
+    // missing id is never taken for root.
+    let (Some(uid), Some(gid)) = (job.uid, job.gid) else {
         bail!(
-            "SLURM_JOB_UID {} differs from Slurm's uid {} for the job",
+            "Slurm's JSON gives job {} no user_id or group_id: no history record for it",
+            job.id
+        );
+    };
+    if env.uid.is_some_and(|u| u != uid) {
+        bail!(
+            "SLURM_JOB_UID {} differs from Slurm's uid {uid} for the job",
             env.uid.unwrap_or(0),
-            job.uid
         );
     }
     let profile = TresList::parse(&job.tres_per_node)
@@ -279,15 +306,7 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         .unwrap_or(0);
     let tail = if job.exit_status != 0 {
         oom::stderr_path(oom::stderr_of(&job), &job.cwd, job.id, &job.user, &job.name, &env.node)
-            .map(|p| {
-                oom::stderr_tail(
-                    UserIds {
-                        uid: job.uid,
-                        gid: job.gid,
-                    },
-                    &p,
-                )
-            })
+            .map(|p| oom::stderr_tail(UserIds { uid, gid }, &p))
             .unwrap_or_default()
     } else {
         String::new()
@@ -307,7 +326,7 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         job_id: job.id.into(),
         restart: job.restarts,
         node: env.node.clone(),
-        uid: job.uid,
+        uid,
         user: job.user.clone(),
         job_name: job.name.clone(),
         profile: profile.clone(),

@@ -6,6 +6,13 @@
 //! with the new GRES), its GPUs' instances, their power, and the energy its ledger charges to
 //! the jobs on them (docs/config.md, "Metrics"). A job's total is taken by its Epilog, which
 //! exits at once: the agent exposes the running jobs' energy so far and the node's total.
+//!
+//! Per-job series (`dynmig_agent_job_energy_joules{job="<id>"}`) are off unless
+//! `[agent] metrics_per_job = true` ([`AgentMetrics::set_per_job`]): the endpoint has no
+//! authentication, and which jobs run on a node and what they use is what Slurm's
+//! `PrivateData=jobs` hides from other users. The family stays registered; while off it has
+//! no series, and a scrape shows it as when no job runs (not at all). The node's total,
+//! `dynmig_agent_energy_charged_joules`, is served either way.
 
 use dynmig_gpu::energy::NodeSample;
 use dynmig_host::metrics::prometheus_client::metrics::counter::Counter;
@@ -46,6 +53,7 @@ pub struct AgentMetrics {
     watts: Family<Labels, Gauge<f64, AtomicU64>>,
     job_joules: Family<Labels, Gauge<f64, AtomicU64>>,
     joules: Counter<f64, AtomicU64>,
+    per_job: bool,
 }
 
 impl std::fmt::Debug for AgentMetrics {
@@ -55,7 +63,7 @@ impl std::fmt::Debug for AgentMetrics {
 }
 
 impl AgentMetrics {
-    /// Every metric of the agent of `node`, at zero.
+    /// Every metric of the agent of `node`, at zero, without per-job series.
     pub fn new(node: &str) -> Self {
         let mut r = Registry::with_labels([("node".into(), node.to_string().into())].into_iter());
         let m = Self {
@@ -70,6 +78,7 @@ impl AgentMetrics {
             watts: Family::default(),
             job_joules: Family::default(),
             joules: Counter::default(),
+            per_job: false,
         };
         r.register(
             "dynmig_agent_repartitions_started",
@@ -127,6 +136,17 @@ impl AgentMetrics {
         }
     }
 
+    /// Turns the per-job series on or off (`[agent] metrics_per_job`); off, the next
+    /// [`Self::sampled`] drops the series already there.
+    pub fn set_per_job(&mut self, on: bool) {
+        self.per_job = on;
+    }
+
+    /// Whether the per-job series are on.
+    pub fn per_job(&self) -> bool {
+        self.per_job
+    }
+
     /// The registry to serve.
     pub fn registry(&self) -> Arc<Registry> {
         Arc::clone(&self.registry)
@@ -157,8 +177,8 @@ impl AgentMetrics {
         self.failed.inc();
     }
 
-    /// One power sample: the GPUs' instances and power, the joules it charged, and the
-    /// ledger's running jobs (`jobs`: job id to joules so far).
+    /// One power sample: the GPUs' instances and power, the joules it charged, and, with
+    /// [`Self::set_per_job`] on, the ledger's running jobs (`jobs`: job id to joules so far).
     pub fn sampled(&self, s: &NodeSample, jobs: &BTreeMap<u32, f64>) {
         let mut per_profile: BTreeMap<&str, i64> = BTreeMap::new();
         for g in &s.gpus {
@@ -191,6 +211,9 @@ impl AgentMetrics {
         }
         self.joules.inc_by(s.charged.values().sum());
         self.job_joules.clear();
+        if !self.per_job {
+            return;
+        }
         for (job, j) in jobs {
             self.job_joules.get_or_create(&vec![("job", job.to_string())]).set(*j);
         }

@@ -173,11 +173,10 @@ pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result
         .job(req.job)?
         .ok_or_else(|| SlurmError::Refused(format!("job {} is not known to Slurm", req.job)))?;
     let message = clip(&req.message, 400);
-    if let Some(p) = stderr_path(stderr_of(&job), &job.cwd, job.id, &job.user, &job.name, node) {
-        let who = UserIds {
-            uid: job.uid,
-            gid: job.gid,
-        };
+    let path = stderr_path(stderr_of(&job), &job.cwd, job.id, &job.user, &job.name, node);
+    if let (Some(p), Some(uid), Some(gid)) = (path, job.uid, job.gid) {
+        // Only with the job's own ids: a job Slurm names no uid/gid for is written for no one.
+        let who = UserIds { uid, gid };
         if let Err(e) = as_user::append(who, &p, &format!("{message}\n"), STDERR_TIMEOUT) {
             eprintln!("dynmig oom-restart: job {}: not appending to its stderr: {e}", job.id);
         }

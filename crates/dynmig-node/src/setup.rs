@@ -80,7 +80,7 @@ pub fn make_agent(config: &Config, node: &str) -> Result<Agent> {
         node_conf: group.node_conf.clone(),
         timeout: Duration::from_secs(20),
     };
-    Ok(Agent::new(
+    let mut agent = Agent::new(
         AgentSettings {
             node: node.to_string(),
             model: group.gpu_model,
@@ -93,5 +93,7 @@ pub fn make_agent(config: &Config, node: &str) -> Result<Agent> {
         Box::new(SlurmCommands::from_config(config)),
         Box::new(reregister),
         event_log(config),
-    ))
+    );
+    agent.metrics.set_per_job(config.agent.metrics_per_job);
+    Ok(agent)
 }

@@ -29,6 +29,17 @@ fn a_scrape_shows_applies_instances_power_and_job_energy() {
     let second = sample_node(a.backend.as_ref(), &state, 10.0).unwrap();
     assert!(first.charged.is_empty() && second.charged[&42] > 0.0, "{second:?}");
     let jobs = Ledger::in_dir(&state).jobs().unwrap();
+    // Off by default ([agent] metrics_per_job): no job id leaves the node.
+    assert!(!a.metrics.per_job());
+    a.metrics.sampled(&second, &jobs);
+    let off = a.metrics.render();
+    assert!(!off.contains("job=\"42\""), "{off}");
+    assert!(!off.contains("dynmig_agent_job_energy_joules"), "{off}");
+    assert!(
+        off.contains("dynmig_agent_energy_charged_joules_total{node=\"n1\"}"),
+        "{off}"
+    );
+    a.metrics.set_per_job(true);
     a.metrics.sampled(&second, &jobs);
 
     let server = serve("127.0.0.1:0".parse().unwrap(), a.metrics.registry(), "agent").unwrap();

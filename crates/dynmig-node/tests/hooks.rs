@@ -79,6 +79,24 @@ fn the_epilog_records_the_run_from_slurms_json_and_releases_the_instance() {
     assert!(!r.oom, "exit 0 is never out of memory");
 }
 
+/// A job without a GPU (no `SLURM_JOB_GPUS`, no instance claimed by the Prolog) costs
+/// slurmctld nothing at its end: the Epilog reads no job and records nothing.
+#[test]
+fn the_epilog_of_a_job_without_a_gpu_reads_nothing_from_slurm() {
+    let d = tempfile::tempdir().unwrap();
+    let c = config(d.path());
+    dynmig_node::setup::init_node(&c, "n1").unwrap();
+    let mut job = pending_job(5, "");
+    job.state = JobState::Other("COMPLETED".into());
+    let slurm = FakeSlurm::new(vec![], vec![job]);
+    epilog(&c, &env(5, &[]), &slurm, Path::new("/bin/false")).unwrap();
+    assert_eq!(slurm.state.lock().unwrap().jobs_read, 0, "no job read");
+    assert!(dynmig_history::spool::list(&NodePaths::of(&c, "n1").history_spool).is_empty());
+    // The same job with a GPU is read (and recorded only if it is a MIG job).
+    epilog(&c, &env(5, &[0]), &slurm, Path::new("/bin/false")).unwrap();
+    assert_eq!(slurm.state.lock().unwrap().jobs_read, 1);
+}
+
 /// slurmctld restarting when the job ends (the fault tests' burst on 24.11 lost a record so):
 /// the Epilog asks again until Slurm answers, and the run is recorded.
 #[test]
@@ -122,7 +140,7 @@ fn an_out_of_memory_job_is_restarted_even_when_its_record_cannot_be_spooled() {
     job.state = JobState::Other("FAILED".into());
     job.exit_status = 1;
     // SAFETY: getuid/getgid have no preconditions.
-    (job.uid, job.gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    (job.uid, job.gid) = unsafe { (Some(libc::getuid()), Some(libc::getgid())) };
     job.std_err = err.display().to_string();
     let slurm = FakeSlurm::new(vec![], vec![job]);
     // The restart helper stands in as a script that records its arguments.
@@ -134,7 +152,8 @@ fn an_out_of_memory_job_is_restarted_even_when_its_record_cannot_be_spooled() {
     )
     .unwrap();
     std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    epilog(&c, &env(7, &[]), &slurm, &helper).unwrap();
+    // slurmd gives the Epilog the job's GPU indices (no Prolog ran here).
+    epilog(&c, &env(7, &[0]), &slurm, &helper).unwrap();
     let until = std::time::Instant::now() + Duration::from_secs(10);
     while !marker.exists() && std::time::Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
@@ -152,7 +171,7 @@ fn a_job_not_requeued_is_told_in_its_stderr_and_its_finished_record_is_left_alon
     let mut job = pending_job(9, "gres:gpu:7g.80gb:1");
     job.state = JobState::Other("FAILED".into());
     // SAFETY: getuid/getgid have no preconditions.
-    (job.uid, job.gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    (job.uid, job.gid) = unsafe { (Some(libc::getuid()), Some(libc::getgid())) };
     job.std_err = err.display().to_string();
     let slurm = FakeSlurm::new(vec![], vec![job]);
     let req = RestartRequest {

@@ -1,9 +1,11 @@
 //! [`SlurmApi`] over Slurm's client commands.
 
 use crate::json::{has_list, parse_jobs, parse_nodes};
+use crate::listing::{parse_listing, JobKey, LISTING_FORMAT};
 use crate::{JobInfo, MaintReservation, NodeInfo, SlurmApi, SlurmError};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_host::process::{run, Limits, RunError};
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -15,6 +17,9 @@ use std::time::Duration;
 /// so passes failed and were retried without end (docs/results/load-2026-11-26.md). A slow
 /// pass still decides; a cut one decides nothing.
 pub const QUEUE_READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The most job ids one `squeue --json --jobs=...` read names (a command line of about 6 KB).
+pub const JOBS_PER_READ: usize = 500;
 
 /// Paths of the Slurm client commands and the limits every call runs under.
 #[derive(Debug, Clone)]
@@ -30,6 +35,9 @@ pub struct SlurmCommands {
     /// Whether nodes come from `scontrol --json show nodes` (23.02+) rather than
     /// `sinfo --json` (22.05); learnt from the first answer, shared by clones.
     nodes_via_scontrol: Arc<OnceLock<bool>>,
+    /// Whether `squeue --json` ignores `--jobs` (22.05: its man page; it answers the whole
+    /// queue); learnt from the first answer that holds a job not asked for.
+    json_ignores_filters: Arc<OnceLock<bool>>,
 }
 
 impl Default for SlurmCommands {
@@ -41,6 +49,7 @@ impl Default for SlurmCommands {
             scontrol: "scontrol".into(),
             limits: Limits::default(),
             nodes_via_scontrol: Arc::default(),
+            json_ignores_filters: Arc::default(),
         }
     }
 }
@@ -105,6 +114,50 @@ impl SlurmApi for SlurmCommands {
             Err(RunError::Failed { stderr, .. }) if stderr.contains("Invalid job id") => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    fn job_listing(&self) -> Result<Option<HashMap<u32, JobKey>>, SlurmError> {
+        // Text, but only to say which jobs changed (crate::listing); no field is used as data.
+        let out = run(
+            self.squeue.as_os_str(),
+            &["--noheader", "--states=all", &format!("--format={LISTING_FORMAT}")],
+            self.queue_limits(),
+        )?;
+        Ok(Some(parse_listing(&out)))
+    }
+
+    fn jobs_by_id(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
+        let want: HashSet<u32> = ids.iter().copied().collect();
+        if want.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.json_ignores_filters.get() == Some(&true) {
+            return self.jobs();
+        }
+        let mut found = Vec::with_capacity(want.len());
+        for chunk in ids.chunks(JOBS_PER_READ) {
+            let list = chunk.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            let out = run(
+                self.squeue.as_os_str(),
+                &["--json", "--states=all", &format!("--jobs={list}")],
+                self.queue_limits(),
+            );
+            let text = match out {
+                Ok(text) => text,
+                // One job asked for, and slurmctld no longer holds it.
+                Err(RunError::Failed { stderr, .. }) if stderr.contains("Invalid job id") => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let jobs = parse_jobs(&text)?;
+            let asked: HashSet<u32> = chunk.iter().copied().collect();
+            if jobs.iter().any(|j| !asked.contains(&j.id)) {
+                // 22.05: the answer is the whole queue; it holds every job asked for.
+                let _ = self.json_ignores_filters.set(true);
+                return Ok(jobs);
+            }
+            found.extend(jobs);
+        }
+        Ok(found)
     }
 
     fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {

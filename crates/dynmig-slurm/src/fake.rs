@@ -22,6 +22,17 @@ pub struct FakeState {
     pub now: i64,
     /// Reservations, as created (the fake schedules no jobs, so they only are recorded).
     pub reservations: Vec<MaintReservation>,
+    /// How many job records the reads handed out in all (`jobs`, `job`, `jobs_by_id`): what
+    /// `squeue --json` would have had to write.
+    pub jobs_read: u64,
+    /// How many change listings were read.
+    pub listings: u64,
+    /// When set, the fake has no change listing (`job_listing` is `None`), as a Slurm access
+    /// without one.
+    pub no_listing: bool,
+    /// When set, `jobs_by_id` answers every job, as 22.05's `squeue --json` (which ignores
+    /// `--jobs`).
+    pub whole_queue_reads: bool,
 }
 
 /// An in-memory Slurm.
@@ -61,8 +72,8 @@ pub fn pending_job(id: u32, tres_per_node: &str) -> JobInfo {
         id,
         name: format!("job{id}"),
         user: "alice".into(),
-        uid: 1000,
-        gid: 1000,
+        uid: Some(1000),
+        gid: Some(1000),
         cwd: "/tmp".into(),
         state: JobState::Pending,
         reason: "Resources".into(),
@@ -148,13 +159,62 @@ impl FakeSlurm {
     }
 }
 
+/// The change-listing key of a fake job: what `squeue --format=`[`crate::listing::LISTING_FORMAT`]
+/// would print of it (priority 0 when held, 1 otherwise).
+pub fn listing_key(j: &JobInfo) -> crate::listing::JobKey {
+    crate::listing::JobKey::Listed {
+        state: j.state.to_string(),
+        reason: if j.reason.is_empty() {
+            "None".into()
+        } else {
+            j.reason.clone()
+        },
+        held: j.held,
+        priority: u64::from(!j.held),
+        time_limit: j.time_limit_s.map_or("UNLIMITED".into(), |s| format!("{}:00", s / 60)),
+        tres_per_node: j.tres_per_node.clone(),
+    }
+}
+
 impl SlurmApi for FakeSlurm {
     fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
-        let s = self.lock();
+        let mut s = self.lock();
         match &s.fail {
             Some(why) => Err(SlurmError::Refused(why.clone())),
-            None => Ok(s.jobs.clone()),
+            None => {
+                s.jobs_read += s.jobs.len() as u64;
+                Ok(s.jobs.clone())
+            }
         }
+    }
+
+    fn job_listing(&self) -> Result<Option<std::collections::HashMap<u32, crate::listing::JobKey>>, SlurmError> {
+        let mut s = self.lock();
+        if let Some(why) = &s.fail {
+            return Err(SlurmError::Refused(why.clone()));
+        }
+        if s.no_listing {
+            return Ok(None);
+        }
+        s.listings += 1;
+        Ok(Some(s.jobs.iter().map(|j| (j.id, listing_key(j))).collect()))
+    }
+
+    fn jobs_by_id(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
+        let mut s = self.lock();
+        if let Some(why) = &s.fail {
+            return Err(SlurmError::Refused(why.clone()));
+        }
+        let want: std::collections::HashSet<u32> = ids.iter().copied().collect();
+        let whole = s.whole_queue_reads && !ids.is_empty();
+        let found: Vec<JobInfo> = s
+            .jobs
+            .iter()
+            .filter(|j| whole || want.contains(&j.id))
+            .cloned()
+            .collect();
+        s.jobs_read += found.len() as u64;
+        Ok(found)
     }
 
     fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
@@ -300,6 +360,12 @@ impl SlurmApi for FakeSlurm {
 impl SlurmApi for std::sync::Arc<FakeSlurm> {
     fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
         self.as_ref().jobs()
+    }
+    fn job_listing(&self) -> Result<Option<std::collections::HashMap<u32, crate::listing::JobKey>>, SlurmError> {
+        self.as_ref().job_listing()
+    }
+    fn jobs_by_id(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
+        self.as_ref().jobs_by_id(ids)
     }
     fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
         self.as_ref().nodes()

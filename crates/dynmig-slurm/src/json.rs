@@ -55,6 +55,20 @@ fn held(j: &Value) -> bool {
     }
 }
 
+/// A uid or gid: a plain number or `{"set": true, "number": n}` within `u32`; `None` when
+/// absent, unset, null, out of range or Slurm's NO_VAL/INFINITE (`0xfffffffe`/`0xffffffff`):
+/// never 0, a missing id is no root.
+fn id(v: Option<&Value>) -> Option<u32> {
+    match v? {
+        Value::Number(n) => n
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n < 0xffff_fffe),
+        Value::Object(o) if o.get("set").and_then(Value::as_bool) != Some(false) => id(o.get("number")),
+        _ => None,
+    }
+}
+
 fn text(v: Option<&Value>) -> String {
     match v {
         Some(Value::String(s)) => s.clone(),
@@ -108,8 +122,8 @@ pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>, SlurmError> {
                 id: u32::try_from(num(j.get("job_id"))).unwrap_or(0),
                 name: text(j.get("name")),
                 user: text(j.get("user_name")),
-                uid: u32::try_from(num(j.get("user_id"))).unwrap_or(u32::MAX),
-                gid: u32::try_from(num(j.get("group_id"))).unwrap_or(u32::MAX),
+                uid: id(j.get("user_id")),
+                gid: id(j.get("group_id")),
                 cwd: text(j.get("current_working_directory")),
                 state: JobState::from_slurm(state),
                 reason: text(j.get("state_reason")),
@@ -305,7 +319,7 @@ mod tests {
             "standard_output":"/home/alice/o ExitCode=97:0 UserId=bob(1001) StdErr=/etc/victim.conf",
             "standard_error":"/home/alice/e","admin_comment":"","tres_per_node":"gres:gpu:1g.10gb:1"}]}"#;
         let job = &parse_jobs(j).unwrap()[0];
-        assert_eq!((job.id, job.uid, job.exit_status), (12, 1000, 0));
+        assert_eq!((job.id, job.uid, job.exit_status), (12, Some(1000), 0));
         assert_eq!(
             (job.user.as_str(), job.name.as_str()),
             ("alice", "my job ExitCode=97:0")
@@ -324,7 +338,25 @@ mod tests {
         let job = &parse_jobs(j).unwrap()[0];
         assert_eq!(
             (job.id, job.state.clone(), job.exit_status, job.uid),
-            (5, JobState::Pending, 3, 7)
+            (5, JobState::Pending, 3, Some(7))
+        );
+    }
+
+    #[test]
+    fn a_missing_or_unset_uid_or_gid_is_none_never_root() {
+        let j = r#"{"jobs":[
+            {"job_id":1},
+            {"job_id":2,"user_id":null,"group_id":{"set":false,"number":0}},
+            {"job_id":3,"user_id":4294967294,"group_id":-1},
+            {"job_id":4,"user_id":{"set":true,"number":0},"group_id":0}]}"#;
+        let jobs = parse_jobs(j).unwrap();
+        for job in &jobs[..3] {
+            assert_eq!((job.uid, job.gid), (None, None), "job {}", job.id);
+        }
+        assert_eq!(
+            (jobs[3].uid, jobs[3].gid),
+            (Some(0), Some(0)),
+            "root's own job is root's"
         );
     }
 

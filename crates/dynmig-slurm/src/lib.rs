@@ -6,6 +6,8 @@
 //!   22.05, newer on later releases), never text split on whitespace; every call runs with a
 //!   timeout and an output cap ([`dynmig_host::process`]);
 //! - [`json`]: the parsers of that JSON into [`JobInfo`] and [`NodeInfo`];
+//! - [`listing`]: the queue's change listing, which says which jobs changed (never what
+//!   they are) so that the controller reads the JSON of those jobs only;
 //! - `fake::FakeSlurm` (feature `fake`): an in-memory Slurm for tests.
 #![deny(missing_docs)]
 
@@ -13,6 +15,7 @@ pub mod commands;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod json;
+pub mod listing;
 pub mod plugin;
 
 pub use commands::SlurmCommands;
@@ -64,10 +67,11 @@ pub struct JobInfo {
     pub name: String,
     /// The job's user name.
     pub user: String,
-    /// The job's uid.
-    pub uid: u32,
-    /// The job's primary gid.
-    pub gid: u32,
+    /// The job's uid; `None` when Slurm's JSON does not give one (never taken for root:
+    /// whatever acts as the job's user refuses a job without one).
+    pub uid: Option<u32>,
+    /// The job's primary gid; `None` when Slurm's JSON does not give one.
+    pub gid: Option<u32>,
     /// The job's working directory (relative stdout/stderr paths are under it).
     pub cwd: String,
     /// Base state.
@@ -408,6 +412,29 @@ pub trait SlurmApi {
     /// [`SlurmError`].
     fn job(&self, id: u32) -> Result<Option<JobInfo>, SlurmError> {
         Ok(self.jobs()?.into_iter().find(|j| j.id == id))
+    }
+
+    /// The queue's change listing ([`listing`]): each job slurmctld holds, with the key whose
+    /// change means its JSON must be read again. `None` where this implementation has no
+    /// cheap listing: the caller then reads [`SlurmApi::jobs`].
+    ///
+    /// # Errors
+    /// [`SlurmError`].
+    fn job_listing(&self) -> Result<Option<std::collections::HashMap<u32, listing::JobKey>>, SlurmError> {
+        Ok(None)
+    }
+
+    /// The jobs of `ids` that Slurm still holds, in any order (a job gone since it was listed
+    /// is left out). An implementation that can only read the whole queue (this default;
+    /// 22.05's `squeue --json`) returns all of it: the caller keeps what it has read.
+    ///
+    /// # Errors
+    /// [`SlurmError`].
+    fn jobs_by_id(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.jobs()
     }
 
     /// Every node.

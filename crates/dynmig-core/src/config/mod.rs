@@ -115,9 +115,9 @@ pub struct HistoryConfig {
     /// Default [`HistoryStore::Server`].
     pub store: HistoryStore,
     /// `sacct_interval`: with `store = "slurmdbd"`, how often `dynmig history serve` rebuilds
-    /// the snapshot from `sacct --json` (more than 0). Default 60 s.
+    /// the snapshot from `sacct --json` (at least 1 s). Default 60 s.
     pub sacct_interval: Duration,
-    /// `sacct_window`: with `store = "slurmdbd"`, how far back `sacct` looks (more than 0).
+    /// `sacct_window`: with `store = "slurmdbd"`, how far back `sacct` looks (at least 1 h).
     /// Default 30 days.
     pub sacct_window: Duration,
     /// `server`: `host:port` the nodes send records to. Default `None`: records stay in the
@@ -126,10 +126,10 @@ pub struct HistoryConfig {
     /// `listen`: `addr:port` that `dynmig history serve` listens on. Default: `server`.
     pub listen: Option<String>,
     /// `snapshot_refresh`: how often job_submit/dynmig looks whether the snapshot changed
-    /// (more than 0). Default 5 s.
+    /// (at least 10 ms). Default 5 s.
     pub snapshot_refresh: Duration,
-    /// `metrics_listen`: `ip:port` where `dynmig history serve` serves Prometheus metrics.
-    /// Default `None`: no metrics endpoint.
+    /// `metrics_listen`: `ip:port` where `dynmig history serve` serves Prometheus metrics (a
+    /// port alone means `127.0.0.1:<port>`). Default `None`: no metrics endpoint.
     pub metrics_listen: Option<SocketAddr>,
     /// `max_connections`: connections `dynmig history serve` serves at once (1 to 4096).
     /// Default 64.
@@ -166,9 +166,14 @@ pub enum HistoryStore {
 /// `[agent]`: the node agent daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AgentConfig {
-    /// `metrics_listen`: `ip:port` where each node's agent serves Prometheus metrics.
-    /// Default `None`: no metrics endpoint.
+    /// `metrics_listen`: `ip:port` where each node's agent serves Prometheus metrics (a port
+    /// alone, `"9751"`, means `127.0.0.1:9751`). Default `None`: no metrics endpoint.
     pub metrics_listen: Option<SocketAddr>,
+    /// `metrics_per_job`: whether the agent's metrics carry per-job series (the energy of
+    /// each running job, labelled with its job id). Default `false`: the endpoint has no
+    /// authentication, and job ids and their energy are what Slurm's `PrivateData=jobs`
+    /// hides from other users.
+    pub metrics_per_job: bool,
 }
 
 /// `[log]`: what the daemons log.
@@ -226,7 +231,7 @@ pub struct JobsConfig {
 /// `[controller]`: timing of the controller daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControllerConfig {
-    /// `interval`: time between two policy rounds (more than 0). Default 5 s.
+    /// `interval`: time between two policy rounds (at least 100 ms). Default 5 s.
     pub interval: Duration,
     /// `max_concurrent_repartitions`: nodes being drained or reconfigured at once (at least
     /// 1). Default 1.
@@ -235,18 +240,18 @@ pub struct ControllerConfig {
     /// change it again (hysteresis). Default 120 s.
     pub min_layout_lifetime: Duration,
     /// `drain_timeout`: a node that has not drained after this long is resumed with its old
-    /// layout and the repartition dropped (more than 0). Default 30 min.
+    /// layout and the repartition dropped (at least 1 min). Default 30 min.
     pub drain_timeout: Duration,
     /// `drain`: how a busy node is taken out of service for a repartition. Default
     /// [`DrainMode::Reservation`](crate::types::DrainMode::Reservation).
     pub drain: crate::types::DrainMode,
     /// `reservation_duration`: length of the maintenance reservation that holds a busy node
     /// for its repartition (the controller drains the node once it starts and then deletes
-    /// it; if the controller is down, the node returns to service when it ends). More than 0.
+    /// it; if the controller is down, the node returns to service when it ends). At least 1 min.
     /// Default 10 min.
     pub reservation_duration: Duration,
-    /// `metrics_listen`: `ip:port` where the controller serves Prometheus metrics. Default
-    /// `None`: no metrics endpoint.
+    /// `metrics_listen`: `ip:port` where the controller serves Prometheus metrics (a port
+    /// alone means `127.0.0.1:<port>`). Default `None`: no metrics endpoint.
     pub metrics_listen: Option<SocketAddr>,
 }
 
@@ -255,7 +260,7 @@ pub struct ControllerConfig {
 pub enum PolicyConfig {
     /// `kind = "demand"` (default): supply of each profile follows pending and forecast demand.
     Demand {
-        /// `forecast_window`: how far ahead demand is forecast (more than 0). Default 10 min.
+        /// `forecast_window`: how far ahead demand is forecast (at least 1 min). Default 10 min.
         forecast_window: Duration,
         /// `min_gain`: a repartition must make at least this many more pending instances
         /// runnable (at least 1). Default 1.

@@ -105,6 +105,7 @@ pub(super) struct RawController {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAgent {
     pub metrics_listen: S<String>,
+    pub metrics_per_job: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -42,7 +42,6 @@ const ECHO: usize = 100;
 /// large for any integer): the reader's message names neither the range nor an example.
 pub(super) fn key_help(key: &str) -> Option<String> {
     let duration = |what: &str| format!("a duration string {what}, e.g. \"5s\", \"2m\" or \"1h 30m\"");
-    let positive = format!("more than 0 and at most {MAX_DURATION_TEXT}");
     let path = "a quoted absolute path, e.g. \"/var/lib/dynmig\"";
     let command = "a quoted absolute path or command name, e.g. \"/usr/bin/scontrol\"";
     let size = |e: &str| format!("a size string, e.g. \"{e}\"");
@@ -80,8 +79,9 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         "history.check_burst" => int(1, 100_000),
         "history.max_records" | "history.max_records_per_user" => int(1, 10_000_000),
         "controller.metrics_listen" | "agent.metrics_listen" | "history.metrics_listen" => {
-            "a quoted \"ip:port\" with port 0 to 65535, e.g. \"127.0.0.1:9750\" or \"[::]:9750\"".into()
+            "a quoted \"ip:port\" with port 0 to 65535, e.g. \"127.0.0.1:9750\" or \"[::]:9750\", or a port alone (\"9750\": loopback)".into()
         }
+        "agent.metrics_per_job" => "true or false".into(),
         "log.level" => "\"off\", \"error\", \"warn\", \"info\", \"debug\" or \"trace\"".into(),
         "history.snapshot_refresh"
         | "history.sacct_interval"
@@ -92,8 +92,9 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         | "policy.forecast_window"
         | "policy.horizon"
         | "policy.max_wait"
-        | "policy.lookahead" => duration(&positive),
-        "controller.min_layout_lifetime" => duration(&format!("from 0 to {MAX_DURATION_TEXT}")),
+        | "policy.lookahead"
+        | "controller.min_layout_lifetime"
+        | "node_group.nvml_timeout" => duration(&format!("from {}", duration_bounds(key).range())),
         "controller.max_concurrent_repartitions" => int(1, 10_000),
         "jobs.whole_gpu" => "\"full-profile\", \"estimate\" or \"reject\"".into(),
         "jobs.multi_gpu" => "\"full-profile\" or \"reject\"".into(),
@@ -113,10 +114,81 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         "node_group.allow_mig_mode_change" => "true or false".into(),
         "node_group.nvml_library" => "an absolute path of a libnvidia-ml.so.1, e.g. \"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\" ({node} is replaced by the node name)".into(),
         "node_group.nvml_device_root" => "an absolute path, \"/\" on a real node ({node} is replaced by the node name)".into(),
-        "node_group.nvml_timeout" => "a quoted duration from 1s to 10m, e.g. \"30s\"".into(),
         _ => return None,
     })
 }
+
+/// What a duration key allows: at least its floor, at most its maximum.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DurationBounds {
+    /// The shortest value allowed (zero: 0 is allowed).
+    pub floor: Duration,
+    /// The longest value allowed.
+    pub max: Duration,
+    /// [`Self::max`] as written in messages.
+    pub max_text: &'static str,
+    /// Why the floor is where it is, for the message of a value below it.
+    pub why: &'static str,
+}
+
+impl DurationBounds {
+    /// `"<floor> to <max>"`, as messages write the allowed range.
+    fn range(&self) -> String {
+        if self.floor.is_zero() {
+            format!("0 to {}", self.max_text)
+        } else {
+            format!("{} to {}", humantime::format_duration(self.floor), self.max_text)
+        }
+    }
+}
+
+/// The bounds of each duration key (docs/config.md, "Duration floors"). The floors refuse
+/// values that would turn a daemon into a busy loop against slurmctld or slurmdbd (`"1ns"`,
+/// `"1ms"`) while leaving room for the short values the project's own tests use (a 200 ms
+/// controller pass, a 50 ms snapshot look, a 1 s sacct rebuild on the test cluster).
+pub(super) fn duration_bounds(key: &str) -> DurationBounds {
+    let b = |floor: Duration, why: &'static str| DurationBounds {
+        floor,
+        max: MAX_DURATION,
+        max_text: MAX_DURATION_TEXT,
+        why,
+    };
+    let ms = Duration::from_millis;
+    let s = Duration::from_secs;
+    match key {
+        "controller.interval" => b(ms(100), "each pass runs squeue and sinfo against slurmctld"),
+        "controller.min_layout_lifetime" => b(Duration::ZERO, "0 turns the hysteresis off"),
+        "controller.drain_timeout" => b(
+            s(60),
+            "a busy node needs time to drain; below a minute every repartition of a busy node is given up",
+        ),
+        "controller.reservation_duration" => b(s(60), "Slurm counts reservations in whole minutes"),
+        "history.snapshot_refresh" => b(
+            ms(10),
+            "each look is a stat of the snapshot and the catalog inside slurmctld",
+        ),
+        "history.sacct_interval" => b(
+            s(1),
+            "each rebuild runs sacct --json over the whole window against slurmdbd",
+        ),
+        "history.sacct_window" => b(s(3600), "a shorter window drops the jobs the estimator learns from"),
+        "policy.forecast_window" | "policy.horizon" | "policy.max_wait" | "policy.lookahead" => {
+            b(s(60), "the policy plans in minutes; shorter looks ahead at nothing")
+        }
+        "node_group.nvml_timeout" => DurationBounds {
+            floor: s(1),
+            max: s(600),
+            max_text: "10m",
+            why: "NVML's own MIG calls take seconds; below 1 s a busy driver would count as hung",
+        },
+        // Every duration key is listed above (a test checks key_help's); a new one gets no
+        // floor until it is added.
+        _ => b(Duration::from_nanos(1), "a duration must be more than 0"),
+    }
+}
+
+/// The address a metrics endpoint binds when `metrics_listen` gives a port alone.
+pub(super) const METRICS_DEFAULT_IP: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
 /// Builds errors pointing into the text being read.
 struct Ctx<'a> {
@@ -129,10 +201,23 @@ impl Ctx<'_> {
     }
 
     /// A metrics endpoint's address: an IP address (not a name: the daemon binds it) and a
-    /// port.
+    /// port, or a port alone (`"9750"` or `":9750"`), which binds loopback
+    /// ([`METRICS_DEFAULT_IP`]): the endpoint has no authentication, so reaching it from
+    /// elsewhere takes an address written out.
     fn socket_addr(&self, v: &Option<Spanned<String>>, key: &str) -> Result<Option<SocketAddr>, ConfigError> {
         let Some(v) = v else { return Ok(None) };
         let s = v.get_ref().trim();
+        let port_only = s.strip_prefix(':').unwrap_or(s);
+        if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
+            return match port_only.parse::<u16>() {
+                Ok(port) => Ok(Some(SocketAddr::new(METRICS_DEFAULT_IP, port))),
+                Err(_) => Err(self.err(
+                    v,
+                    key,
+                    format!("port '{}' is not a number from 0 to 65535", cut(port_only, ECHO)),
+                )),
+            };
+        }
         s.parse::<SocketAddr>().map(Some).map_err(|_| {
             let why = match s.rsplit_once(':') {
                 None => "no ':port'".to_string(),
@@ -155,19 +240,12 @@ impl Ctx<'_> {
         })
     }
 
-    fn duration(
-        &self,
-        v: &Option<Spanned<String>>,
-        key: &str,
-        default: Duration,
-        positive: bool,
-    ) -> Result<Duration, ConfigError> {
+    /// A duration key: its value, or `default` when left out; refused below the key's floor
+    /// or above its maximum ([`duration_bounds`]), naming both.
+    fn duration(&self, v: &Option<Spanned<String>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
         let Some(v) = v else { return Ok(default) };
-        let range = if positive {
-            format!("more than 0 and at most {MAX_DURATION_TEXT}")
-        } else {
-            format!("0 to {MAX_DURATION_TEXT}")
-        };
+        let b = duration_bounds(key);
+        let range = b.range();
         let d = humantime::parse_duration(v.get_ref().trim()).map_err(|e| {
             self.err(
                 v,
@@ -178,7 +256,19 @@ impl Ctx<'_> {
                 ),
             )
         })?;
-        if (positive && d.is_zero()) || d > MAX_DURATION {
+        if d < b.floor {
+            return Err(self.err(
+                v,
+                key,
+                format!(
+                    "'{}' is out of range: below the floor of {} for {key} ({}); allowed: {range}",
+                    cut(v.get_ref(), ECHO),
+                    humantime::format_duration(b.floor),
+                    b.why
+                ),
+            ));
+        }
+        if d > b.max {
             return Err(self.err(
                 v,
                 key,
@@ -348,6 +438,7 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     let history = history(&cx, &raw.history)?;
     let agent = AgentConfig {
         metrics_listen: cx.socket_addr(&raw.agent.metrics_listen, "agent.metrics_listen")?,
+        metrics_per_job: raw.agent.metrics_per_job.as_ref().is_some_and(|v| *v.get_ref()),
     };
     let log = log(&cx, &raw.log)?;
     Ok(Config {
@@ -546,26 +637,15 @@ fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
     };
     Ok(HistoryConfig {
         store,
-        sacct_interval: cx.duration(
-            &h.sacct_interval,
-            "history.sacct_interval",
-            Duration::from_secs(60),
-            true,
-        )?,
+        sacct_interval: cx.duration(&h.sacct_interval, "history.sacct_interval", Duration::from_secs(60))?,
         sacct_window: cx.duration(
             &h.sacct_window,
             "history.sacct_window",
             Duration::from_secs(30 * 24 * 3600),
-            true,
         )?,
         server,
         listen,
-        snapshot_refresh: cx.duration(
-            &h.snapshot_refresh,
-            "history.snapshot_refresh",
-            Duration::from_secs(5),
-            true,
-        )?,
+        snapshot_refresh: cx.duration(&h.snapshot_refresh, "history.snapshot_refresh", Duration::from_secs(5))?,
         metrics_listen: cx.socket_addr(&h.metrics_listen, "history.metrics_listen")?,
         max_connections: cx.count(&h.max_connections, "history.max_connections", 64, 1, 4096)?,
         connections_per_address: cx.count(
@@ -590,7 +670,7 @@ fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
 
 fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigError> {
     Ok(ControllerConfig {
-        interval: cx.duration(&c.interval, "controller.interval", Duration::from_secs(5), true)?,
+        interval: cx.duration(&c.interval, "controller.interval", Duration::from_secs(5))?,
         max_concurrent_repartitions: cx.count(
             &c.max_concurrent_repartitions,
             "controller.max_concurrent_repartitions",
@@ -602,20 +682,17 @@ fn controller(cx: &Ctx, c: &RawController) -> Result<ControllerConfig, ConfigErr
             &c.min_layout_lifetime,
             "controller.min_layout_lifetime",
             Duration::from_secs(120),
-            false,
         )?,
         drain_timeout: cx.duration(
             &c.drain_timeout,
             "controller.drain_timeout",
             Duration::from_secs(30 * 60),
-            true,
         )?,
         drain: c.drain.unwrap_or_default(),
         reservation_duration: cx.duration(
             &c.reservation_duration,
             "controller.reservation_duration",
             Duration::from_secs(10 * 60),
-            true,
         )?,
         metrics_listen: cx.socket_addr(&c.metrics_listen, "controller.metrics_listen")?,
     })
@@ -685,23 +762,18 @@ fn policy(cx: &Ctx, p: &RawPolicy, kind: PolicyKind) -> Result<PolicyConfig, Con
         PolicyKind::Plan | PolicyKind::Consolidate | PolicyKind::Mpc => PolicyConfig::Plan {
             consolidate: kind == PolicyKind::Consolidate,
             lookahead: if kind == PolicyKind::Mpc {
-                Some(cx.duration(&p.lookahead, "policy.lookahead", Duration::from_secs(4 * 3600), true)?)
+                Some(cx.duration(&p.lookahead, "policy.lookahead", Duration::from_secs(4 * 3600))?)
             } else {
                 None
             },
-            horizon: cx.duration(&p.horizon, "policy.horizon", Duration::from_secs(2 * 3600), true)?,
-            max_wait: cx.duration(&p.max_wait, "policy.max_wait", Duration::from_secs(4 * 3600), true)?,
+            horizon: cx.duration(&p.horizon, "policy.horizon", Duration::from_secs(2 * 3600))?,
+            max_wait: cx.duration(&p.max_wait, "policy.max_wait", Duration::from_secs(4 * 3600))?,
             min_gain: cx.count(&p.min_gain, "policy.min_gain", 1, 1, 1_000)?,
         },
         PolicyKind::Adaptive => PolicyConfig::Adaptive,
         PolicyKind::Guarded => PolicyConfig::Guarded { node_types: Vec::new() },
         PolicyKind::Demand => PolicyConfig::Demand {
-            forecast_window: cx.duration(
-                &p.forecast_window,
-                "policy.forecast_window",
-                Duration::from_secs(600),
-                true,
-            )?,
+            forecast_window: cx.duration(&p.forecast_window, "policy.forecast_window", Duration::from_secs(600))?,
             min_gain: cx.count(&p.min_gain, "policy.min_gain", 1, 1, 1_000)?,
         },
         PolicyKind::Learned => {
@@ -942,32 +1014,13 @@ fn nvml_access(cx: &Ctx, r: &RawNodeGroup) -> Result<NvmlAccess, ConfigError> {
         Some(_) => Some(cx.path(&r.nvml_library, "node_group.nvml_library", PathBuf::new(), false)?),
     };
     let device_root = cx.path(&r.nvml_device_root, "node_group.nvml_device_root", d.device_root, false)?;
-    let timeout = cx.duration(&r.nvml_timeout, "node_group.nvml_timeout", d.timeout, true)?;
-    if timeout < MIN_NVML_TIMEOUT || timeout > MAX_NVML_TIMEOUT {
-        let v = r
-            .nvml_timeout
-            .as_ref()
-            .expect("only a configured value can be out of range");
-        return Err(cx.err(
-            v,
-            "node_group.nvml_timeout",
-            format!(
-                "'{}' is out of range; allowed: 1s to 10m (NVML's own MIG calls take seconds; below 1 s a busy driver would count as hung)",
-                cut(v.get_ref(), ECHO)
-            ),
-        ));
-    }
+    let timeout = cx.duration(&r.nvml_timeout, "node_group.nvml_timeout", d.timeout)?;
     Ok(NvmlAccess {
         library,
         device_root,
         timeout,
     })
 }
-
-/// The shortest `nvml_timeout`.
-const MIN_NVML_TIMEOUT: Duration = Duration::from_secs(1);
-/// The longest `nvml_timeout`.
-const MAX_NVML_TIMEOUT: Duration = Duration::from_secs(600);
 
 fn nodes(cx: &Ctx, v: &Spanned<toml::Value>) -> Result<Vec<String>, ConfigError> {
     let key = "node_group.nodes";
