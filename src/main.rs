@@ -669,12 +669,14 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
     match cmd {
         HistoryCmd::Serve { listen, socket } => {
             dynmig::cli::logging::apply_config_level(config.log.level);
+            let (limits, retention) = dynmig_history::service::limits_of(&config.history);
             if config.history.store == dynmig_core::config::HistoryStore::Slurmdbd {
                 let h = &config.history;
                 return Ok(dynmig_history::accounting::serve(
                     &p.sacct,
                     h.sacct_window,
                     h.sacct_interval,
+                    retention,
                     &p.history_snapshot,
                     &config.estimator,
                     &|| dynmig::cli::signals::reload(source, |c| Ok(c.estimator)).map(|(_, e)| e),
@@ -691,7 +693,8 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
                 &p.history_db,
                 &p.history_snapshot,
                 &config.estimator,
-                dynmig_history::store::Retention::default(),
+                retention,
+                limits,
                 &|| dynmig::cli::signals::reload(source, |c| Ok(c.estimator)).map(|(_, e)| e),
             )?)
         }

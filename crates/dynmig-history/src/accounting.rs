@@ -527,8 +527,178 @@ pub fn read_sacct(sacct: &Path, window: Duration) -> Result<SacctRecords, Error>
     records_from_sacct(out.as_bytes())
 }
 
+/// Longest stretch of time one `sacct` reads ([`Incremental`]): a longer one is read in
+/// slices of this length, so that one busy day cannot make the whole read fail.
+pub const SACCT_SLICE: Duration = Duration::from_secs(24 * 3600);
+
+/// How far back before the end of the last read an incremental read starts again: a job's
+/// record is written into slurmdbd up to [`WRITE_BUDGET`] after its Epilog starts, so a job
+/// that ended just before the last read may have got its record only after it.
+pub const SACCT_OVERLAP: Duration = Duration::from_secs(300);
+
+/// How often [`Incremental`] reads its whole window again (in [`SACCT_SLICE`]s): a record that
+/// reached slurmdbd long after its job ended (spooled on its node while slurmdbd was away)
+/// is found by such a read only.
+pub const SACCT_FULL_EVERY: Duration = Duration::from_secs(24 * 3600);
+
+/// A held record's key: job id, restart count, node (a run of a job on a node counts once).
+type RunKey = (u64, u32, String);
+
+/// What one [`Incremental::refresh`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Refreshed {
+    /// `sacct` runs (one per slice).
+    pub reads: usize,
+    /// Whether it read the whole window (the first read, or one [`SACCT_FULL_EVERY`]).
+    pub full: bool,
+    /// Records held after it.
+    pub records: usize,
+    /// Records dropped: older than the window, or beyond the retention.
+    pub dropped: usize,
+    /// One line per slice that could not be read (sacct failed, timed out, printed more than
+    /// [`MAX_SACCT_BYTES`]): its records stay as they were; the next full read tries again.
+    pub failed: Vec<String>,
+    /// Dynmig comments skipped (malformed or not the job's), at most 20.
+    pub skipped: Vec<String>,
+}
+
+/// The records of Slurm's accounting, kept between reads so that each `sacct` reads only what
+/// changed: the first read covers the window (`sacct_window`) in [`SACCT_SLICE`]s, each
+/// later one only the time since the previous read, less [`SACCT_OVERLAP`]; the window is read
+/// again every [`SACCT_FULL_EVERY`]. A job's record seen again replaces the one held (the
+/// same job, run and node: a record counts once); records whose job ended before the window
+/// go, and the [`Retention`](crate::store::Retention) bounds what is held as it bounds the
+/// service's database (per user first). A slice that fails is logged and skipped, never a
+/// reason to stop updating.
+pub struct Incremental {
+    sacct: std::path::PathBuf,
+    window: Duration,
+    retention: crate::store::Retention,
+    records: std::collections::HashMap<RunKey, JobRecord>,
+    /// End of the last read and start of the last full one, seconds since the Unix epoch.
+    last_read: Option<i64>,
+    last_full: Option<i64>,
+}
+
+impl Incremental {
+    /// Nothing read yet; `sacct` is the command, `window` how far back records count.
+    pub fn new(sacct: &Path, window: Duration, retention: crate::store::Retention) -> Self {
+        Self {
+            sacct: sacct.to_path_buf(),
+            window,
+            retention,
+            records: std::collections::HashMap::new(),
+            last_read: None,
+            last_full: None,
+        }
+    }
+
+    /// The records held, in no order.
+    pub fn records(&self) -> impl Iterator<Item = &JobRecord> {
+        self.records.values()
+    }
+
+    /// Reads what changed up to `now` (seconds since the Unix epoch; the times given to sacct
+    /// are relative to it: `--starttime=now-<s>`, `--endtime=now-<s>`) and merges it.
+    pub fn refresh(&mut self, now: i64) -> Refreshed {
+        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        let window_start = now.saturating_sub(secs(self.window));
+        let full = match (self.last_read, self.last_full) {
+            (Some(_), Some(f)) => now.saturating_sub(f) >= secs(SACCT_FULL_EVERY),
+            _ => true,
+        };
+        let from = match self.last_read {
+            Some(last) if !full => last.saturating_sub(secs(SACCT_OVERLAP)).max(window_start),
+            _ => window_start,
+        };
+        let mut out = Refreshed {
+            full,
+            ..Refreshed::default()
+        };
+        // Newest slice first: the records that matter most arrive even if an old day fails.
+        let slice = secs(SACCT_SLICE).max(1);
+        let mut end = now;
+        while end > from {
+            let start = end.saturating_sub(slice).max(from);
+            let mut args = vec![
+                "--json".to_string(),
+                "--allusers".into(),
+                // Not --allocations: on 22.05.8 it makes sacct --json name every job "allocation".
+                "--duplicates".into(),
+                format!("--starttime=now-{}", now - start),
+            ];
+            args.push(if end == now {
+                "--endtime=now".into()
+            } else {
+                format!("--endtime=now-{}", now - end)
+            });
+            out.reads += 1;
+            let limits = Limits {
+                timeout: SACCT_TIMEOUT,
+                max_output: MAX_SACCT_BYTES,
+            };
+            let read = run(self.sacct.as_os_str(), &args, limits)
+                .map_err(|e| Error::Accounting(e.to_string()))
+                .and_then(|o| records_from_sacct(o.as_bytes()));
+            match read {
+                Ok(read) => {
+                    for s in read.skipped {
+                        if out.skipped.len() < 20 {
+                            out.skipped.push(s);
+                        }
+                    }
+                    for r in read.records {
+                        self.records.insert((r.job_id, r.restart, r.node.clone()), r);
+                    }
+                }
+                Err(e) => out.failed.push(format!("{} to {}: {e}", args[3], args[4])),
+            }
+            end = start;
+        }
+        self.last_read = Some(now);
+        if full {
+            self.last_full = Some(now);
+        }
+        let before = self.records.len();
+        self.records.retain(|_, r| r.end_time >= window_start);
+        out.dropped = before - self.records.len() + self.apply_retention();
+        out.records = self.records.len();
+        out
+    }
+
+    /// Drops what the retention does not keep: per user beyond `max_per_user`, then from the
+    /// users who hold the most beyond `max_records`; the oldest (by end time) first.
+    fn apply_retention(&mut self) -> usize {
+        let mut per_user: std::collections::HashMap<u32, Vec<(i64, RunKey)>> = std::collections::HashMap::new();
+        for (k, r) in &self.records {
+            per_user.entry(r.uid).or_default().push((r.end_time, k.clone()));
+        }
+        let cap = self.retention.max_per_user.max(1);
+        let mut users: Vec<Vec<(i64, RunKey)>> = per_user.into_values().collect();
+        let counts: Vec<u64> = users.iter().map(|u| (u.len() as u64).min(cap)).collect();
+        let total: u64 = counts.iter().sum();
+        let mut keep = counts.clone();
+        for (i, k) in crate::store::water_fill(&counts, total.saturating_sub(self.retention.max_records.max(1))) {
+            keep[i] = k;
+        }
+        let mut dropped = 0;
+        for (u, keep) in users.iter_mut().zip(keep) {
+            let keep = usize::try_from(keep).unwrap_or(usize::MAX);
+            if u.len() > keep {
+                u.sort_unstable();
+                for (_, k) in u.drain(..u.len() - keep) {
+                    self.records.remove(&k);
+                    dropped += 1;
+                }
+            }
+        }
+        dropped
+    }
+}
+
 /// The snapshot of `records` under the estimator settings, as [`crate::store::Store::snapshot`]
-/// builds it (an out-of-memory run counts its instance's memory), oldest first.
+/// builds it (an out-of-memory run counts its instance's memory), oldest first, within
+/// [`crate::snapshot::MAX_SNAPSHOT_BYTES`].
 pub fn snapshot(records: &[JobRecord], cfg: &EstimatorConfig) -> HistorySnapshot {
     let mut sorted: Vec<&JobRecord> = records.iter().collect();
     sorted.sort_by_key(|r| (r.end_time, r.job_id, r.restart));
@@ -545,10 +715,18 @@ pub fn snapshot(records: &[JobRecord], cfg: &EstimatorConfig) -> HistorySnapshot
             oom: r.oom,
         })
         .collect();
+    let (jobs, dropped) = crate::snapshot::bound(jobs, crate::snapshot::MAX_SNAPSHOT_BYTES);
+    if dropped > 0 {
+        log::warn!(
+            "snapshot: {dropped} (user, job name) entries left out to stay within {} bytes",
+            crate::snapshot::MAX_SNAPSHOT_BYTES
+        );
+    }
     HistorySnapshot::from_jobs(&jobs, cfg.history_quantile, cfg.history_window as usize)
 }
 
-/// One rebuild: [`read_sacct`], [`snapshot`], written atomically to `snapshot_path` (mode
+/// One rebuild from a whole read of `window` (what [`serve`] did before it read
+/// incrementally; kept for one-off use): [`read_sacct`], [`snapshot`], written atomically to `snapshot_path` (mode
 /// 0600). Returns the number of records and snapshot entries.
 ///
 /// # Errors
@@ -563,17 +741,29 @@ pub fn rebuild(
     for s in read.skipped.iter().take(20) {
         log::warn!("sacct: skipped {s}");
     }
-    let snap = snapshot(&read.records, cfg);
+    let entries = write_snapshot(&read.records, snapshot_path, cfg)?;
+    Ok((read.records.len(), entries))
+}
+
+/// Writes the [`snapshot`] of `records` atomically to `snapshot_path` (mode 0600); returns
+/// its number of entries.
+///
+/// # Errors
+/// The file cannot be written; the old snapshot then stays.
+pub fn write_snapshot(records: &[JobRecord], snapshot_path: &Path, cfg: &EstimatorConfig) -> Result<usize, Error> {
+    let snap = snapshot(records, cfg);
     if let Some(dir) = snapshot_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
     }
     dynmig_host::fs::write_atomically(snapshot_path, snap.render().as_bytes(), 0o600)
         .map_err(Error::io("write snapshot", snapshot_path))?;
-    Ok((read.records.len(), snap.len()))
+    Ok(snap.len())
 }
 
-/// `dynmig history serve` with `store = "slurmdbd"`: [`rebuild`] at once and then every
-/// `interval` (a failed rebuild is logged, the old snapshot kept). On SIGHUP it calls
+/// `dynmig history serve` with `store = "slurmdbd"`: reads Slurm's accounting at once and
+/// then every `interval`, each time only what changed ([`Incremental`], bounded by
+/// `retention`), and writes the snapshot ([`write_snapshot`]; a failed write is logged, the
+/// old snapshot kept). On SIGHUP it calls
 /// `reload` (which reads the config again, or keeps the old one and says why) and rebuilds
 /// with the estimator settings it returns. Runs until SIGTERM or SIGINT.
 ///
@@ -583,6 +773,7 @@ pub fn serve(
     sacct: &Path,
     window: Duration,
     interval: Duration,
+    retention: crate::store::Retention,
     snapshot_path: &Path,
     estimator: &EstimatorConfig,
     reload: &dyn Fn() -> Option<EstimatorConfig>,
@@ -594,9 +785,23 @@ pub fn serve(
         snapshot_path.display()
     );
     let mut cfg = *estimator;
+    let mut held = Incremental::new(sacct, window, retention);
     while !signals.stopping() {
-        match rebuild(sacct, window, snapshot_path, &cfg) {
-            Ok((records, entries)) => log::debug!("snapshot: {records} records, {entries} entries"),
+        let r = held.refresh(crate::now());
+        for f in &r.failed {
+            log::error!("sacct: {f}");
+        }
+        for s in &r.skipped {
+            log::warn!("sacct: skipped {s}");
+        }
+        let records: Vec<JobRecord> = held.records().cloned().collect();
+        match write_snapshot(&records, snapshot_path, &cfg) {
+            Ok(entries) => log::debug!(
+                "snapshot: {} sacct reads{}, {} records, {entries} entries",
+                r.reads,
+                if r.full { " (whole window)" } else { "" },
+                r.records
+            ),
             Err(e) => log::error!("snapshot from sacct: {e}"),
         }
         let until = Instant::now() + interval;
@@ -856,6 +1061,139 @@ mod tests {
         assert!(tried[1..].iter().all(|t| t == "jobid=7"), "{tried:?}");
         let left: Vec<u64> = crate::spool::list(&spool).iter().map(|(_, r)| r.job_id).collect();
         assert_eq!(left, vec![7]);
+    }
+
+    /// A fake sacct that logs its time arguments, one line per run, and prints `out.json`.
+    fn fake_sacct(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+        let fake = dir.join("sacct");
+        let log = dir.join("log");
+        let out = dir.join("out.json");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\necho \"$4 $5\" >> {}\ncat {}\n",
+                log.display(),
+                out.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        (fake, log, out)
+    }
+
+    fn job_json(r: &JobRecord) -> serde_json::Value {
+        serde_json::json!({"job_id": r.job_id, "user": r.user, "comment": {"system": encode_comment(r).unwrap()}})
+    }
+
+    fn log_lines(log: &Path) -> Vec<String> {
+        let l = std::fs::read_to_string(log).unwrap_or_default();
+        std::fs::write(log, "").unwrap();
+        l.lines().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn sacct_is_read_in_slices_first_then_only_since_the_last_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fake, log, out) = fake_sacct(dir.path());
+        let day = 86_400;
+        let now = 1_000_000_000;
+        let a = JobRecord {
+            job_id: 42,
+            restart: 0,
+            end_time: now - 100,
+            ..rec()
+        };
+        let old = JobRecord {
+            job_id: 43,
+            end_time: now - 4 * day,
+            ..rec()
+        };
+        std::fs::write(&out, sacct_json(&[job_json(&a), job_json(&old)])).unwrap();
+        let mut held = Incremental::new(
+            &fake,
+            Duration::from_secs(3 * day as u64),
+            crate::store::Retention::default(),
+        );
+        // The first read: the 3-day window in 1-day slices, newest first; a record older than
+        // the window is not held.
+        let r = held.refresh(now);
+        assert_eq!((r.reads, r.full, r.records, r.dropped), (3, true, 1, 1), "{r:?}");
+        assert!(r.failed.is_empty(), "{r:?}");
+        assert_eq!(
+            log_lines(&log),
+            [
+                "--starttime=now-86400 --endtime=now",
+                "--starttime=now-172800 --endtime=now-86400",
+                "--starttime=now-259200 --endtime=now-172800"
+            ]
+        );
+        // A minute later: one read of the last minute and the overlap; job 42 seen again counts
+        // once, job 44 is added.
+        let b = JobRecord {
+            job_id: 44,
+            end_time: now + 30,
+            ..rec()
+        };
+        std::fs::write(&out, sacct_json(&[job_json(&a), job_json(&b)])).unwrap();
+        let r = held.refresh(now + 60);
+        assert_eq!((r.reads, r.full, r.records), (1, false, 2), "{r:?}");
+        assert_eq!(log_lines(&log), ["--starttime=now-360 --endtime=now"]);
+        // sacct fails (here: prints what is not its JSON): what is held stays, updating goes on.
+        std::fs::write(&out, "not json").unwrap();
+        let r = held.refresh(now + 120);
+        assert_eq!((r.reads, r.records, r.failed.len()), (1, 2, 1), "{r:?}");
+        assert!(r.failed[0].contains("not what sacct prints"), "{r:?}");
+        assert_eq!(log_lines(&log), ["--starttime=now-360 --endtime=now"]);
+        let mut ids: Vec<u64> = held.records().map(|r| r.job_id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [42, 44]);
+        // A day after the first read: the whole window again.
+        std::fs::write(&out, sacct_json(&[job_json(&b)])).unwrap();
+        let r = held.refresh(now + day);
+        assert_eq!((r.reads, r.full, r.records), (3, true, 2), "{r:?}");
+        // Three days on (a whole read again, two days after the last), job 42 has left the
+        // window.
+        let r = held.refresh(now + 3 * day);
+        assert_eq!((r.full, r.records, r.dropped), (true, 1, 1), "{r:?}");
+    }
+
+    #[test]
+    fn what_the_incremental_reader_holds_is_bounded_per_user_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fake, _log, out) = fake_sacct(dir.path());
+        let now = 1_000_000_000;
+        let mut jobs = Vec::new();
+        for j in 0..5u64 {
+            jobs.push(job_json(&JobRecord {
+                job_id: 100 + j,
+                uid: 1001,
+                user: "bob".into(),
+                end_time: now - 1000 + j as i64,
+                ..rec()
+            }));
+        }
+        for j in 0..50u64 {
+            jobs.push(job_json(&JobRecord {
+                job_id: 1000 + j,
+                uid: 666,
+                user: "mallory".into(),
+                end_time: now - 500 + j as i64,
+                ..rec()
+            }));
+        }
+        std::fs::write(&out, sacct_json(&jobs)).unwrap();
+        let keep = crate::store::Retention {
+            max_records: 20,
+            max_per_user: 30,
+            max_age: Duration::from_secs(365 * 86_400),
+        };
+        let mut held = Incremental::new(&fake, Duration::from_secs(86_400), keep);
+        let r = held.refresh(now);
+        assert_eq!((r.records, r.dropped), (20, 35), "{r:?}");
+        let bob = held.records().filter(|r| r.uid == 1001).count();
+        assert_eq!(bob, 5, "Bob keeps every record");
+        let oldest_mallory = held.records().filter(|r| r.uid == 666).map(|r| r.job_id).min();
+        assert_eq!(oldest_mallory, Some(1035), "Mallory keeps her newest 15");
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod error;
 pub mod metrics;
 pub mod record;
 pub mod service;
+pub mod snapshot;
 pub mod spool;
 pub mod store;
 pub mod transport;

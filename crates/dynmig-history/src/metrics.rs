@@ -75,7 +75,7 @@ impl HistoryMetrics {
         );
         r.register(
             "dynmig_history_busy_connections",
-            "Connections answered 'ERR busy': why=made_room (closed before its line was complete, to make room for a new one: idle or slow clients) or why=full (refused at once: no connection still sending, or its address's share all busy)",
+            "Connections answered 'ERR busy': why=made_room (closed before its line was complete, to make room for a new one: idle or slow clients) or why=full (refused at once: no connection still sending, or its address's share all busy), or why=rate_limited (its address had used its credential checks: no unmunge run)",
             m.busy.clone(),
         );
         r.register(
@@ -140,6 +140,14 @@ impl HistoryMetrics {
     pub fn busy(&self, made_room: bool) {
         let why = if made_room { "made_room" } else { "full" };
         self.busy.get_or_create(&vec![("why", why.to_string())]).inc();
+    }
+
+    /// A line was answered `ERR busy` without a credential check: its address had used its
+    /// checks ([`crate::transport::CheckRate`]).
+    pub fn rate_limited(&self) {
+        self.busy
+            .get_or_create(&vec![("why", "rate_limited".to_string())])
+            .inc();
     }
 
     /// Records not yet in the snapshot.

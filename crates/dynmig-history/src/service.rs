@@ -4,7 +4,7 @@
 use crate::auth::Munge;
 use crate::record::{cut, JobRecord};
 use crate::store::{Retention, Store};
-use crate::transport::{self, Flushed, Server, ServerSettings};
+use crate::transport::{self, CheckRate, ConnectionLimits, Flushed, Server, ServerSettings};
 use crate::Error;
 use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::size::format_size;
@@ -19,10 +19,33 @@ use std::time::{Duration, Instant};
 /// outage; what is left waits for the next Epilog or `dynmig history flush`.
 pub const EPILOG_FLUSH_BUDGET: Duration = Duration::from_secs(20);
 
+/// The connection limits and the retention that `[history]` sets (docs/config.md):
+/// `max_connections`, `connections_per_address`, `checks_per_minute`, `check_burst`,
+/// `max_records` and `max_records_per_user`; the rest as [`ConnectionLimits::default`] and
+/// [`Retention::default`].
+pub fn limits_of(h: &dynmig_core::config::HistoryConfig) -> (ConnectionLimits, Retention) {
+    let limits = ConnectionLimits {
+        max_connections: h.max_connections.max(1) as usize,
+        max_per_address: h.connections_per_address.max(1) as usize,
+        checks: CheckRate {
+            per_minute: h.checks_per_minute.max(1),
+            burst: h.check_burst.max(1),
+        },
+        ..ConnectionLimits::default()
+    };
+    let retention = Retention {
+        max_records: u64::from(h.max_records.max(1)),
+        max_per_user: u64::from(h.max_records_per_user.max(1)),
+        ..Retention::default()
+    };
+    (limits, retention)
+}
+
 /// `dynmig history serve`: listens on `listen_addr` (`host:port`), checks credentials with
 /// munge on `munge_socket` (`None`: munge's default), stores records in the database
 /// `db_path` (created 0600) and keeps the snapshot `snapshot_path` (0600), keeping what
-/// `retention` allows; serves its metrics on `metrics_listen` when given. On SIGHUP it calls
+/// `retention` allows and serving connections within `limits` ([`limits_of`] reads both from
+/// the config); serves its metrics on `metrics_listen` when given. On SIGHUP it calls
 /// `reload` (which reads the config again, or keeps the old one and says why) and uses the
 /// estimator settings it returns, rewriting the snapshot with them. Runs until SIGTERM or
 /// SIGINT, then finishes the connections in progress, writes a pending snapshot and returns.
@@ -39,10 +62,12 @@ pub fn serve(
     snapshot_path: &Path,
     estimator: &EstimatorConfig,
     retention: Retention,
+    limits: ConnectionLimits,
     reload: &(dyn Fn() -> Option<EstimatorConfig> + Sync),
 ) -> Result<(), Error> {
     let mut settings = ServerSettings::new(snapshot_path.to_path_buf(), *estimator);
     settings.retention = retention;
+    settings.limits = limits;
     let server = Server::new(Store::open(db_path)?, Box::new(Munge::new(munge_socket)), settings)?;
     let listener = TcpListener::bind(listen_addr).map_err(|source| Error::Listen {
         addr: cut(listen_addr),
@@ -153,6 +178,49 @@ mod tests {
         assert!(t.contains("x?[2Jy"), "{t}");
         assert_eq!(t.lines().count(), 2);
         assert!(t.contains("10.0GiB"), "{t}");
+    }
+
+    const MINIMAL: &str = "version = 1\n[[node_group]]\nname = \"g\"\nnodes = [\"a1\"]\ngpu_model = \"A100-40GB\"\ngpus = 1\nbackend = \"nvml\"\n";
+
+    #[test]
+    fn the_history_limits_come_from_the_config_with_defaults() {
+        let c = dynmig_core::config::parse_config(MINIMAL).unwrap();
+        let (limits, retention) = limits_of(&c.history);
+        assert_eq!(limits, ConnectionLimits::default());
+        assert_eq!(retention, Retention::default());
+        let text = format!(
+            "{MINIMAL}[history]\nmax_connections = 128\nconnections_per_address = 2\nchecks_per_minute = 6\ncheck_burst = 3\nmax_records = 5000\nmax_records_per_user = 500\n"
+        );
+        let (limits, retention) = limits_of(&dynmig_core::config::parse_config(&text).unwrap().history);
+        assert_eq!((limits.max_connections, limits.max_per_address), (128, 2));
+        assert_eq!(
+            limits.checks,
+            CheckRate {
+                per_minute: 6,
+                burst: 3
+            }
+        );
+        assert_eq!((retention.max_records, retention.max_per_user), (5000, 500));
+        for (bad, key, allowed) in [
+            ("checks_per_minute = 0", "history.checks_per_minute", "1 to 60000"),
+            ("check_burst = -1", "history.check_burst", "1 to 100000"),
+            (
+                "connections_per_address = 5000",
+                "history.connections_per_address",
+                "1 to 4096",
+            ),
+            (
+                "max_records_per_user = 0",
+                "history.max_records_per_user",
+                "1 to 10000000",
+            ),
+        ] {
+            let e = dynmig_core::config::parse_config(&format!("{MINIMAL}[history]\n{bad}\n")).unwrap_err();
+            assert_eq!(e.key, key, "{e}");
+            assert!(e.to_string().contains(allowed), "{e}");
+        }
+        let e = dynmig_core::config::parse_config(&format!("{MINIMAL}[history]\ncheck_burst = \"30\"\n")).unwrap_err();
+        assert!(e.to_string().contains("an integer from 1 to 100000"), "{e}");
     }
 
     #[test]

@@ -18,26 +18,72 @@ use std::time::Duration;
 /// Mode of the database file.
 pub const DB_MODE: u32 = 0o600;
 
-/// How much history is kept. Records beyond either bound are deleted when the server
-/// rebuilds the snapshot; the estimator looks at the most recent `history_window` runs per
-/// (user, job name) anyway.
+/// How much history is kept. Records beyond a bound are deleted when the server rebuilds the
+/// snapshot ([`Store::prune`]); the estimator looks at the most recent `history_window` runs
+/// per (user, job name) anyway.
+///
+/// The bounds are per user (uid) first: a user's own records beyond `max_per_user` go, their
+/// oldest first; then, while more than `max_records` are left, the user who holds the most
+/// loses their oldest. So one user's flood of short jobs evicts only that user's history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
-    /// Most records kept (the newest by arrival). Must be at least 1.
+    /// Most records kept in all. Must be at least 1.
     pub max_records: u64,
+    /// Most records kept of one user (the newest by arrival). Must be at least 1.
+    pub max_per_user: u64,
     /// Oldest record kept, by its `end_time`.
     pub max_age: Duration,
 }
 
 impl Default for Retention {
-    /// 200,000 records and 365 days: a snapshot rebuild then takes 0.2 to 0.5 s
-    /// (`cargo bench -p dynmig-history` on a 2-core machine).
+    /// 200,000 records, 20,000 per user and 365 days: a snapshot rebuild then takes 0.2 to
+    /// 0.5 s (`cargo bench -p dynmig-history` on a 2-core machine).
     fn default() -> Self {
         Self {
             max_records: 200_000,
+            max_per_user: 20_000,
             max_age: Duration::from_secs(365 * 24 * 3600),
         }
     }
+}
+
+/// How many records each user keeps so that `counts` (records per user) lose `excess` in all,
+/// taken from the users who hold the most: every user above a level is cut to it (some to
+/// one more, so that exactly `excess` go). Returns (user's index, records kept) of the users
+/// cut only.
+pub(crate) fn water_fill(counts: &[u64], excess: u64) -> Vec<(usize, u64)> {
+    let over = |level: u64| counts.iter().map(|&c| c.saturating_sub(level)).sum::<u64>();
+    if excess == 0 {
+        return Vec::new();
+    }
+    // The highest level at which cutting removes at least `excess`.
+    let (mut lo, mut hi) = (0u64, counts.iter().copied().max().unwrap_or(0));
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if over(mid) >= excess {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let level = lo;
+    // Cutting to `level` removes `over(level) - excess` too many: that many users keep one more.
+    let mut spare = over(level).saturating_sub(excess);
+    let mut cut = Vec::new();
+    for (i, &c) in counts.iter().enumerate() {
+        if c > level {
+            let keep = if spare > 0 {
+                spare -= 1;
+                level + 1
+            } else {
+                level
+            };
+            if keep < c {
+                cut.push((i, keep));
+            }
+        }
+    }
+    cut
 }
 
 /// An open history database.
@@ -55,7 +101,8 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS jobs (
     exit_status INTEGER NOT NULL, oom INTEGER NOT NULL, end_time INTEGER NOT NULL,
     UNIQUE (job_id, restart, node));
 CREATE INDEX IF NOT EXISTS jobs_user_name ON jobs (uid, job_name);
-CREATE INDEX IF NOT EXISTS jobs_end_time ON jobs (end_time);";
+CREATE INDEX IF NOT EXISTS jobs_end_time ON jobs (end_time);
+CREATE INDEX IF NOT EXISTS jobs_uid ON jobs (uid);";
 
 impl Store {
     /// Opens (creating if needed, mode 0600) the database at `path`; its folder is created if
@@ -170,8 +217,9 @@ impl Store {
             .map_err(self.db())
     }
 
-    /// Deletes what `retention` does not keep, `now` being seconds since the Unix epoch;
-    /// returns how many records went.
+    /// Deletes what `retention` does not keep (records older than `max_age`, then per user,
+    /// see [`Retention`]), `now` being seconds since the Unix epoch; returns how many records
+    /// went.
     ///
     /// # Errors
     /// SQLite errors.
@@ -181,14 +229,45 @@ impl Store {
             .conn
             .execute("DELETE FROM jobs WHERE end_time < ?1", params![oldest])
             .map_err(self.db())?;
-        let keep = i64::try_from(retention.max_records.max(1)).unwrap_or(i64::MAX);
-        let by_count = self
-            .conn
-            .execute(
-                "DELETE FROM jobs WHERE id <= (SELECT id FROM jobs ORDER BY id DESC LIMIT 1 OFFSET ?1)",
-                params![keep],
-            )
-            .map_err(self.db())?;
+        let mut counts: Vec<(u32, u64)> = {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT uid, COUNT(*) FROM jobs GROUP BY uid")
+                .map_err(self.db())?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)? as u64)))
+                .map_err(self.db())?;
+            rows.collect::<rusqlite::Result<_>>().map_err(self.db())?
+        };
+        let per_user = retention.max_per_user.max(1);
+        let mut cuts: Vec<(u32, u64)> = Vec::new();
+        for (uid, n) in &mut counts {
+            if *n > per_user {
+                cuts.push((*uid, per_user));
+                *n = per_user;
+            }
+        }
+        let total: u64 = counts.iter().map(|c| c.1).sum();
+        let excess = total.saturating_sub(retention.max_records.max(1));
+        let n: Vec<u64> = counts.iter().map(|c| c.1).collect();
+        for (i, keep) in water_fill(&n, excess) {
+            let uid = counts[i].0;
+            match cuts.iter_mut().find(|c| c.0 == uid) {
+                Some(c) => c.1 = keep,
+                None => cuts.push((uid, keep)),
+            }
+        }
+        let mut by_count = 0;
+        for (uid, keep) in cuts {
+            let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+            by_count += self
+                .conn
+                .execute(
+                    "DELETE FROM jobs WHERE uid = ?1 AND id <= (SELECT id FROM jobs WHERE uid = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                    params![uid, keep],
+                )
+                .map_err(self.db())?;
+        }
         Ok(by_age + by_count)
     }
 
@@ -233,7 +312,8 @@ impl Store {
         Ok(v)
     }
 
-    /// The per-(user, job name) snapshot under the estimator settings.
+    /// The per-(user, job name) snapshot under the estimator settings, bounded so that its
+    /// text is at most [`crate::snapshot::MAX_SNAPSHOT_BYTES`] ([`crate::snapshot::bound`]).
     ///
     /// # Errors
     /// SQLite errors.
@@ -257,6 +337,13 @@ impl Store {
             .map_err(self.db())?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.db())?;
+        let (jobs, dropped) = crate::snapshot::bound(jobs, crate::snapshot::MAX_SNAPSHOT_BYTES);
+        if dropped > 0 {
+            log::warn!(
+                "snapshot: {dropped} (user, job name) entries left out to stay within {} bytes",
+                crate::snapshot::MAX_SNAPSHOT_BYTES
+            );
+        }
         Ok(HistorySnapshot::from_jobs(
             &jobs,
             cfg.history_quantile,
@@ -393,6 +480,7 @@ mod tests {
         }
         let keep = Retention {
             max_records: 5,
+            max_per_user: 100,
             max_age: Duration::from_secs(365 * day as u64),
         };
         // Job 3 is too old; of the rest, jobs 6 to 10 are the 5 newest.
@@ -401,6 +489,75 @@ mod tests {
         assert_eq!(left, [6, 7, 8, 9, 10]);
         assert_eq!(s.prune(&keep, now).unwrap(), 0, "nothing more to prune");
         assert_eq!(s.count().unwrap(), 5);
+    }
+
+    #[test]
+    fn water_filling_takes_from_the_largest_first_and_exactly_the_excess() {
+        assert_eq!(water_fill(&[10, 3, 1], 0), []);
+        // 10 -> 6: only the largest loses.
+        assert_eq!(water_fill(&[10, 3, 1], 4), [(0, 6)]);
+        // Both above 3 cut to 3, then one keeps one more: 9 + 5 + 1 = 15, keep 8 of them.
+        let cut = water_fill(&[9, 5, 1], 7);
+        let kept: u64 = [9u64, 5, 1]
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| cut.iter().find(|x| x.0 == i).map_or(c, |x| x.1))
+            .sum();
+        assert_eq!(kept, 8, "{cut:?}");
+        assert!(cut.iter().all(|&(i, k)| i < 2 && (3..=4).contains(&k)), "{cut:?}");
+        assert_eq!(water_fill(&[4, 4], 8), [(0, 0), (1, 0)]);
+    }
+
+    #[test]
+    fn a_users_flood_evicts_only_that_users_oldest_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("h.db")).unwrap();
+        // Bob's 50 records first (the oldest), then Mallory's flood of 10,000 (one transaction:
+        // a commit per record takes a disk flush each).
+        s.conn.execute_batch("BEGIN").unwrap();
+        for job in 1..=50u64 {
+            s.insert(&JobRecord {
+                uid: 1001,
+                user: "bob".into(),
+                ..rec(job, job, false)
+            })
+            .unwrap();
+        }
+        for job in 100_000..110_000u64 {
+            s.insert(&JobRecord {
+                uid: 666,
+                user: "mallory".into(),
+                ..rec(job, 1, false)
+            })
+            .unwrap();
+        }
+        s.conn.execute_batch("COMMIT").unwrap();
+        let keep = Retention {
+            max_records: 1000,
+            max_per_user: 5000,
+            max_age: Duration::from_secs(365 * 24 * 3600),
+        };
+        assert_eq!(s.prune(&keep, 1_000_000).unwrap(), 9050);
+        assert_eq!(s.count().unwrap(), 1000);
+        let bob: Vec<u64> = s
+            .list(Some("bob"), None, 1000)
+            .unwrap()
+            .iter()
+            .map(|r| r.job_id)
+            .collect();
+        assert_eq!(bob, (1..=50).collect::<Vec<_>>(), "every one of Bob's records stays");
+        let mallory = s.list(Some("mallory"), None, 10_000).unwrap();
+        assert_eq!(mallory.len(), 950);
+        assert_eq!(mallory[0].job_id, 110_000 - 950, "Mallory keeps her newest");
+        // Per user: Mallory alone above 5000 goes down to it even with room in all.
+        let roomy = Retention {
+            max_records: 1_000_000,
+            max_per_user: 100,
+            ..keep
+        };
+        assert_eq!(s.prune(&roomy, 1_000_000).unwrap(), 850);
+        assert_eq!(s.list(Some("bob"), None, 1000).unwrap().len(), 50);
+        assert_eq!(s.list(Some("mallory"), None, 10_000).unwrap()[0].job_id, 110_000 - 100);
     }
 
     #[test]

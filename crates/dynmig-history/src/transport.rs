@@ -19,6 +19,13 @@
 //! at once; the per-address share keeps a host that floods the server with credentials to
 //! check from taking every connection. The snapshot is rebuilt on a [`SnapshotCadence`], not
 //! after every record, and the [`Retention`] is applied at each rebuild.
+//!
+//! Every credential check (an `unmunge` run as the server's user) takes a token from its
+//! address's bucket ([`CheckRate`]: refilled at `per_minute`, holding at most `burst`); a line
+//! that finds the bucket empty is answered `ERR busy: ... credential checks ...` at once and
+//! costs no `unmunge`. "Address" here, for the share and the bucket alike, is the IPv4
+//! address, or the /64 prefix of an IPv6 one (a host usually holds a whole /64), see
+//! [`address_key`].
 
 use crate::auth::{Sealer, Verifier};
 use crate::metrics::HistoryMetrics;
@@ -26,6 +33,7 @@ use crate::record::{cut, JobRecord};
 use crate::store::{Retention, Store};
 use crate::{now, spool, Error};
 use dynmig_core::estimate::EstimatorConfig;
+use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
@@ -58,17 +66,97 @@ pub struct ConnectionLimits {
     pub deadline: Duration,
     /// Longest line, bytes (one line per connection, so also the cap per connection).
     pub max_line_bytes: usize,
+    /// Credential checks one address may have per minute.
+    pub checks: CheckRate,
 }
 
 impl Default for ConnectionLimits {
-    /// 64 connections, 16 per address, 10 s, [`MAX_LINE_BYTES`].
+    /// 64 connections, 4 per address, 10 s, [`MAX_LINE_BYTES`], [`CheckRate::default`].
     fn default() -> Self {
         Self {
             max_connections: 64,
-            max_per_address: 16,
+            max_per_address: 4,
             deadline: Duration::from_secs(10),
             max_line_bytes: MAX_LINE_BYTES,
+            checks: CheckRate::default(),
         }
+    }
+}
+
+/// A token bucket of credential checks per address ([`address_key`]): each check takes a
+/// token; the bucket refills at `per_minute` tokens a minute and holds at most `burst`. A node
+/// needs one check per finished job (and one per spooled record after an outage), so the
+/// default lets a node deliver 30 records at once and one a second after that, while a host
+/// that floods the server costs it at most that many `unmunge` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckRate {
+    /// Tokens added per minute. At least 1.
+    pub per_minute: u32,
+    /// Most tokens the bucket holds (checks allowed at once after a quiet spell). At least 1.
+    pub burst: u32,
+}
+
+impl Default for CheckRate {
+    /// 60 a minute, a burst of 30.
+    fn default() -> Self {
+        Self {
+            per_minute: 60,
+            burst: 30,
+        }
+    }
+}
+
+/// What the per-address share and the check bucket are keyed by: an IPv4 address itself (an
+/// IPv4-mapped IPv6 address as its IPv4 address), an IPv6 address's /64 prefix.
+///
+/// ```
+/// use dynmig_history::transport::address_key;
+/// let a: std::net::IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+/// let b: std::net::IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+/// assert_eq!(address_key(a), address_key(b));
+/// let v4: std::net::IpAddr = "10.0.0.7".parse().unwrap();
+/// assert_eq!(address_key(v4), v4);
+/// ```
+pub fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        },
+    }
+}
+
+/// The check buckets of the addresses seen lately.
+#[derive(Default)]
+struct Buckets {
+    /// Tokens left and when they were counted; a full bucket is as good as none, so full ones
+    /// are dropped when the map grows ([`Buckets::PRUNE_AT`]).
+    map: HashMap<IpAddr, (f64, Instant)>,
+}
+
+impl Buckets {
+    /// Size past which full buckets are dropped.
+    const PRUNE_AT: usize = 4096;
+
+    /// Takes a token from `key`'s bucket; false when it is empty.
+    fn take(&mut self, key: IpAddr, rate: CheckRate, now: Instant) -> bool {
+        let burst = f64::from(rate.burst.max(1));
+        let per_sec = f64::from(rate.per_minute.max(1)) / 60.0;
+        let level = |(tokens, at): (f64, Instant)| {
+            (tokens + now.saturating_duration_since(at).as_secs_f64() * per_sec).min(burst)
+        };
+        if self.map.len() >= Self::PRUNE_AT && !self.map.contains_key(&key) {
+            self.map.retain(|_, b| level(*b) < burst);
+        }
+        let b = self.map.entry(key).or_insert((burst, now));
+        let tokens = level(*b);
+        if tokens < 1.0 {
+            *b = (tokens, now);
+            return false;
+        }
+        *b = (tokens - 1.0, now);
+        true
     }
 }
 
@@ -141,6 +229,7 @@ pub struct Server {
     verifier: Box<dyn Verifier>,
     settings: ServerSettings,
     conns: Mutex<Conns>,
+    buckets: Mutex<Buckets>,
 }
 
 /// The connections in progress.
@@ -246,6 +335,7 @@ impl Server {
             verifier,
             settings,
             conns: Mutex::new(Conns::default()),
+            buckets: Mutex::new(Buckets::default()),
         };
         server.rebuild(&mut server.lock())?;
         Ok(server)
@@ -406,7 +496,9 @@ impl Server {
                         continue;
                     }
                 };
-                let admitted = self.lock_conns().admit(peer.ip(), &stream, max, per_address);
+                let admitted = self
+                    .lock_conns()
+                    .admit(address_key(peer.ip()), &stream, max, per_address);
                 let id = match admitted {
                     Ok(id) => id,
                     Err(answer) => {
@@ -418,7 +510,7 @@ impl Server {
                 let spawned = std::thread::Builder::new()
                     .name("history-conn".into())
                     .spawn_scoped(s, move || {
-                        if let Err(e) = self.serve_connection(&stream, id) {
+                        if let Err(e) = self.serve_connection(&stream, id, address_key(peer.ip())) {
                             log::warn!("{peer}: {e}");
                         }
                         self.lock_conns().remove(id);
@@ -436,7 +528,13 @@ impl Server {
         self.conns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn serve_connection(&self, stream: &TcpStream, id: u64) -> io::Result<()> {
+    /// Takes a credential check from `key`'s bucket; false when it is empty.
+    fn take_check(&self, key: IpAddr) -> bool {
+        let mut b = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        b.take(key, self.settings.limits.checks, Instant::now())
+    }
+
+    fn serve_connection(&self, stream: &TcpStream, id: u64, key: IpAddr) -> io::Result<()> {
         stream.set_nonblocking(false)?;
         let limits = &self.settings.limits;
         let line = read_line(stream, Instant::now() + limits.deadline, limits.max_line_bytes);
@@ -448,6 +546,15 @@ impl Server {
             )
         } else {
             match line {
+                Ok(_) if !self.take_check(key) => {
+                    self.metrics.rate_limited();
+                    let c = limits.checks;
+                    format!(
+                        "ERR busy: more credential checks from {key} than allowed ({} a minute, {} at once); retry later",
+                        c.per_minute.max(1),
+                        c.burst.max(1)
+                    )
+                }
                 Ok(line) => self.handle_line(&line),
                 Err(why) => format!("ERR {why}"),
             }

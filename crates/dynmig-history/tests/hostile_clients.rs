@@ -2,13 +2,15 @@
 //!
 //! The server runs in a child process (this test binary run again with
 //! `DYNMIG_HOSTILE_SERVER_DIR` set, see [`child_server`]), so that its memory can be read from
-//! `/proc/<pid>/status` apart from the attackers'. While one attack runs, a well-behaved
-//! client (a node's Epilog) sends a valid record every 20 ms and reads the history database
-//! (what `dynmig history show` does) every 200 ms, timing both. The attacks:
+//! `/proc/<pid>/status` apart from the attackers'. While one attack runs, well-behaved
+//! clients (the Epilogs of [`NODES`] nodes, each from its own address, one after the other)
+//! send a valid record every 20 ms in all, so each node sends less than one a second, as a
+//! node does, and the database is read (what `dynmig history show` does) every 200 ms,
+//! timing both. The attacks:
 //!
 //! - **slowloris**: 200 connections from another address, half sending one byte a second,
-//!   half nothing, each reopened when the server closes it; and the same from the good
-//!   client's own address;
+//!   half nothing, each reopened when the server closes it; and 8 such connections from each
+//!   node's own address;
 //! - **huge**: 16 clients streaming megabytes without a newline, or a length prefix that claims
 //!   gigabytes followed by more megabytes;
 //! - **malformed**: garbage, invalid UTF-8, control characters, valid credentials around a
@@ -19,7 +21,13 @@
 //! - **many at once**: 1000 connections from another address, opened as fast as possible and
 //!   held, each reopened when the server closes it;
 //! - **credential flood**: 48 clients from another address sending credential-shaped lines
-//!   (each costs the server an `unmunge`) as fast as they are answered.
+//!   (each costs the server an `unmunge`) as fast as they are answered;
+//! - **credential flood from 8 addresses** (issue 29): 16 such clients from each of 8
+//!   addresses ([`FLOOD_HOSTS`]), 128 in all: the per-address connection share and the
+//!   per-address check bucket must leave every node's records stored within [`GOOD_BOUND`].
+//!
+//! The server runs with the default limits ([`ConnectionLimits::default`]: 64 connections, 4
+//! per address, 60 credential checks a minute per address after a burst of 30).
 //!
 //! Properties, for every attack: each of the good client's records is answered `OK stored`
 //! within [`GOOD_BOUND`] at the first try (from the attacker's own address: stored within
@@ -42,7 +50,7 @@ use common::connect_from;
 use dynmig_core::estimate::EstimatorConfig;
 use dynmig_history::auth::{AuthError, Munge, Sealer, Verifier};
 use dynmig_history::store::Store;
-use dynmig_history::transport::{send_line, Server, ServerSettings};
+use dynmig_history::transport::{ConnectionLimits, Server, ServerSettings};
 use dynmig_history::JobRecord;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -63,7 +71,38 @@ const MUNGE_ENV: &str = "DYNMIG_TEST_MUNGE_SOCKET";
 /// The address attackers other than the slowloris connect from (another host, as far as the
 /// server can tell).
 const OTHER_HOST: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
-const GOOD_HOST: Ipv4Addr = Ipv4Addr::LOCALHOST;
+/// Nodes whose Epilogs send good records, from 127.0.1.1 on.
+const NODES: u8 = 64;
+/// The addresses of the 8-address credential flood, 127.0.0.10 to 127.0.0.17.
+const FLOOD_HOSTS: [Ipv4Addr; 8] = [
+    Ipv4Addr::new(127, 0, 0, 10),
+    Ipv4Addr::new(127, 0, 0, 11),
+    Ipv4Addr::new(127, 0, 0, 12),
+    Ipv4Addr::new(127, 0, 0, 13),
+    Ipv4Addr::new(127, 0, 0, 14),
+    Ipv4Addr::new(127, 0, 0, 15),
+    Ipv4Addr::new(127, 0, 0, 16),
+    Ipv4Addr::new(127, 0, 0, 17),
+];
+
+/// The address of the node that sends good record `job`.
+fn node_of(job: u64) -> Ipv4Addr {
+    Ipv4Addr::new(127, 0, 1, 1 + (job % u64::from(NODES)) as u8)
+}
+
+/// Sends `line` from `from` to `to` as `transport::send_line` does (one line, one answer line).
+fn send_from(from: Ipv4Addr, to: SocketAddr, line: &str) -> Result<String, String> {
+    let s = connect_from(from, to).map_err(|e| format!("cannot connect: {e}"))?;
+    s.set_write_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    (&s).write_all(format!("{}\n", line.trim()).as_bytes())
+        .map_err(|e| format!("cannot send: {e}"))?;
+    let a = answer(&s);
+    if a.is_empty() {
+        return Err("closed the connection without an answer".into());
+    }
+    Ok(a)
+}
 /// Job ids of the attackers' records start here; the good client's stay below.
 const BAD_JOBS: u64 = 1 << 40;
 
@@ -143,6 +182,8 @@ fn child_server() {
         return;
     };
     let settings = ServerSettings::new(dir.join("snap.tsv"), EstimatorConfig::default());
+    // The campaign tests the defaults.
+    assert_eq!(settings.limits, ConnectionLimits::default());
     let verifier: Box<dyn Verifier> = match munge_socket() {
         Some(s) => Box::new(Munge::new(Some(s))),
         None => Box::new(Fake),
@@ -225,6 +266,8 @@ struct Tally {
     connections: AtomicU64,
     /// Answered `ERR busy...` (refused at once, or closed to make room).
     busy: AtomicU64,
+    /// Of those, refused unchecked: their address had used its credential checks.
+    limited: AtomicU64,
     /// Answered another `ERR`.
     refused: AtomicU64,
     /// Closed by the server without an answer, or failed to connect.
@@ -235,6 +278,9 @@ struct Tally {
 
 impl Tally {
     fn answer(&self, a: &str) {
+        if a.starts_with("ERR busy: more credential checks") {
+            self.limited.fetch_add(1, Ordering::Relaxed);
+        }
         let c = if a.starts_with("ERR busy") {
             &self.busy
         } else if a.starts_with("ERR") {
@@ -247,10 +293,11 @@ impl Tally {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn get(&self) -> [u64; 5] {
+    fn get(&self) -> [u64; 6] {
         [
             &self.connections,
             &self.busy,
+            &self.limited,
             &self.refused,
             &self.closed,
             &self.accepted,
@@ -290,9 +337,10 @@ enum Attack {
     Unauthenticated,
     ManyAtOnce,
     CredentialFlood,
+    CredentialFlood8Addresses,
 }
 
-const ATTACKS: [Attack; 7] = [
+const ATTACKS: [Attack; 8] = [
     Attack::Slowloris,
     Attack::SlowlorisSameAddress,
     Attack::Huge,
@@ -300,6 +348,7 @@ const ATTACKS: [Attack; 7] = [
     Attack::Unauthenticated,
     Attack::ManyAtOnce,
     Attack::CredentialFlood,
+    Attack::CredentialFlood8Addresses,
 ];
 
 /// Holds `n` connections from `from`, each reopened when the server closes it; when
@@ -405,7 +454,9 @@ fn run_attack(attack: Attack, to: SocketAddr, stop: &AtomicBool, tally: &Tally) 
             s.spawn(|| hold(OTHER_HOST, to, 200, true, stop, tally));
         }
         Attack::SlowlorisSameAddress => {
-            s.spawn(|| hold(GOOD_HOST, to, 200, true, stop, tally));
+            for n in 0..u64::from(NODES) {
+                s.spawn(move || hold(node_of(n), to, 8, true, stop, tally));
+            }
         }
         Attack::ManyAtOnce => {
             s.spawn(|| hold(OTHER_HOST, to, 1000, false, stop, tally));
@@ -449,6 +500,19 @@ fn run_attack(attack: Attack, to: SocketAddr, stop: &AtomicBool, tally: &Tally) 
                 });
             }
         }
+        Attack::CredentialFlood8Addresses => {
+            for from in FLOOD_HOSTS {
+                for k in 0..16 {
+                    s.spawn(move || {
+                        let mut i = k;
+                        while !stop.load(Ordering::Relaxed) {
+                            one_shot(from, to, &lines[i % lines.len()], tally);
+                            i += 1;
+                        }
+                    });
+                }
+            }
+        }
         Attack::Malformed | Attack::Unauthenticated => {
             for k in 0..4 {
                 s.spawn(move || {
@@ -476,7 +540,7 @@ struct Outcome {
     retried: u64,
     /// Its records that were not answered `OK stored`, and failed database reads.
     failures: Vec<String>,
-    tally: [u64; 5],
+    tally: [u64; 6],
     hwm_kib: u64,
 }
 
@@ -519,7 +583,7 @@ fn under_attack(server: &mut ServerProcess, attack: Attack, length: Duration, ne
                 // As a node does: a record answered `ERR busy` stays spooled and is sent
                 // again (here at once, sealed afresh).
                 let a = loop {
-                    let a = send_line(&to.to_string(), &cred, t + Duration::from_secs(30));
+                    let a = send_from(node_of(job), to, &cred);
                     match a {
                         Ok(a) if a.starts_with("ERR busy") && t.elapsed() < Duration::from_secs(10) => {
                             retried.fetch_add(1, Ordering::Relaxed);
@@ -594,10 +658,7 @@ fn campaign(length: Duration) {
     let sealer = sealer();
     for _ in 0..20 {
         let cred = sealer.seal(&record(next_job).to_wire().unwrap()).unwrap();
-        assert_eq!(
-            send_line(&server.addr.to_string(), &cred, Instant::now() + GOOD_BOUND).unwrap(),
-            "OK stored"
-        );
+        assert_eq!(send_from(node_of(next_job), server.addr, &cred).unwrap(), "OK stored");
         next_job += 1;
     }
     let rest_kib = server.status("VmRSS:");
@@ -617,7 +678,7 @@ fn campaign(length: Duration) {
     print(&outcomes, rest_kib, length);
     let mut failed = Vec::new();
     for o in &outcomes {
-        let [_, _, _, _, accepted] = o.tally;
+        let [_, _, _, _, _, accepted] = o.tally;
         let max = o.records.last().copied().unwrap_or_default();
         let read_max = o.reads.last().copied().unwrap_or_default();
         // From the attacker's own address a node's connection may be closed to make room
@@ -654,13 +715,13 @@ fn print(outcomes: &[Outcome], rest_kib: u64, length: Duration) {
         rest_kib, RSS_BOUND_KIB
     );
     println!(
-        "| attack | good records sent | stored | tries answered ERR busy | p50 ms | p99 ms | max ms | db read p50/max ms | attacker connections | ERR busy | other ERR | closed, no answer | accepted | server VmHWM KiB |"
+        "| attack | good records sent | stored | tries answered ERR busy | p50 ms | p99 ms | max ms | db read p50/max ms | attacker connections | ERR busy | of which rate-limited (no check) | other ERR (checked) | closed, no answer | accepted | server VmHWM KiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for o in outcomes {
-        let [c, busy, refused, closed, accepted] = o.tally;
+        let [c, busy, limited, refused, closed, accepted] = o.tally;
         println!(
-            "| {:?} | {} | {} | {} | {} | {} | {} | {}/{} | {c} | {busy} | {refused} | {closed} | {accepted} | {} |",
+            "| {:?} | {} | {} | {} | {} | {} | {} | {}/{} | {c} | {busy} | {limited} | {refused} | {closed} | {accepted} | {} |",
             o.attack,
             o.records.len(),
             o.ok,

@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 
 struct Fake;
 
+/// Checks of `COUNT:` credentials (only `a_flooding_address_is_rate_limited...` sends them).
+static COUNTED_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -44,6 +47,9 @@ impl Verifier for Fake {
         }
         if credential.starts_with("USER:") {
             return Err(AuthError::NotRoot(1000));
+        }
+        if credential.starts_with("COUNT:") {
+            COUNTED_CHECKS.fetch_add(1, Ordering::SeqCst);
         }
         if credential.starts_with("SLOW:") {
             std::thread::sleep(Duration::from_millis(1500));
@@ -273,6 +279,56 @@ fn one_address_holds_at_most_its_share_of_the_connections() {
 }
 
 #[test]
+fn a_flooding_address_is_rate_limited_without_a_check_and_others_are_not() {
+    use dynmig_history::transport::CheckRate;
+    use std::net::Ipv4Addr;
+    let flood = Ipv4Addr::new(127, 0, 0, 3);
+    let node = Ipv4Addr::new(127, 0, 0, 4);
+    let mut r = Running::start(|s| {
+        s.limits.checks = CheckRate {
+            per_minute: 60,
+            burst: 5,
+        };
+    });
+    let send_from = |from: Ipv4Addr, line: &str| {
+        let c = common::connect_from(from, r.addr).unwrap();
+        (&c).write_all(format!("{line}\n").as_bytes()).unwrap();
+        answer_of(&c)
+    };
+    let t = Instant::now();
+    let answers: Vec<String> = (0..100).map(|_| send_from(flood, "COUNT:00")).collect();
+    let took = t.elapsed();
+    // The burst is checked (and refused: not a record); the rest are refused unchecked, at
+    // once. A token comes back each second, so a slow machine may see one or two more checks.
+    let checked = COUNTED_CHECKS.load(Ordering::SeqCst);
+    assert!(
+        (5..=5 + took.as_secs() + 1).contains(&checked),
+        "{checked} checks in {took:?}"
+    );
+    let limited = answers
+        .iter()
+        .filter(|a| {
+            a.starts_with("ERR busy: more credential checks from 127.0.0.3 than allowed (60 a minute, 5 at once)")
+        })
+        .count() as u64;
+    assert_eq!(limited + checked, 100, "{:?}", &answers[..8]);
+    // Another address has its own bucket.
+    assert_eq!(send_from(node, &cred(1)), "OK stored");
+    // The flooding address gets a check again after a second.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(send_from(flood, &cred(2)), "OK stored");
+    let m = r.server.metrics().render();
+    assert!(
+        m.contains(&format!(
+            "dynmig_history_busy_connections_total{{why=\"rate_limited\"}} {limited}\n"
+        )),
+        "{m}"
+    );
+    r.stop();
+    assert_eq!(r.count(), 2);
+}
+
+#[test]
 fn when_every_connection_is_past_its_line_a_new_one_is_refused_at_once() {
     let mut r = Running::start(|s| s.limits.max_connections = 1);
     let slow = TcpStream::connect(r.addr).unwrap();
@@ -369,6 +425,7 @@ fn the_server_keeps_only_what_the_retention_allows() {
     let mut r = Running::start(|s| {
         s.retention = Retention {
             max_records: 2,
+            max_per_user: 2,
             max_age: Duration::from_secs(3600),
         };
         s.cadence.max_pending = 1;

@@ -33,8 +33,9 @@ pub const CONFIG_ENV: &str = "DYNMIG_CONFIG";
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/slurm/dynmig.toml";
 /// The largest configuration file read, in bytes.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
-/// The largest history snapshot read, in bytes.
-pub const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
+/// The largest history snapshot read, in bytes: the bound the history service writes within
+/// (4 MiB); a larger file is not read and the snapshot in use stays.
+pub use dynmig_core::estimate::history::MAX_SNAPSHOT_BYTES;
 
 /// What `init` installed.
 #[derive(Debug)]

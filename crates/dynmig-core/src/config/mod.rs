@@ -131,6 +131,24 @@ pub struct HistoryConfig {
     /// `metrics_listen`: `ip:port` where `dynmig history serve` serves Prometheus metrics (a
     /// port alone means `127.0.0.1:<port>`). Default `None`: no metrics endpoint.
     pub metrics_listen: Option<SocketAddr>,
+    /// `max_connections`: connections `dynmig history serve` serves at once (1 to 4096).
+    /// Default 64.
+    pub max_connections: u32,
+    /// `connections_per_address`: connections one address (an IPv4 address, an IPv6 /64) may
+    /// hold at once (1 to 4096). Default 4.
+    pub connections_per_address: u32,
+    /// `checks_per_minute`: credential checks (each an `unmunge`) one address may have per
+    /// minute, the refill of its token bucket (1 to 60,000). Default 60.
+    pub checks_per_minute: u32,
+    /// `check_burst`: credential checks one address may have at once after a quiet spell, the
+    /// size of its token bucket (1 to 100,000). Default 30.
+    pub check_burst: u32,
+    /// `max_records`: records the history keeps in all; beyond it the user who holds the most
+    /// loses their oldest (1 to 10,000,000). Default 200,000.
+    pub max_records: u32,
+    /// `max_records_per_user`: records the history keeps of one user, their newest
+    /// (1 to 10,000,000). Default 20,000.
+    pub max_records_per_user: u32,
 }
 
 /// `[history] store`: where the Epilog's job records go and where the snapshot comes from.

@@ -74,6 +74,12 @@ pub(super) struct RawHistory {
     pub listen: S<String>,
     pub snapshot_refresh: S<String>,
     pub metrics_listen: S<String>,
+    pub max_connections: S<i64>,
+    pub connections_per_address: S<i64>,
+    pub checks_per_minute: S<i64>,
+    pub check_burst: S<i64>,
+    pub max_records: S<i64>,
+    pub max_records_per_user: S<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -74,6 +74,10 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         "estimator.history_window" => int(1, 100_000),
         "estimator.max_oom_restarts" => int(0, 10),
         "history.server" | "history.listen" => addr.into(),
+        "history.max_connections" | "history.connections_per_address" => int(1, 4096),
+        "history.checks_per_minute" => int(1, 60_000),
+        "history.check_burst" => int(1, 100_000),
+        "history.max_records" | "history.max_records_per_user" => int(1, 10_000_000),
         "controller.metrics_listen" | "agent.metrics_listen" | "history.metrics_listen" => {
             "a quoted \"ip:port\" with port 0 to 65535, e.g. \"127.0.0.1:9750\" or \"[::]:9750\", or a port alone (\"9750\": loopback)".into()
         }
@@ -643,6 +647,24 @@ fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
         listen,
         snapshot_refresh: cx.duration(&h.snapshot_refresh, "history.snapshot_refresh", Duration::from_secs(5))?,
         metrics_listen: cx.socket_addr(&h.metrics_listen, "history.metrics_listen")?,
+        max_connections: cx.count(&h.max_connections, "history.max_connections", 64, 1, 4096)?,
+        connections_per_address: cx.count(
+            &h.connections_per_address,
+            "history.connections_per_address",
+            4,
+            1,
+            4096,
+        )?,
+        checks_per_minute: cx.count(&h.checks_per_minute, "history.checks_per_minute", 60, 1, 60_000)?,
+        check_burst: cx.count(&h.check_burst, "history.check_burst", 30, 1, 100_000)?,
+        max_records: cx.count(&h.max_records, "history.max_records", 200_000, 1, 10_000_000)?,
+        max_records_per_user: cx.count(
+            &h.max_records_per_user,
+            "history.max_records_per_user",
+            20_000,
+            1,
+            10_000_000,
+        )?,
     })
 }
 

@@ -13,6 +13,21 @@
 
 use std::collections::HashMap;
 
+/// Largest snapshot file, bytes (4 MiB): the history service never writes a larger one
+/// (it leaves out the entries that do not fit, each user's least recent first, see
+/// `dynmig_history::snapshot`), and job_submit/dynmig, inside slurmctld, reads no more. A
+/// line is about 80 bytes plus the job name, so this holds some 40,000 entries of 20-byte
+/// names.
+pub const MAX_SNAPSHOT_BYTES: u64 = 4 << 20;
+
+/// Most bytes one snapshot line takes besides its job name: five numbers of at most 20 digits,
+/// five tabs and the newline (an upper bound; real lines are shorter).
+pub const LINE_OVERHEAD_BYTES: u64 = 5 * 20 + 6;
+
+/// The snapshot's first line (a comment naming the columns), as [`HistorySnapshot::render`]
+/// writes it.
+pub const SNAPSHOT_HEADER: &str = "# dynmig history snapshot: uid samples quantile_peak max_peak ooms job_name\n";
+
 /// The summary of one user's jobs of one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistoryEntry {
@@ -117,7 +132,7 @@ impl HistorySnapshot {
     pub fn render(&self) -> String {
         let mut keys: Vec<_> = self.entries.keys().collect();
         keys.sort();
-        let mut out = String::from("# dynmig history snapshot: uid samples quantile_peak max_peak ooms job_name\n");
+        let mut out = String::from(SNAPSHOT_HEADER);
         for k in keys {
             let e = &self.entries[k];
             let name: String =
