@@ -40,7 +40,7 @@ src=${DYNMIG_BIN_DIR:-$ROOT/target/release}
 bin=$DYNMIG_CLUSTER_DIR.bin
 rm -rf "$bin"
 mkdir -p "$bin" "$OUT"
-rm -f "$OUT"/{summary.txt,sdiag-without.txt,sdiag-with.txt,passes.tsv,epilog-times.txt,sbatch.err,controller.log}
+rm -f "$OUT"/{summary.txt,sdiag-without.txt,sdiag-with.txt,passes.tsv,epilog-times.txt,sbatch.err,controller.log} "$OUT"/rpc-*.txt "$OUT"/fails.*
 cp "$src/dynmig" "$bin/"
 for f in nvml-standin libnvml_standin.so; do
 	[ ! -e "$src/$f" ] || cp "$src/$f" "$bin/"

@@ -258,13 +258,7 @@ fn job_with_retries(
 ///
 /// A job with no GPU in `SLURM_JOB_GPUS`, no peak file and no instance the Prolog `claimed` is
 /// no MIG job: nothing is recorded and Slurm is not read for it.
-fn after_job(
-    config: &Config,
-    env: &HookEnv,
-    slurm: &dyn SlurmApi,
-    exe: &std::path::Path,
-    claimed: bool,
-) -> Result<()> {
+fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::path::Path, claimed: bool) -> Result<()> {
     let paths = NodePaths::of(config, &env.node);
     let models = dynmig_core::submit::SubmitPolicy::from_config(config).models;
     let peak: Option<PeakFile> = dynmig_host::fs::read_bounded(&paths.peak(env.job), 4096)

@@ -123,7 +123,13 @@ impl SlurmApi for SlurmCommands {
             &["--noheader", "--states=all", &format!("--format={LISTING_FORMAT}")],
             self.queue_limits(),
         )?;
-        Ok(Some(parse_listing(&out)))
+        let keys = parse_listing(&out);
+        if keys.is_empty() && !out.trim().is_empty() {
+            // Lines but no job: not the listing asked for (a wrapper or a Slurm that ignores
+            // --format). The whole queue's JSON is read instead.
+            return Ok(None);
+        }
+        Ok(Some(keys))
     }
 
     fn jobs_by_id(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
