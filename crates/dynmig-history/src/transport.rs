@@ -713,62 +713,136 @@ pub struct Flushed {
     pub pending: usize,
 }
 
+/// The lock file in a spool folder that one flusher at a time holds (see [`flush`]).
+pub const FLUSH_LOCK: &str = ".flush.lock";
+
 /// Delivers the records of the spool `dir` to `server` (`host:port`), each sealed afresh by
-/// `sealer` (so that a retry is never a replayed credential); stops at the first record that
-/// cannot be delivered for want of a server or a credential, and at `deadline`, leaving the
-/// rest spooled. A record answered `ERR busy` is sent again up to [`BUSY_RETRIES`] times.
+/// `sealer` (so that a retry is never a replayed credential), until `deadline`.
+///
+/// One flusher at a time works on a spool: concurrent Epilogs of a node would otherwise send
+/// the same records twice, each send a credential check the server counts against the node's
+/// address (`[history] checks_per_minute`). A flusher waits for the lock (`FLUSH_LOCK` in
+/// `dir`) until `deadline`, and lists the spool once more after its first round, so that a
+/// record spooled while it worked is not left behind by the flusher that waited.
+///
+/// A record answered `ERR busy` is sent again up to [`BUSY_RETRIES`] times; a record still
+/// answered busy, or one that cannot be delivered for want of a server or a credential,
+/// ends the flush and leaves the rest spooled (the server has no room now: sending the next
+/// record would only be refused too, each refusal costing the caller [`BUSY_PAUSE`]s).
 pub fn flush(dir: &Path, server: &str, sealer: &dyn Sealer, deadline: Instant) -> Flushed {
-    let mut out = Flushed::default();
-    let records = spool::list(dir);
-    let total = records.len();
-    for (i, (path, record)) in records.into_iter().enumerate() {
-        if Instant::now() >= deadline {
-            eprintln!(
-                "dynmig: history flush: deadline passed; {} records stay spooled",
-                total - i
-            );
-            out.pending = total - i;
-            break;
+    let Some(_lock) = lock_spool(dir, deadline) else {
+        let pending = spool::list(dir).len();
+        if pending > 0 {
+            eprintln!("dynmig: history flush: another flush holds the spool; {pending} records stay spooled");
         }
-        let wire = match record.to_wire() {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("dynmig: history record {} cannot be sent: {e}", path.display());
-                out.refused += 1;
-                continue;
-            }
+        return Flushed {
+            pending,
+            ..Flushed::default()
         };
-        let mut busy = 0;
-        let answer = loop {
-            let a = sealer
-                .seal(&wire)
-                .map_err(Error::from)
-                .and_then(|cred| send_line(server, &cred, deadline));
-            match a {
-                Ok(a) if a.starts_with("ERR busy") && busy < BUSY_RETRIES && Instant::now() + BUSY_PAUSE < deadline => {
-                    busy += 1;
-                    std::thread::sleep(BUSY_PAUSE);
-                }
-                a => break a,
-            }
-        };
-        match answer {
-            Ok(a) if a.starts_with("OK") => {
-                if let Err(e) = dynmig_host::fs::remove_if_present(&path) {
-                    eprintln!("dynmig: delivered {} but cannot remove it: {e}", path.display());
-                }
-                out.delivered += 1;
-            }
-            Ok(a) => {
-                eprintln!("dynmig: history server refused {}: {}", path.display(), cut(&a));
-                out.refused += 1;
-            }
-            Err(e) => {
-                eprintln!("dynmig: history record {} stays spooled: {e}", path.display());
+    };
+    let mut out = Flushed::default();
+    let mut seen = std::collections::HashSet::new();
+    for round in 0..2 {
+        // The second round sends only what was spooled while the first one ran.
+        let records: Vec<_> = spool::list(dir)
+            .into_iter()
+            .filter(|(p, _)| seen.insert(p.clone()))
+            .collect();
+        let total = records.len();
+        let mut stopped = false;
+        for (i, (path, record)) in records.into_iter().enumerate() {
+            if Instant::now() >= deadline {
+                eprintln!(
+                    "dynmig: history flush: deadline passed; {} records stay spooled",
+                    total - i
+                );
                 out.pending = total - i;
+                stopped = true;
                 break;
             }
+            let wire = match record.to_wire() {
+                Ok(w) => w,
+                Err(e) => {
+                    eprintln!("dynmig: history record {} cannot be sent: {e}", path.display());
+                    out.refused += usize::from(round == 0);
+                    continue;
+                }
+            };
+            let mut busy = 0;
+            let answer = loop {
+                let a = sealer
+                    .seal(&wire)
+                    .map_err(Error::from)
+                    .and_then(|cred| send_line(server, &cred, deadline));
+                match a {
+                    Ok(a)
+                        if a.starts_with("ERR busy")
+                            && busy < BUSY_RETRIES
+                            && Instant::now() + BUSY_PAUSE < deadline =>
+                    {
+                        busy += 1;
+                        std::thread::sleep(BUSY_PAUSE);
+                    }
+                    a => break a,
+                }
+            };
+            match answer {
+                Ok(a) if a.starts_with("OK") => {
+                    if let Err(e) = dynmig_host::fs::remove_if_present(&path) {
+                        eprintln!("dynmig: delivered {} but cannot remove it: {e}", path.display());
+                    }
+                    out.delivered += 1;
+                }
+                Ok(a) if a.starts_with("ERR busy") => {
+                    eprintln!(
+                        "dynmig: history server busy ({}); {} records stay spooled",
+                        cut(&a),
+                        total - i
+                    );
+                    out.pending = total - i;
+                    stopped = true;
+                    break;
+                }
+                Ok(a) => {
+                    eprintln!("dynmig: history server refused {}: {}", path.display(), cut(&a));
+                    out.refused += usize::from(round == 0);
+                }
+                Err(e) => {
+                    eprintln!("dynmig: history record {} stays spooled: {e}", path.display());
+                    out.pending = total - i;
+                    stopped = true;
+                    break;
+                }
+            }
+        }
+        if stopped || total == 0 {
+            break;
         }
     }
     out
+}
+
+/// The spool's flush lock, waited for until `deadline`; `None` when another flusher still
+/// holds it then, or the lock file cannot be opened (no spool folder: nothing to flush).
+fn lock_spool(dir: &Path, deadline: Instant) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(FLUSH_LOCK))
+        .ok()?;
+    use std::os::unix::io::AsRawFd;
+    loop {
+        // SAFETY: the descriptor is open for the call; the lock goes with the file's close.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Some(f);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -592,3 +592,57 @@ fn metrics_count_records_by_source_oom_runs_requeues_and_the_estimate_ratio() {
         .render()
         .contains("\ndynmig_history_pending_records 0\n"));
 }
+
+#[test]
+fn flush_stops_at_a_record_still_answered_busy_and_leaves_the_rest_spooled() {
+    // One credential check a minute, none banked: the first record takes the only one, the
+    // second is answered busy (each retry too), and the flush ends there instead of paying
+    // BUSY_PAUSE for every record left.
+    let mut r = Running::start(|s| {
+        s.limits.checks = transport::CheckRate {
+            per_minute: 1,
+            burst: 1,
+        };
+    });
+    let d = spool_of(4);
+    let t = Instant::now();
+    let f = transport::flush(
+        d.path(),
+        &r.addr.to_string(),
+        &Fake,
+        Instant::now() + Duration::from_secs(20),
+    );
+    assert_eq!((f.delivered, f.refused, f.pending), (1, 0, 3));
+    let most = transport::BUSY_PAUSE * (transport::BUSY_RETRIES + 2);
+    assert!(t.elapsed() < most, "flush ran {:?}", t.elapsed());
+    assert_eq!(spooled(d.path()), 3);
+    r.stop();
+    assert_eq!(r.count(), 1);
+}
+
+#[test]
+fn concurrent_flushes_of_one_spool_send_each_record_once() {
+    struct Counting(std::sync::atomic::AtomicUsize);
+    impl Sealer for Counting {
+        fn seal(&self, payload: &[u8]) -> Result<String, AuthError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Fake.seal(payload)
+        }
+    }
+    let mut r = Running::start(|_| {});
+    let d = spool_of(6);
+    let addr = r.addr.to_string();
+    let sealer = Counting(std::sync::atomic::AtomicUsize::new(0));
+    let flushed: Vec<transport::Flushed> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| transport::flush(d.path(), &addr, &sealer, Instant::now() + Duration::from_secs(10))))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(flushed.iter().map(|f| f.delivered).sum::<usize>(), 6, "{flushed:?}");
+    assert_eq!(spooled(d.path()), 0);
+    // Each record was sealed and sent once: no flusher sent what another had delivered.
+    assert_eq!(sealer.0.load(Ordering::SeqCst), 6);
+    r.stop();
+    assert_eq!(r.count(), 6);
+}
