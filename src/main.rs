@@ -460,6 +460,7 @@ fn run(cli: Cli) -> Result<()> {
                         for d in &r.drained {
                             log::info!("draining {} to repartition to {}", d.node, d.target);
                         }
+                        dynmig_host::wake::send_all_detached(r.wake.clone(), config.agent.wake_port);
                         for d in &r.planned {
                             log::info!(
                                 "{} reserved from the end of its jobs, then repartition to {}",
@@ -539,9 +540,12 @@ fn run(cli: Cli) -> Result<()> {
                 }
             };
             log::info!("agent of {node} started");
+            // Wake-ups from the controller on every address of the node ([agent] wake_port).
+            let wake_listen = (config.agent.wake_port != 0).then_some(config.agent.wake_port);
             dynmig_node::agent::run_forever(
                 &mut a,
                 metrics_listen,
+                wake_listen,
                 dynmig_node::agent::Control {
                     stop: &signals.stop,
                     reload: &signals.reload,

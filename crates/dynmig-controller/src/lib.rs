@@ -155,6 +155,9 @@ pub struct PassReport {
     pub decided_jobs: BTreeMap<(&'static str, String), u32>,
     /// What the pass read of the queue ([`queue::QueueCache::refresh`]).
     pub queue: queue::Refresh,
+    /// The Slurm `NodeAddr` of each node drained in this pass (not in a dry run), whose agent
+    /// the daemon wakes ([`dynmig_host::wake`]); a node without an address is left out.
+    pub wake: Vec<String>,
 }
 
 /// A node's MIG instances as the controller saw them in one pass.
@@ -438,6 +441,10 @@ impl Ctx<'_> {
     fn drain(&mut self, node: &str, target: &NodeLayout, detail: &str) -> Result<(), SlurmError> {
         if !self.settings.dry_run {
             self.slurm.drain(node, &NodeIntent::Repartition(target.clone()))?;
+            match self.nodes.get(node).map(|n| n.address.as_str()) {
+                Some(a) if !a.is_empty() => self.report.wake.push(a.to_string()),
+                _ => {}
+            }
         }
         self.event(EventKind::Drain, node, Some(target), detail);
         Ok(())

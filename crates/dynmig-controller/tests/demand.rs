@@ -32,12 +32,15 @@ fn node(name: &str) -> NodeInfo {
 
 /// n1 idle, n2 busy until NOW + 600: an idle node to drain and a busy one to reserve.
 fn cluster(job: JobInfo) -> FakeSlurm {
+    let mut n1 = node("n1");
+    n1.address = "10.0.0.1".into();
     let mut n2 = node("n2");
+    n2.address = "10.0.0.2".into();
     n2.state = NodeState::Mixed;
     n2.alloc_cpus = 1;
     n2.gres_used = "gpu:7g.80gb:1(IDX:0)".into();
     FakeSlurm::new(
-        vec![node("n1"), n2],
+        vec![n1, n2],
         vec![job, running_job(9, "n2", "gres:gpu:7g.80gb:1", NOW + 600)],
     )
 }
@@ -103,6 +106,8 @@ fn no_demand_but_resources_does(blocked: JobInfo) {
     assert_eq!(r.demand.pending.get("3g.40gb"), Some(&2), "{:?}", r.demand);
     assert_eq!(r.drained.len(), 1, "{r:?}");
     assert_eq!(r.drained[0].node, "n1");
+    // The drained node's agent is woken at its NodeAddr; no other node's.
+    assert_eq!(r.wake, ["10.0.0.1"]);
     assert!(
         slurm.calls()[0].starts_with("drain n1 dynmig/v1 repartition to="),
         "{:?}",

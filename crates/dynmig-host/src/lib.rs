@@ -4,7 +4,8 @@
 //! - [`fs`]: atomic replacement of a file with a chosen mode, reads with a size bound;
 //! - [`metrics`]: the daemons' Prometheus endpoint (`GET /metrics` on a thread of its own);
 //! - [`process`]: external commands run with a timeout and a cap on what they print;
-//! - [`signals`]: the daemons' stop and reload flags, set by SIGTERM/SIGINT and SIGHUP.
+//! - [`signals`]: the daemons' stop and reload flags, set by SIGTERM/SIGINT and SIGHUP;
+//! - [`wake`]: the controller's wake-up of a node agent after it drains the node.
 //!
 //! Root-side code (agent, Prolog, Epilog) uses only these for files and commands, so every
 //! read is bounded and every external call times out (docs/architecture.md, "Root side").
@@ -15,3 +16,4 @@ pub mod fs;
 pub mod metrics;
 pub mod process;
 pub mod signals;
+pub mod wake;

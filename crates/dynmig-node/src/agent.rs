@@ -689,10 +689,16 @@ pub struct Control<'a> {
 }
 
 /// Runs the agent until `control.stop` is set: takes the single-instance lock, writes its pid
-/// file, serves its metrics on `metrics_listen` when given, looks at the node every `poll`
-/// ([`Agent::next_look`]: more often while its node is idle or has just freed), and at once when woken
-/// by SIGUSR1 (the Epilog sends it when a job ends on the node while the agent's waiting
-/// marker is there: while the node runs jobs). A step under way (an apply: journalled, bounded by `register_timeout`)
+/// file, serves its metrics on `metrics_listen` when given, and looks at its node in Slurm at
+/// once when woken by SIGUSR1 (the Epilog sends it when a job ends on the node while the
+/// agent's waiting marker is there: while the node runs jobs).
+///
+/// With `wake_listen`, a port (`[agent] wake_port`, [`dynmig_host::wake`]) it also looks when the
+/// controller wakes it after draining the node (at most once a [`dynmig_host::wake::MIN_GAP`]),
+/// every `poll` while its node is drained for it and jobs still run, and otherwise every
+/// [`dynmig_host::wake::FALLBACK_LOOK`]; it samples the GPUs' power every `poll` either way.
+/// Without it, it looks every `poll` ([`Agent::next_look`]: more often while its node is idle
+/// or has just freed, so that it sees a drain soon). A step under way (an apply: journalled, bounded by `register_timeout`)
 /// is finished before it stops; a stopped agent leaves the journal for the next one to
 /// resume.
 ///
@@ -702,6 +708,7 @@ pub struct Control<'a> {
 pub fn run_forever(
     agent: &mut Agent,
     metrics_listen: Option<std::net::SocketAddr>,
+    wake_listen: Option<u16>,
     control: Control<'_>,
 ) -> Result<()> {
     let paths = agent.settings.paths.clone();
@@ -711,12 +718,35 @@ pub fn run_forever(
         Some(addr) => Some(dynmig_host::metrics::serve(addr, agent.metrics.registry(), "agent")?),
         None => None,
     };
+    // A port that cannot be bound leaves the agent polling as without wake-ups: the node
+    // keeps working, and the log says why it costs slurmctld more.
+    let wake = wake_listen.and_then(|port| match dynmig_host::wake::Listener::bind_any(port) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            log::warn!(
+                "{}: [agent] wake_port: cannot listen on port {port} ({e}); polling the node instead",
+                agent.settings.node
+            );
+            None
+        }
+    });
     let woken = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, woken.clone())?;
     crate::pidfile::write_own(&paths.agent_pid())?;
     let mut woke_at: Option<Instant> = None;
-    let signalled =
-        || woken.load(Ordering::SeqCst) || control.stop.load(Ordering::SeqCst) || control.reload.load(Ordering::SeqCst);
+    let mut last_look: Option<Instant> = None;
+    let mut waiting = false;
+    // A controller's wake-up counts once MIN_GAP has passed since the last look.
+    let wake_due = |last_look: Option<Instant>| {
+        wake.as_ref()
+            .is_some_and(|w| w.pending() && last_look.map_or(true, |t| t.elapsed() >= dynmig_host::wake::MIN_GAP))
+    };
+    let signalled = |last_look: Option<Instant>| {
+        woken.load(Ordering::SeqCst)
+            || control.stop.load(Ordering::SeqCst)
+            || control.reload.load(Ordering::SeqCst)
+            || wake_due(last_look)
+    };
     loop {
         if control.stop.load(Ordering::SeqCst) {
             remove_if_present(&paths.agent_pid())?;
@@ -731,7 +761,27 @@ pub fn run_forever(
         if woken.load(Ordering::SeqCst) {
             woke_at = Some(Instant::now());
         }
-        let mut step = agent.step();
+        // With wake-ups, slurmctld is asked only when there may be something to see.
+        let look = match &wake {
+            None => true,
+            Some(w) => {
+                let by_controller = wake_due(last_look);
+                if by_controller {
+                    w.take();
+                    log::info!("{node}: woken by the controller");
+                }
+                by_controller
+                    || woken.load(Ordering::SeqCst)
+                    || waiting
+                    || last_look.map_or(true, |t| t.elapsed() >= dynmig_host::wake::FALLBACK_LOOK)
+            }
+        };
+        let mut step = if look {
+            last_look = Some(Instant::now());
+            agent.step()
+        } else {
+            Ok(Step::Nothing)
+        };
         // After a wake-up the last job may still be completing: look again quickly for a while.
         let fast_until = Instant::now() + Duration::from_secs(15);
         while matches!(step, Ok(Step::WaitingForJobs))
@@ -743,6 +793,9 @@ pub fn run_forever(
             step = agent.step();
         }
         woken.store(false, Ordering::SeqCst);
+        if look {
+            waiting = matches!(step, Ok(Step::WaitingForJobs));
+        }
         // Energy per job: charge this poll's power to the jobs on each GPU.
         let max_dt = 2.0 * agent.settings.poll.as_secs_f64() + 1.0;
         match dynmig_gpu::energy::sample_node(agent.backend.as_ref(), &paths.state_dir, max_dt) {
@@ -762,8 +815,13 @@ pub fn run_forever(
         }
         // Soon after a job's end (a wake-up, or the node seen free of jobs) the controller may
         // drain the node: look every FAST_POLL for a while, so that the apply starts at once.
-        let until = Instant::now() + agent.next_look(woke_at);
-        while Instant::now() < until && !signalled() {
+        let until = Instant::now()
+            + if wake.is_some() {
+                agent.settings.poll
+            } else {
+                agent.next_look(woke_at)
+            };
+        while Instant::now() < until && !signalled(last_look) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }

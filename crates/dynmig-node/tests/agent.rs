@@ -190,3 +190,94 @@ fn a_slurmd_killed_before_it_registered_is_started_again_and_the_node_comes_back
     assert!(!n.is_drain());
     assert!(!a.settings.paths.journal().exists());
 }
+
+/// Runs `run_forever` on a thread until `stop` is set; `wake_port` as `[agent] wake_port`.
+fn run_agent_thread(
+    dir: std::path::PathBuf,
+    slurm: Arc<FakeSlurm>,
+    wake_port: Option<u16>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut a = agent(&dir, &slurm, false);
+        let reload = std::sync::atomic::AtomicBool::new(false);
+        dynmig_node::agent::run_forever(
+            &mut a,
+            None,
+            wake_port,
+            dynmig_node::agent::Control {
+                stop: &stop,
+                reload: &reload,
+                on_reload: &mut |_| {},
+            },
+        )
+        .unwrap();
+    })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn with_wake_ups_an_idle_agent_reads_its_node_rarely_and_a_wake_up_starts_the_apply() {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    let d = tempfile::tempdir().unwrap();
+    let mut idle = idle_node("n1", "gpu:7g.80gb:2");
+    idle.extra = PublishedLayout(layout("1x7g.80gb,1x7g.80gb")).encode();
+    let slurm = Arc::new(FakeSlurm::new(vec![idle], vec![]));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let port = free_port();
+    let t = run_agent_thread(
+        d.path().to_path_buf(),
+        Arc::clone(&slurm),
+        Some(port),
+        Arc::clone(&stop),
+    );
+    // Idle and in service for 3 s: one look at the start (without wake-ups: one every 0.5 s).
+    std::thread::sleep(Duration::from_secs(3));
+    let reads = slurm.state.lock().unwrap().node_reads;
+    assert!((1..=2).contains(&reads), "{reads} node reads in 3 s");
+    // The controller drains the node, then wakes the agent: the apply starts within a second
+    // or so, not at the 30 s fallback look.
+    slurm.state.lock().unwrap().nodes[0] = drained_node("7x1g.10gb,1x7g.80gb");
+    let woke = Instant::now();
+    assert_eq!(
+        dynmig_host::wake::send("127.0.0.1", port),
+        dynmig_host::wake::Sent::Woken
+    );
+    let applied = || {
+        let n = slurm.node("n1").unwrap().unwrap();
+        !n.is_drain() && n.gres.contains("1g.10gb")
+    };
+    while !applied() && woke.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(applied(), "not applied {:?} after the wake-up", woke.elapsed());
+    assert!(woke.elapsed() < Duration::from_secs(5), "{:?}", woke.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+}
+
+#[test]
+fn without_wake_ups_an_idle_agent_polls_its_node() {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let d = tempfile::tempdir().unwrap();
+    let mut idle = idle_node("n1", "gpu:7g.80gb:2");
+    idle.extra = PublishedLayout(layout("1x7g.80gb,1x7g.80gb")).encode();
+    let slurm = Arc::new(FakeSlurm::new(vec![idle], vec![]));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let t = run_agent_thread(d.path().to_path_buf(), Arc::clone(&slurm), None, Arc::clone(&stop));
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+    // IDLE_POLL (0.5 s): about 6 looks in 3 s.
+    let reads = slurm.state.lock().unwrap().node_reads;
+    assert!(reads >= 4, "{reads} node reads in 3 s");
+}

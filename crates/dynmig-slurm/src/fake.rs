@@ -33,6 +33,9 @@ pub struct FakeState {
     /// When set, `jobs_by_id` answers every job, as 22.05's `squeue --json` (which ignores
     /// `--jobs`).
     pub whole_queue_reads: bool,
+    /// How many times the nodes were read (`nodes`, and `node` through it): slurmctld RPCs a
+    /// real Slurm would have served.
+    pub node_reads: u64,
 }
 
 /// An in-memory Slurm.
@@ -55,6 +58,7 @@ pub fn idle_node(name: &str, gres: &str) -> NodeInfo {
         slurmd_start_time: 0,
         alloc_cpus: 0,
         reason_changed_at: 0,
+        address: String::new(),
     }
 }
 
@@ -218,7 +222,8 @@ impl SlurmApi for FakeSlurm {
     }
 
     fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
-        let s = self.lock();
+        let mut s = self.lock();
+        s.node_reads += 1;
         match &s.fail {
             Some(why) => Err(SlurmError::Refused(why.clone())),
             None => Ok(s.nodes.clone()),

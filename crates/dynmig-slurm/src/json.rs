@@ -184,6 +184,7 @@ pub fn parse_nodes(json: &str) -> Result<Vec<NodeInfo>, SlurmError> {
                 slurmd_start_time: num(n.get("slurmd_start_time")),
                 alloc_cpus: num(n.get("alloc_cpus")),
                 reason_changed_at: num(n.get("reason_changed_at")),
+                address: text(n.get("address")),
             }
         })
         .collect())

@@ -333,6 +333,9 @@ pub struct NodeInfo {
     pub alloc_cpus: i64,
     /// When the reason was set (seconds since the epoch; 0 if unknown).
     pub reason_changed_at: i64,
+    /// The node's `NodeAddr` (Slurm's JSON `address`): where the controller wakes its agent
+    /// (`[agent] wake_port`); empty if Slurm gave none.
+    pub address: String,
 }
 
 impl NodeInfo {

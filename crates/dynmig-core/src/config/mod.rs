@@ -174,7 +174,17 @@ pub struct AgentConfig {
     /// authentication, and job ids and their energy are what Slurm's `PrivateData=jobs`
     /// hides from other users.
     pub metrics_per_job: bool,
+    /// `wake_port`: the TCP port where each node's agent takes wake-ups from the controller
+    /// (a connection is a wake-up; nothing it sends is read as an instruction), on every
+    /// address of the node. The controller connects to a node's Slurm `NodeAddr` on it after
+    /// draining the node, so that the agent reads its node from slurmctld when there is
+    /// something to see instead of polling for it. Default [`DEFAULT_WAKE_PORT`]; `0`: no
+    /// wake-ups, the agent polls its node as often as before (docs/architecture.md).
+    pub wake_port: u16,
 }
+
+/// The default `[agent] wake_port`.
+pub const DEFAULT_WAKE_PORT: u16 = 9814;
 
 /// `[log]`: what the daemons log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -106,6 +106,7 @@ pub(super) struct RawController {
 pub(super) struct RawAgent {
     pub metrics_listen: S<String>,
     pub metrics_per_job: Option<Spanned<bool>>,
+    pub wake_port: S<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

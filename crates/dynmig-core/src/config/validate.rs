@@ -82,6 +82,7 @@ pub(super) fn key_help(key: &str) -> Option<String> {
             "a quoted \"ip:port\" with port 0 to 65535, e.g. \"127.0.0.1:9750\" or \"[::]:9750\", or a port alone (\"9750\": loopback)".into()
         }
         "agent.metrics_per_job" => "true or false".into(),
+        "agent.wake_port" => int(0, 65_535),
         "log.level" => "\"off\", \"error\", \"warn\", \"info\", \"debug\" or \"trace\"".into(),
         "history.snapshot_refresh"
         | "history.sacct_interval"
@@ -439,6 +440,13 @@ pub(super) fn validate(text: &str, raw: RawConfig) -> Result<Config, ConfigError
     let agent = AgentConfig {
         metrics_listen: cx.socket_addr(&raw.agent.metrics_listen, "agent.metrics_listen")?,
         metrics_per_job: raw.agent.metrics_per_job.as_ref().is_some_and(|v| *v.get_ref()),
+        wake_port: cx.count(
+            &raw.agent.wake_port,
+            "agent.wake_port",
+            super::DEFAULT_WAKE_PORT.into(),
+            0,
+            65_535,
+        )? as u16,
     };
     let log = log(&cx, &raw.log)?;
     Ok(Config {
