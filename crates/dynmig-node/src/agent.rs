@@ -739,7 +739,7 @@ pub fn run_forever(
     // A controller's wake-up counts once MIN_GAP has passed since the last look.
     let wake_due = |last_look: Option<Instant>| {
         wake.as_ref()
-            .is_some_and(|w| w.pending() && last_look.map_or(true, |t| t.elapsed() >= dynmig_host::wake::MIN_GAP))
+            .is_some_and(|w| w.pending() && last_look.is_none_or(|t| t.elapsed() >= dynmig_host::wake::MIN_GAP))
     };
     let signalled = |last_look: Option<Instant>| {
         woken.load(Ordering::SeqCst)
@@ -773,7 +773,7 @@ pub fn run_forever(
                 by_controller
                     || woken.load(Ordering::SeqCst)
                     || waiting
-                    || last_look.map_or(true, |t| t.elapsed() >= dynmig_host::wake::FALLBACK_LOOK)
+                    || last_look.is_none_or(|t| t.elapsed() >= dynmig_host::wake::FALLBACK_LOOK)
             }
         };
         let mut step = if look {
