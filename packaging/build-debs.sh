@@ -85,7 +85,7 @@ build_dynmig_deb() {
 # build_plugins_deb VERSION SLURM_VERSION JOB_SUBMIT_SO SPANK_SO: the plugin package of one
 # Slurm release, from packaging/slurm-plugins/Cargo.toml.in.
 build_plugins_deb() {
-    local version=$1 sv=$2 js=$3 sp=$4 mm next dir deb a b c
+    local version=$1 sv=$2 js=$3 sp=$4 reader=${5:-} mm next dir deb a b c reader_asset=""
     IFS=. read -r a b c <<<"$sv"
     [ -n "$c" ] || die "Slurm version '$sv' is not major.minor.micro"
     mm=$a.$b
@@ -102,10 +102,17 @@ build_plugins_deb() {
     strip --strip-unneeded "$dir/job_submit_dynmig.so" "$dir/spank_dynmig.so" || die "strip failed on $js, $sp"
     js=$dir/job_submit_dynmig.so
     sp=$dir/spank_dynmig.so
+    # 22.05 only: one job's JSON through libslurm (crates/slurm-job-reader), beside
+    # /usr/bin/dynmig where SlurmCommands looks for it; later releases read one job with squeue.
+    if [ -n "$reader" ]; then
+        cp "$reader" "$dir/dynmig-slurm-job"
+        strip "$dir/dynmig-slurm-job" || die "strip failed on $reader"
+        reader_asset="    [\"$dir/dynmig-slurm-job\", \"usr/bin/dynmig-slurm-job\", \"755\"],"
+    fi
     sed -e "s|@VERSION@|$version|g" -e "s|@SLURM_MM@|$mm|g" -e "s|@SLURM_VERSION@|$sv|g" \
         -e "s|@SLURM_NEXT@|$next|g" -e "s|@DEB_VERSION@|$version-$DEB_REVISION|g" \
         -e "s|@JOB_SUBMIT_SO@|$js|g" -e "s|@SPANK_SO@|$sp|g" \
-        -e "s|@SLURM_VERSION_FILE@|$dir/SLURM_VERSION|g" \
+        -e "s|@SLURM_VERSION_FILE@|$dir/SLURM_VERSION|g" -e "s|@READER_ASSET@|$reader_asset|" \
         packaging/slurm-plugins/Cargo.toml.in >"$dir/Cargo.toml"
     # Its own target directory: cargo-deb looks for built files there (none: --no-build).
     deb=$(CARGO_TARGET_DIR=$dir/target timeout 600 cargo deb --manifest-path "$dir/Cargo.toml" --no-build \
@@ -141,7 +148,7 @@ check_so() {
 }
 
 main() {
-    local suites=("$@") version sv s dir
+    local suites=("$@") version sv s dir reader
     [ ${#suites[@]} -gt 0 ] || suites=(bookworm)
     for s in "${suites[@]}"; do
         case "$s" in bookworm | trixie | sid) ;; *) die "unknown suite '$s' (bookworm, trixie or sid)" ;; esac
@@ -155,7 +162,9 @@ main() {
         if [ "$s" = bookworm ]; then
             sv=$(bash slurm/releases.sh version) || die "cannot read the host's Slurm version"
             check_so "$TARGET/release/libjob_submit_dynmig.so"
-            build_plugins_deb "$version" "$sv" "$TARGET/release/libjob_submit_dynmig.so" "$TARGET/release/libspank_dynmig.so"
+            reader=""
+            case $sv in 22.05.*) reader=$TARGET/release/dynmig-slurm-job ;; esac
+            build_plugins_deb "$version" "$sv" "$TARGET/release/libjob_submit_dynmig.so" "$TARGET/release/libspank_dynmig.so" "$reader"
         else
             build_chroot_plugins "$s"
             check_so "$PLUGIN_OUT/libjob_submit_dynmig.so"

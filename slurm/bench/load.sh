@@ -59,26 +59,12 @@ fi
 
 # The binaries, copied: other builds in this checkout must not replace them mid-run.
 src=${DYNMIG_BIN_DIR:-$ROOT/target/release}
-bin=$DYNMIG_CLUSTER_DIR.bin
-rm -rf "$bin"
-mkdir -p "$bin" "$OUT"
+mkdir -p "$OUT"
 # Only this script's own files in OUT (it may be any directory).
 rm -f "$OUT"/{blocks.tsv,submits.tsv,rpc.tsv,reconfigure.txt,sbatch.err,final.txt,sdiag.txt,controller.log} \
 	"$OUT"/{metrics-controller.txt,controller-read.txt,plugin-timing.txt,slurmctld-errors.count} \
 	"$OUT"/{slurmctld-errors.txt,ctld_alive_end,release} "$OUT"/submits.[0-9]*
-cp "$src/dynmig" "$bin/"
-# The NVML stand-in the nodes run on (slurm/local-dynmig.sh installs it with this program).
-for f in nvml-standin libnvml_standin.so; do
-	[ ! -e "$src/$f" ] || cp "$src/$f" "$bin/"
-done
-if [ -z "${DYNMIG_PLUGIN_DIR:-}" ]; then
-	cp "$src/libjob_submit_dynmig.so" "$src/libspank_dynmig.so" "$bin/"
-else
-	mkdir -p "$bin/plugins"
-	cp "$DYNMIG_PLUGIN_DIR"/* "$bin/plugins/"
-	export DYNMIG_PLUGIN_DIR=$bin/plugins
-fi
-export DYNMIG_BIN_DIR=$bin
+copy_binaries "$src" "$DYNMIG_CLUSTER_DIR.bin"
 # The nodes' GPUs: the simulated backend unless told otherwise. This measures slurmctld; the
 # NVML stand-in rewrites its JSON state at every NVML call, CPU a real driver does not take,
 # and on a small machine that slowed slurmctld's submits (a 2-core CI run, 2026-11-28: 4 of

@@ -37,22 +37,9 @@ if [ -z "${QUEUE_LOCKED:-}" ]; then
 fi
 
 src=${DYNMIG_BIN_DIR:-$ROOT/target/release}
-bin=$DYNMIG_CLUSTER_DIR.bin
-rm -rf "$bin"
-mkdir -p "$bin" "$OUT"
+mkdir -p "$OUT"
 rm -f "$OUT"/{summary.txt,sdiag-without.txt,sdiag-with.txt,passes.tsv,epilog-times.txt,sbatch.err,controller.log} "$OUT"/rpc-*.txt "$OUT"/fails.*
-cp "$src/dynmig" "$bin/"
-for f in nvml-standin libnvml_standin.so; do
-	[ ! -e "$src/$f" ] || cp "$src/$f" "$bin/"
-done
-if [ -z "${DYNMIG_PLUGIN_DIR:-}" ]; then
-	cp "$src/libjob_submit_dynmig.so" "$src/libspank_dynmig.so" "$bin/"
-else
-	mkdir -p "$bin/plugins"
-	cp "$DYNMIG_PLUGIN_DIR"/* "$bin/plugins/"
-	export DYNMIG_PLUGIN_DIR=$bin/plugins
-fi
-export DYNMIG_BIN_DIR=$bin
+copy_binaries "$src" "$DYNMIG_CLUSTER_DIR.bin"
 export DYNMIG_BACKEND=${DYNMIG_BACKEND:-simulated}
 export DYNMIG_MAX_JOB_COUNT=$((JOBS + 10000))
 export DYNMIG_NO_CONTROLLER=1
@@ -139,7 +126,7 @@ echo "queue: without the controller: $without RPCs in $WINDOW s" >&2
 
 # The controller, as local-dynmig.sh starts it.
 : >"$D/log/controller.log"
-"$bin/dynmig" --config "$DYNMIG_CONFIG" controller >>"$D/log/controller.log" 2>&1 &
+"$DYNMIG_BIN_DIR/dynmig" --config "$DYNMIG_CONFIG" controller >>"$D/log/controller.log" 2>&1 &
 echo $! >"$D/run/controller.pid"
 t0=$EPOCHREALTIME
 for _ in $(seq 3600); do

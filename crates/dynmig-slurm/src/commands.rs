@@ -21,6 +21,19 @@ pub const QUEUE_READ_TIMEOUT: Duration = Duration::from_secs(120);
 /// The most job ids one `squeue --json --jobs=...` read names (a command line of about 6 KB).
 pub const JOBS_PER_READ: usize = 500;
 
+/// The program that prints one job's JSON through libslurm where `squeue --json` cannot
+/// (22.05; crates/slurm-job-reader), looked for beside the running `dynmig`.
+pub const ONE_JOB_READER: &str = "dynmig-slurm-job";
+
+/// The most jobs [`SlurmApi::jobs_by_id`] reads one at a time with [`ONE_JOB_READER`] (one
+/// process and one RPC each, about 25 ms); more changed jobs than this in a pass are read as
+/// the whole queue's JSON, once.
+pub const ONE_JOB_READS_MAX: usize = 100;
+
+/// Exit status of [`ONE_JOB_READER`] when it cannot be used with the Slurm it finds (another
+/// release's library, or none): the caller reads with `squeue` instead.
+const READER_NOT_USABLE: i32 = 3;
+
 /// Paths of the Slurm client commands and the limits every call runs under.
 #[derive(Debug, Clone)]
 pub struct SlurmCommands {
@@ -38,6 +51,11 @@ pub struct SlurmCommands {
     /// Whether `squeue --json` ignores `--jobs` (22.05: its man page; it answers the whole
     /// queue); learnt from the first answer that holds a job not asked for.
     json_ignores_filters: Arc<OnceLock<bool>>,
+    /// [`ONE_JOB_READER`], when there is one: `<program> ID` prints `{"jobs":[...]}` as
+    /// 22.05's `squeue --json` writes it.
+    pub one_job_reader: Option<PathBuf>,
+    /// Why [`Self::one_job_reader`] cannot be used here, once it said so.
+    reader_not_usable: Arc<OnceLock<String>>,
 }
 
 impl Default for SlurmCommands {
@@ -50,19 +68,53 @@ impl Default for SlurmCommands {
             limits: Limits::default(),
             nodes_via_scontrol: Arc::default(),
             json_ignores_filters: Arc::default(),
+            one_job_reader: None,
+            reader_not_usable: Arc::default(),
         }
     }
 }
 
 impl SlurmCommands {
-    /// The commands `[paths]` of the config names, with the default limits.
+    /// The commands `[paths]` of the config names, with the default limits, and
+    /// [`ONE_JOB_READER`] when it is beside the running program and that program is `dynmig`
+    /// (packaged: both in /usr/bin; built: both in target/release).
     pub fn from_config(config: &dynmig_core::config::Config) -> Self {
         let p = &config.paths;
+        let reader = std::env::current_exe().ok().and_then(|exe| {
+            (exe.file_name()? == "dynmig")
+                .then(|| exe.with_file_name(ONE_JOB_READER))
+                .filter(|r| r.is_file())
+        });
         Self {
             squeue: p.squeue.clone(),
             sinfo: p.sinfo.clone(),
             scontrol: p.scontrol.clone(),
+            one_job_reader: reader,
             ..Self::default()
+        }
+    }
+
+    /// One job's JSON through [`Self::one_job_reader`]: `Ok(None)` when there is none or it
+    /// is not usable with this Slurm (remembered; the caller reads with `squeue`), else the
+    /// job (`Some(None)`: slurmctld does not hold it).
+    fn read_one(&self, id: u32) -> Result<Option<Option<JobInfo>>, SlurmError> {
+        let Some(reader) = &self.one_job_reader else {
+            return Ok(None);
+        };
+        if self.reader_not_usable.get().is_some() {
+            return Ok(None);
+        }
+        let limits = Limits {
+            timeout: self.limits.timeout,
+            max_output: 1 << 20,
+        };
+        match run(reader.as_os_str(), &[&id.to_string()], limits) {
+            Ok(text) => Ok(Some(parse_jobs(&text)?.into_iter().find(|j| j.id == id))),
+            Err(RunError::Failed { status, stderr, .. }) if status.code() == Some(READER_NOT_USABLE) => {
+                let _ = self.reader_not_usable.set(stderr);
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -101,6 +153,10 @@ impl SlurmApi for SlurmCommands {
     }
 
     fn job(&self, id: u32) -> Result<Option<JobInfo>, SlurmError> {
+        // 22.05: one job's RPC through libslurm, where the reader is installed and usable.
+        if let Some(job) = self.read_one(id)? {
+            return Ok(job);
+        }
         // 22.05's squeue ignores filters with --json (its man page); later releases honour
         // them. Either way the job is picked out here.
         let out = run(
@@ -138,6 +194,17 @@ impl SlurmApi for SlurmCommands {
             return Ok(Vec::new());
         }
         if self.json_ignores_filters.get() == Some(&true) {
+            // 22.05: a few changed jobs one at a time through libslurm, else the whole queue.
+            if want.len() <= ONE_JOB_READS_MAX && self.one_job_reader.is_some() {
+                let mut found = Vec::with_capacity(want.len());
+                for &id in ids {
+                    match self.read_one(id)? {
+                        Some(job) => found.extend(job),
+                        None => return self.jobs(),
+                    }
+                }
+                return Ok(found);
+            }
             return self.jobs();
         }
         let mut found = Vec::with_capacity(want.len());
@@ -340,5 +407,119 @@ mod tests {
             ..SlurmCommands::default()
         };
         assert_eq!(longer.queue_limits(), longer.limits);
+    }
+
+    /// A script at `dir/name` that appends its arguments to `dir/calls` and runs `body`.
+    fn script(dir: &std::path::Path, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\necho \"{name} $*\" >> {}/calls\n{body}\n", dir.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn calls(dir: &std::path::Path) -> Vec<String> {
+        std::fs::read_to_string(dir.join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    fn job_json(id: u32) -> String {
+        format!(
+            r#"{{"job_id":{id},"job_state":"PENDING","user_id":1000,"group_id":1000,"tres_per_node":"gres:gpu:1g.10gb:1"}}"#
+        )
+    }
+
+    /// 22.05's squeue: the whole queue (jobs 1-3) whatever `--jobs` says.
+    fn squeue_2205(dir: &std::path::Path) -> PathBuf {
+        let all = [1, 2, 3].map(job_json).join(",");
+        script(dir, "squeue", &format!("echo '{{\"jobs\":[{all}]}}'"))
+    }
+
+    #[test]
+    fn on_2205_one_job_is_read_through_the_reader_and_squeue_is_not_run() {
+        let d = tempfile::tempdir().unwrap();
+        let c = SlurmCommands {
+            squeue: squeue_2205(d.path()),
+            one_job_reader: Some(script(
+                d.path(),
+                "reader",
+                &format!("echo '{{\"jobs\":[{}]}}'", job_json(2)),
+            )),
+            ..SlurmCommands::default()
+        };
+        let j = c.job(2).unwrap().unwrap();
+        assert_eq!((j.id, j.uid), (2, Some(1000)));
+        assert_eq!(calls(d.path()), ["reader 2"]);
+    }
+
+    #[test]
+    fn a_reader_not_usable_here_is_asked_once_and_squeue_answers() {
+        let d = tempfile::tempdir().unwrap();
+        let c = SlurmCommands {
+            squeue: squeue_2205(d.path()),
+            one_job_reader: Some(script(
+                d.path(),
+                "reader",
+                "echo 'not usable here: no libslurm.so.38' >&2; exit 3",
+            )),
+            ..SlurmCommands::default()
+        };
+        assert_eq!(c.job(3).unwrap().unwrap().id, 3);
+        assert_eq!(c.job(1).unwrap().unwrap().id, 1);
+        let seen = calls(d.path());
+        assert_eq!(seen.iter().filter(|l| l.starts_with("reader")).count(), 1, "{seen:?}");
+        assert_eq!(seen.iter().filter(|l| l.starts_with("squeue")).count(), 2, "{seen:?}");
+    }
+
+    #[test]
+    fn a_reader_that_fails_otherwise_is_an_error_not_a_fallback() {
+        let d = tempfile::tempdir().unwrap();
+        let c = SlurmCommands {
+            squeue: squeue_2205(d.path()),
+            one_job_reader: Some(script(
+                d.path(),
+                "reader",
+                "echo 'slurm_load_job: Unable to contact slurm controller' >&2; exit 1",
+            )),
+            ..SlurmCommands::default()
+        };
+        assert!(c.job(2).is_err());
+    }
+
+    #[test]
+    fn on_2205_changed_jobs_are_read_one_at_a_time_once_the_whole_queue_answer_was_seen() {
+        let d = tempfile::tempdir().unwrap();
+        let reader = script(
+            d.path(),
+            "reader",
+            &format!(
+                r#"case $1 in 1) echo '{{"jobs":[{}]}}';; 3) echo '{{"jobs":[{}]}}';; *) echo '{{"jobs":[]}}';; esac"#,
+                job_json(1),
+                job_json(3)
+            ),
+        );
+        let c = SlurmCommands {
+            squeue: squeue_2205(d.path()),
+            one_job_reader: Some(reader),
+            ..SlurmCommands::default()
+        };
+        // The first read learns that squeue answers the whole queue.
+        assert_eq!(c.jobs_by_id(&[1]).unwrap().len(), 3);
+        assert_eq!(calls(d.path()), ["squeue --json --states=all --jobs=1"]);
+        // Then: one reader call per job, none of squeue; a job slurmctld lost is left out.
+        let got: Vec<u32> = c.jobs_by_id(&[1, 3, 9]).unwrap().iter().map(|j| j.id).collect();
+        assert_eq!(got, [1, 3]);
+        assert_eq!(calls(d.path())[1..], ["reader 1", "reader 3", "reader 9"]);
+        // More changed jobs than ONE_JOB_READS_MAX: the whole queue once.
+        let many: Vec<u32> = (1..=ONE_JOB_READS_MAX as u32 + 1).collect();
+        c.jobs_by_id(&many).unwrap();
+        assert_eq!(calls(d.path()).last().unwrap(), "squeue --json --states=all");
     }
 }
