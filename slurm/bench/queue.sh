@@ -11,7 +11,8 @@
 #    submitters, `-t 1 -o /dev/null --wrap true`, not held; most stay pending on 4 GPUs).
 # 2. Without dynmig's controller for WINDOW seconds (QUEUE_WINDOW, 60): slurmctld's RPC
 #    counts per message type from sdiag (the change over the window).
-# 3. With the controller (policy demand, interval 1 s as in the tests) for WINDOW seconds
+# 3. With the controller (policy demand, `[controller] interval` QUEUE_INTERVAL, default 5s: the
+#    config's default; the cluster tests use 1s) for WINDOW seconds
 #    after its first pass that left nothing for later: the same counts, and every pass's
 #    time from its log line "pass took X s: N jobs listed, R read, D left for later passes".
 #    The first passes (the whole queue learnt, READS_PER_PASS jobs a pass) are reported on
@@ -28,6 +29,7 @@ ROOT=$(cd "$here/../.." && pwd)
 . "$here/lib.sh"
 JOBS=${1:-50000}
 WINDOW=${QUEUE_WINDOW:-60}
+INTERVAL=${QUEUE_INTERVAL:-5s}
 P=4
 export DYNMIG_CLUSTER_DIR=${DYNMIG_CLUSTER_DIR:-$ROOT/.run/queue}
 OUT=${QUEUE_OUT:-$DYNMIG_CLUSTER_DIR/queue}
@@ -67,7 +69,7 @@ rc=\$?
 echo "\$SLURM_JOB_ID \$(( (\$(date +%s%N) - t0) / 1000000 )) \${SLURM_JOB_GPUS:-none}" >>$OUT/epilog-times.txt
 exit \$rc
 SH
-echo "queue: Slurm $release, $JOBS jobs" >&2
+echo "queue: Slurm $release, $JOBS jobs, controller interval $INTERVAL" >&2
 
 args_of() {
 	case $1 in
@@ -124,7 +126,8 @@ window() {
 without=$(window without)
 echo "queue: without the controller: $without RPCs in $WINDOW s" >&2
 
-# The controller, as local-dynmig.sh starts it.
+# The controller, as local-dynmig.sh starts it, at the campaign's interval.
+sed -i "s/^interval = .*/interval = \"$INTERVAL\"/" "$DYNMIG_CONFIG"
 : >"$D/log/controller.log"
 "$DYNMIG_BIN_DIR/dynmig" --config "$DYNMIG_CONFIG" controller >>"$D/log/controller.log" 2>&1 &
 echo $! >"$D/run/controller.pid"
