@@ -61,7 +61,7 @@ fn main() {
         .allowlist_type("job_desc_msg_t")
         // One job's record (crates/slurm-job-reader, 22.05's one-job read).
         .allowlist_type("job_info_msg_t")
-        .allowlist_var("SHOW_ALL|SHOW_DETAIL|NO_VAL|INFINITE")
+        .allowlist_var("SHOW_ALL|SHOW_DETAIL|SHOW_LOCAL|NO_VAL|INFINITE")
         .allowlist_function("slurm_xstrdup|slurm_xfree|slurm_xsize")
         .allowlist_function("slurm_info|slurm_verbose|slurm_debug|slurm_error")
         .allowlist_var("SLURM_VERSION_NUMBER|SLURM_SUCCESS|SLURM_ERROR")

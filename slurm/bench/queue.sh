@@ -161,8 +161,9 @@ runs = [l.split() for l in open(f"{out}/epilog-times.txt")] if os.path.exists(f"
 ep = [int(r[1]) / 1000 for r in runs if len(r) == 3]
 ep_gpu = [int(r[1]) / 1000 for r in runs if len(r) == 3 and r[2] != "none"]
 # The RPC types dynmig's controller, agents and hooks send (reads of jobs, nodes and
-# partitions; node, job and reservation changes); nobody else sends them in this cluster.
-DYNMIG_TYPES = {"REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_JOB_STATE", "REQUEST_NODE_INFO",
+# partitions, the federation lookup squeue makes first; node, job and reservation changes);
+# nobody else sends them in this cluster.
+DYNMIG_TYPES = {"REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_FED_INFO", "REQUEST_JOB_STATE", "REQUEST_NODE_INFO",
     "REQUEST_NODE_INFO_SINGLE", "REQUEST_PARTITION_INFO", "REQUEST_UPDATE_NODE", "REQUEST_DELETE_NODE",
     "REQUEST_UPDATE_JOB", "REQUEST_JOB_REQUEUE", "REQUEST_CREATE_RESERVATION", "REQUEST_UPDATE_RESERVATION",
     "REQUEST_DELETE_RESERVATION", "REQUEST_RESERVATION_INFO", "REQUEST_BUILD_INFO"}

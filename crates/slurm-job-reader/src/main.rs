@@ -1,5 +1,6 @@
-//! `dynmig-slurm-job ID`: one Slurm job's record as JSON, read with libslurm's
-//! `slurm_load_job` (one RPC for one job), for Slurm 22.05.
+//! `dynmig-slurm-job ID...`: Slurm jobs' records as JSON, read with libslurm's
+//! `slurm_load_job` (one RPC for each job, `SHOW_LOCAL`: no federation lookup first, which
+//! was a second RPC per job), for Slurm 22.05. At most [`MAX_IDS`] ids a call.
 //!
 //! Why: 22.05's `squeue --json` ignores `--jobs` (squeue(1) of 22.05: "--json ... other
 //! formatting and filtering arguments will be ignored"), so reading one job's JSON there costs
@@ -12,7 +13,7 @@
 //! (`dynmig_slurm::json::parse_jobs`) reads both: `job_state` and `state_reason` as Slurm's
 //! names, `exit_code` the raw wait status, `time_limit` in minutes (`null` when unlimited),
 //! `priority`, `user_id` and `group_id` `null` for NO_VAL. A job slurmctld does not hold is
-//! an empty list.
+//! left out (one asked for alone: an empty list).
 //!
 //! Exit status: 0 printed; 1 Slurm answered an error (said on stderr); 2 bad arguments;
 //! 3 not usable here: the program was built against another Slurm release than the
@@ -39,6 +40,9 @@ const LIBRARIES: [&str; 2] = ["libslurm.so.38", "libslurm.so"];
 /// `ESLURM_INVALID_JOB_ID` (slurm_errno.h): slurmctld holds no such job.
 const INVALID_JOB_ID: c_int = slurm_sys::slurm_err_t::ESLURM_INVALID_JOB_ID as c_int;
 
+/// The most job ids one call reads (the controller's reads per pass, `READS_PER_PASS`).
+const MAX_IDS: usize = 1000;
+
 type Init = unsafe extern "C" fn(*const c_char);
 type ApiVersion = unsafe extern "C" fn() -> c_long;
 type LoadJob = unsafe extern "C" fn(*mut *mut job_info_msg_t, u32, u16) -> c_int;
@@ -57,20 +61,23 @@ enum Fail {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let id = match args.as_slice() {
-        [id] => match id.parse::<u32>() {
-            Ok(n) if n > 0 => n,
-            _ => return usage(&format!("'{}' is not a job id (1 to 4294967295)", cut(id))),
-        },
-        _ => return usage("one argument, the job id"),
-    };
-    match read(id) {
+    if args.is_empty() || args.len() > MAX_IDS {
+        return usage(&format!("1 to {MAX_IDS} job ids"));
+    }
+    let mut ids = Vec::with_capacity(args.len());
+    for a in &args {
+        match a.parse::<u32>() {
+            Ok(n) if n > 0 => ids.push(n),
+            _ => return usage(&format!("'{}' is not a job id (1 to 4294967295)", cut(a))),
+        }
+    }
+    match read(&ids) {
         Ok(v) => {
             println!("{v}");
             ExitCode::SUCCESS
         }
         Err(Fail::Slurm(why)) => {
-            eprintln!("dynmig-slurm-job: job {id}: {why}");
+            eprintln!("dynmig-slurm-job: {why}");
             ExitCode::from(1)
         }
         Err(Fail::NotUsable(why)) => {
@@ -81,7 +88,7 @@ fn main() -> ExitCode {
 }
 
 fn usage(why: &str) -> ExitCode {
-    eprintln!("usage: dynmig-slurm-job JOB_ID ({why})");
+    eprintln!("usage: dynmig-slurm-job JOB_ID... ({why})");
     ExitCode::from(2)
 }
 
@@ -95,7 +102,7 @@ fn built_for() -> (u32, u32) {
     (major, minor)
 }
 
-fn read(id: u32) -> Result<Value, Fail> {
+fn read(ids: &[u32]) -> Result<Value, Fail> {
     if built_for() != (22, 5) {
         return Err(Fail::NotUsable(format!(
             "built for Slurm {}.{:02}, where `squeue --json --jobs` reads one job",
@@ -140,28 +147,30 @@ fn read(id: u32) -> Result<Value, Fail> {
         let state_string: StateString = std::mem::transmute(sym(b"slurm_job_state_string\0")?);
         let reason_string: ReasonString = std::mem::transmute(sym(b"slurm_job_reason_string\0")?);
         init(std::ptr::null());
-        let mut msg: *mut job_info_msg_t = std::ptr::null_mut();
-        let flags = (slurm_sys::SHOW_ALL | slurm_sys::SHOW_DETAIL) as u16;
-        if load_job(&mut msg, id, flags) != slurm_sys::SLURM_SUCCESS {
-            let e = errno();
-            if e == INVALID_JOB_ID {
-                return Ok(json!({ "jobs": [] }));
+        let flags = (slurm_sys::SHOW_ALL | slurm_sys::SHOW_DETAIL | slurm_sys::SHOW_LOCAL) as u16;
+        let mut jobs: Vec<Value> = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let mut msg: *mut job_info_msg_t = std::ptr::null_mut();
+            if load_job(&mut msg, id, flags) != slurm_sys::SLURM_SUCCESS {
+                let e = errno();
+                if e == INVALID_JOB_ID {
+                    continue;
+                }
+                return Err(Fail::Slurm(format!("job {id}: slurm_load_job: {}", text(strerror(e)))));
             }
-            return Err(Fail::Slurm(format!("slurm_load_job: {}", text(strerror(e)))));
+            if msg.is_null() {
+                continue;
+            }
+            let m = &*msg;
+            if !m.job_array.is_null() {
+                jobs.extend(
+                    std::slice::from_raw_parts(m.job_array, m.record_count as usize)
+                        .iter()
+                        .map(|j| job_json(j, state_string(j.job_state), reason_string(j.state_reason as c_int))),
+                );
+            }
+            free(msg);
         }
-        if msg.is_null() {
-            return Ok(json!({ "jobs": [] }));
-        }
-        let m = &*msg;
-        let jobs: Vec<Value> = if m.job_array.is_null() {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(m.job_array, m.record_count as usize)
-                .iter()
-                .map(|j| job_json(j, state_string(j.job_state), reason_string(j.state_reason as c_int)))
-                .collect()
-        };
-        free(msg);
         Ok(json!({ "jobs": jobs }))
     }
 }

@@ -10,7 +10,7 @@
 //!   to Slurm must come from it, every string taken from Slurm must go back to it,
 //! - Slurm's log (`slurm_info`, `slurm_verbose`, `slurm_debug`, `slurm_error`),
 //! - [`job_info_msg_t`] and [`slurm_job_info_t`] (what `slurm_load_job` answers), with
-//!   `SHOW_ALL`, `SHOW_DETAIL`, `NO_VAL` and `INFINITE`, for crates/slurm-job-reader.
+//!   `SHOW_ALL`, `SHOW_DETAIL`, `SHOW_LOCAL`, `NO_VAL` and `INFINITE`, for crates/slurm-job-reader.
 //!
 //! Nothing is linked by default: inside slurmctld the symbols resolve from libslurmfull.so
 //! when the plugin is loaded. The `link` feature links libslurm.so for tests and benches.
