@@ -450,11 +450,12 @@ fn run(cli: Cli) -> Result<()> {
                         metrics.pass_ok(&r, took);
                         // One line a pass: slurm/bench/queue.sh reads the pass times from it.
                         log::info!(
-                            "pass took {:.3} s: {} jobs listed, {} read, {} left for later passes{}",
+                            "pass took {:.3} s: {} jobs listed, {} read, {} left for later passes, {} updated from the listing{}",
                             took.as_secs_f64(),
                             r.queue.listed,
                             r.queue.read,
                             r.queue.deferred,
+                            r.queue.updated,
                             if r.queue.whole { " (whole queue)" } else { "" }
                         );
                         for d in &r.drained {

@@ -6,7 +6,9 @@
 //! most `READS_PER_PASS` jobs a pass), criterion's estimate, then the median, p99 and slowest
 //! of 200 timed passes, printed, with the jobs read per pass (what `squeue --json` would
 //! write: about 8.4 KB a job on 26.05). Between timed passes 1% of the pending jobs change
-//! (their reason flips between `Priority` and `Resources`).
+//! (their time limit, so that each is read as JSON; until 2026-11-28 their reason flipped
+//! between `Priority` and `Resources`, which was then a read too and is now taken from the
+//! listing).
 //!
 //! `cargo bench -p dynmig-controller --bench pass`
 
@@ -164,12 +166,9 @@ fn main() {
             let mut s = slurm.state.lock().expect("fake");
             for k in 0..CHURN {
                 let j = &mut s.jobs[((flip * CHURN + k) % JOBS) as usize];
-                j.reason = if j.reason == "Priority" {
-                    "Resources"
-                } else {
-                    "Priority"
-                }
-                .into();
+                // A new time limit (an update) is read as JSON; a reason alone would be taken
+                // from the listing without a read (dynmig_controller::queue).
+                j.time_limit_s = Some(if j.time_limit_s == Some(3600) { 7200 } else { 3600 });
             }
             flip += 1;
         };

@@ -29,6 +29,8 @@ pub struct Refresh {
     pub listed: usize,
     /// Jobs whose JSON was read.
     pub read: usize,
+    /// Known jobs brought up to date from the listing alone ([`in_place`]).
+    pub updated: usize,
     /// Changed jobs left for a later pass (over [`QueueCache::reads_per_pass`]).
     pub deferred: usize,
     /// Whether the whole queue was read (no listing).
@@ -70,10 +72,22 @@ impl QueueCache {
             return Ok(Refresh {
                 listed: n,
                 read: n,
+                updated: 0,
                 deferred: 0,
                 whole: true,
             });
         };
+        // A known job whose state or reason alone moved the way a scheduling cycle moves them
+        // is brought up to date from its listed (closed-vocabulary) fields, without a read.
+        let mut updated = 0;
+        for (id, k) in &keys {
+            if let Some((old, job)) = self.jobs.get_mut(id) {
+                if !old.same(k) && in_place(old, k, job) {
+                    *old = k.clone();
+                    updated += 1;
+                }
+            }
+        }
         let mut changed: Vec<(u32, &JobKey)> = keys
             .iter()
             .filter(|(id, k)| self.jobs.get(id).is_none_or(|(old, _)| !old.same(k)))
@@ -110,6 +124,7 @@ impl QueueCache {
         Ok(Refresh {
             listed: keys.len(),
             read: n_read,
+            updated,
             deferred,
             whole: false,
         })
@@ -129,6 +144,48 @@ impl QueueCache {
             j.admin_comment = comment.to_string();
         }
     }
+}
+
+/// Whether a known job whose key went from `old` to `new` is brought up to date in place
+/// (and then is): the same request, time limit and hold, and either a pending job whose reason
+/// changed (Slurm's scheduler moves pending jobs between `Priority`, `Resources` and the like
+/// every cycle), or a running job that is completing or ended (its JSON would add its exit
+/// code; `end_time` stays the expected end, which the pass reads as "ended by now"). Each of
+/// these fields passed the listing's closed-vocabulary check; the user-shaped request is never
+/// taken from the listing. Anything else (a start: its nodes; a requeue; a new request or
+/// limit) is read as JSON.
+fn in_place(old: &JobKey, new: &JobKey, job: &mut JobInfo) -> bool {
+    let (
+        JobKey::Listed {
+            state: s0,
+            held: h0,
+            time_limit: t0,
+            tres_per_node: b0,
+            ..
+        },
+        JobKey::Listed {
+            state: s1,
+            reason: r1,
+            held: h1,
+            time_limit: t1,
+            tres_per_node: b1,
+            ..
+        },
+    ) = (old, new)
+    else {
+        return false;
+    };
+    if h0 != h1 || t0 != t1 || b0 != b1 {
+        return false;
+    }
+    let pending_reason = s0 == "PENDING" && s1 == "PENDING";
+    let ending = matches!(s0.as_str(), "RUNNING" | "COMPLETING") && !matches!(s1.as_str(), "PENDING" | "RUNNING");
+    if !(pending_reason || ending) {
+        return false;
+    }
+    job.state = dynmig_slurm::JobState::from_slurm(s1);
+    job.reason = r1.clone();
+    true
 }
 
 #[cfg(test)]
@@ -160,6 +217,38 @@ mod tests {
         assert_eq!(jobs[7].tres_per_node, "gres:gpu:2g.20gb:1");
         assert!(jobs[9].held);
         assert_eq!(slurm.state.lock().unwrap().jobs_read, 1003);
+    }
+
+    #[test]
+    fn a_reason_change_and_a_job_end_are_taken_from_the_listing_and_a_start_is_read() {
+        use dynmig_slurm::JobState;
+        let slurm = fake(3);
+        let mut q = QueueCache::new(5000);
+        q.refresh(&slurm).unwrap();
+        {
+            let mut s = slurm.state.lock().unwrap();
+            s.jobs[0].reason = "Priority".into(); // pending, its reason moved
+            s.jobs[1].state = JobState::Running; // started: where it runs is in its JSON
+            s.jobs[1].nodes = "n2".into();
+            s.jobs[3].state = JobState::Other("COMPLETED".into()); // the running job ended
+            s.jobs[3].exit_status = 1;
+        }
+        let r = q.refresh(&slurm).unwrap();
+        assert_eq!((r.read, r.updated), (1, 2), "{r:?}");
+        let jobs = q.jobs();
+        assert_eq!(jobs[0].reason, "Priority");
+        assert_eq!(
+            (jobs[1].state.clone(), jobs[1].nodes.as_str()),
+            (JobState::Running, "n2")
+        );
+        assert_eq!(jobs[3].state, JobState::Other("COMPLETED".into()));
+        assert_eq!(
+            jobs[3].exit_status, 0,
+            "not read: what the listing does not say stays as it was"
+        );
+        // Nothing changed since: nothing read or updated.
+        let again = q.refresh(&slurm).unwrap();
+        assert_eq!((again.read, again.updated), (0, 0));
     }
 
     #[test]
