@@ -31,9 +31,11 @@ pub const ONE_JOB_READER: &str = "dynmig-slurm-job";
 /// `READS_PER_PASS` (400) a pass.
 pub const ONE_JOB_READS_MAX: usize = 1000;
 
-/// Exit status of [`ONE_JOB_READER`] when it cannot be used with the Slurm it finds (another
-/// release's library, or none): the caller reads with `squeue` instead.
-const READER_NOT_USABLE: i32 = 3;
+/// Exit status of [`ONE_JOB_READER`] when Slurm answered an error (slurmctld down, ...): an
+/// error of the read, as `squeue` failing would be. Any other failure (3: built for another
+/// release or no libslurm; 2: it does not take these arguments, an older build; a crash)
+/// means it is not usable here: remembered, and the caller reads with `squeue` instead.
+const READER_SLURM_ERROR: i32 = 1;
 
 /// Paths of the Slurm client commands and the limits every call runs under.
 #[derive(Debug, Clone)]
@@ -121,7 +123,11 @@ impl SlurmCommands {
                         .collect(),
                 ))
             }
-            Err(RunError::Failed { status, stderr, .. }) if status.code() == Some(READER_NOT_USABLE) => {
+            Err(RunError::Failed { status, stderr, .. }) if status.code() != Some(READER_SLURM_ERROR) => {
+                eprintln!(
+                    "dynmig: {} is not usable here ({status}: {stderr}); reading jobs with squeue",
+                    reader.display()
+                );
                 let _ = self.reader_not_usable.set(stderr);
                 Ok(None)
             }
@@ -483,6 +489,25 @@ mod tests {
         let seen = calls(d.path());
         assert_eq!(seen.iter().filter(|l| l.starts_with("reader")).count(), 1, "{seen:?}");
         assert_eq!(seen.iter().filter(|l| l.starts_with("squeue")).count(), 2, "{seen:?}");
+    }
+
+    #[test]
+    fn an_older_reader_that_refuses_the_arguments_is_not_usable_and_squeue_answers() {
+        // Seen in a cluster test with a stale build: exit 2 (usage) every pass.
+        let d = tempfile::tempdir().unwrap();
+        let c = SlurmCommands {
+            squeue: squeue_2205(d.path()),
+            one_job_reader: Some(script(
+                d.path(),
+                "reader",
+                "echo 'usage: dynmig-slurm-job JOB_ID' >&2; exit 2",
+            )),
+            ..SlurmCommands::default()
+        };
+        assert_eq!(c.job(3).unwrap().unwrap().id, 3);
+        assert_eq!(c.job(3).unwrap().unwrap().id, 3);
+        let seen = calls(d.path());
+        assert_eq!(seen.iter().filter(|l| l.starts_with("reader")).count(), 1, "{seen:?}");
     }
 
     #[test]
