@@ -230,6 +230,13 @@ cmd_inner() {
     # The same users, groups and host names inside (copied, not bound: useradd renames
     # /etc/passwd, and slurm/cluster.sh user adds to both).
     cp /etc/passwd /etc/group /etc/hosts "$sys/etc/"
+    # No DNS inside (for this run only: apt in the chroot needs it): the cluster names its
+    # hosts by address, and from 24.11 slurmctld reverse-resolves the addresses of every
+    # connection it accepts on its connection manager's thread. One query the nameserver never
+    # answered stalled every RPC for the resolver's 5 s timeout (sbatch in bursts of ~10 jobs
+    # every 5 s); without DNS a lookup fails at once and Slurm logs the address instead.
+    sed 's/^hosts:.*/hosts: files/' "$sys/etc/nsswitch.conf" >"$sys/etc/nsswitch.conf.dynmig"
+    mount --bind "$sys/etc/nsswitch.conf.dynmig" "$sys/etc/nsswitch.conf"
     for p in $(bind_paths); do
         if [ -d "$p" ]; then mkdir -p "$sys$p"; else mkdir -p "$(dirname "$sys$p")" && touch "$sys$p"; fi
         mount --bind "$p" "$sys$p"
