@@ -35,15 +35,7 @@ fn row(fault: &str, outcome: &str, lost: usize, t0: Instant) {
 }
 
 fn drain_for(c: &Cluster, node: &str, target: &str) {
-    c.ok(
-        "scontrol",
-        &[
-            "update",
-            &format!("nodename={node}"),
-            "state=drain",
-            &format!("reason=dynmig/v1 repartition to={target}"),
-        ],
-    );
+    c.drain_for(node, target);
 }
 
 fn out_dir(c: &Cluster, name: &str) -> std::path::PathBuf {

@@ -232,6 +232,25 @@ impl Cluster {
             .unwrap_or(Value::Null)
     }
 
+    /// Drains `node` for `target` as the controller does: the intent as the drain reason,
+    /// then a wake-up to the node's agent at its `NodeAddr` on `[agent] wake_port` (the
+    /// default; dynmig_host::wake), which otherwise would see the drain only at its 30 s look.
+    pub fn drain_for(&self, node: &str, target: &str) {
+        self.ok(
+            "scontrol",
+            &[
+                "update",
+                &format!("nodename={node}"),
+                "state=drain",
+                &format!("reason=dynmig/v1 repartition to={target}"),
+            ],
+        );
+        // As the controller's, the wake-up is best effort: a test may have stopped the agent
+        // (and runs `dynmig agent --once` itself).
+        let address = self.node(node)["address"].as_str().unwrap_or_default().to_string();
+        let _ = dynmig_host::wake::send(&address, dynmig_core::config::DEFAULT_WAKE_PORT);
+    }
+
     pub fn wait_for(&self, what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
         let until = Instant::now() + timeout;
         while !f() {

@@ -512,17 +512,9 @@ fn a_node_with_running_jobs_is_never_reconfigured() {
         c.job_state(id) == "RUNNING"
     });
     let before = c.gpu_layouts("n1");
-    // Hand n1 a target as the controller does.
-    c.ok(
-        "scontrol",
-        &[
-            "update",
-            "nodename=n1",
-            "state=drain",
-            "reason=dynmig/v1 repartition to=2x3g.40gb,2x3g.40gb",
-        ],
-    );
-    // The agent looks every 2 s; give it several looks.
+    // Hand n1 a target as the controller does (the drain, then a wake-up).
+    c.drain_for("n1", "2x3g.40gb,2x3g.40gb");
+    // Woken, the agent looks at once, then every 2 s while jobs run; give it several looks.
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(c.gpu_layouts("n1"), before, "instances changed under a running job");
     assert_eq!(c.job_state(id), "RUNNING");
@@ -563,15 +555,7 @@ fn an_agent_killed_mid_apply_resumes_and_leaves_gpus_gres_conf_and_slurm_consist
         .unwrap()
         .crash_after_mutations(2)
         .unwrap();
-    c.ok(
-        "scontrol",
-        &[
-            "update",
-            "nodename=n1",
-            "state=drain",
-            "reason=dynmig/v1 repartition to=1x7g.80gb,7x1g.10gb",
-        ],
-    );
+    c.drain_for("n1", "1x7g.80gb,7x1g.10gb");
     let journal = c.dir.join("dynmig/nodes/n1/agent-journal.json");
     let pid: String = std::fs::read_to_string(c.dir.join("run/agent-n1.pid"))
         .unwrap()
