@@ -97,11 +97,12 @@ pub struct CheckRate {
 }
 
 impl Default for CheckRate {
-    /// 60 a minute, a burst of 30.
+    /// 300 a minute, a burst of 60: `[history] checks_per_minute` and `check_burst` when
+    /// the config leaves them out (docs/history.md says why).
     fn default() -> Self {
         Self {
-            per_minute: 60,
-            burst: 30,
+            per_minute: 300,
+            burst: 60,
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct SlurmCommands {
     pub one_job_reader: Option<PathBuf>,
     /// Why [`Self::one_job_reader`] cannot be used here, once it said so.
     reader_not_usable: Arc<OnceLock<String>>,
+    /// Whether `squeue --version` says 22.05, asked once.
+    commands_2205: Arc<OnceLock<bool>>,
 }
 
 impl Default for SlurmCommands {
@@ -73,6 +75,7 @@ impl Default for SlurmCommands {
             json_ignores_filters: Arc::default(),
             one_job_reader: None,
             reader_not_usable: Arc::default(),
+            commands_2205: Arc::default(),
         }
     }
 }
@@ -97,6 +100,24 @@ impl SlurmCommands {
         }
     }
 
+    /// Whether the Slurm commands are 22.05's (`squeue --version`: `slurm 22.05.8`, Debian's
+    /// `slurm-wlm 22.05.8`), asked once with a 5 s limit (squeue retries a missing slurm.conf
+    /// for 60 s); unknown is no. The reader is built for 22.05 and used with 22.05 only: a
+    /// 22.05 libslurm beside a later slurmctld gets "Incompatible versions" as an unspecified
+    /// error (seen when the host's dynmig ran against the trixie chroot's 24.11).
+    fn commands_are_2205(&self) -> bool {
+        *self.commands_2205.get_or_init(|| {
+            let limits = Limits {
+                timeout: Duration::from_secs(5),
+                max_output: 4096,
+            };
+            run(self.squeue.as_os_str(), &["--version"], limits)
+                .ok()
+                .and_then(|out| out.split_whitespace().last().map(|v| v.starts_with("22.05.")))
+                .unwrap_or(false)
+        })
+    }
+
     /// Jobs' JSON through [`Self::one_job_reader`] (at most [`ONE_JOB_READS_MAX`] ids):
     /// `Ok(None)` when there is none or it is not usable with this Slurm (remembered; the
     /// caller reads with `squeue`), else the jobs slurmctld holds of those asked for.
@@ -104,7 +125,7 @@ impl SlurmCommands {
         let Some(reader) = &self.one_job_reader else {
             return Ok(None);
         };
-        if self.reader_not_usable.get().is_some() {
+        if self.reader_not_usable.get().is_some() || !self.commands_are_2205() {
             return Ok(None);
         }
         let limits = Limits {
@@ -236,7 +257,7 @@ impl SlurmApi for SlurmCommands {
             };
             let jobs = parse_jobs(&text)?;
             let asked: HashSet<u32> = chunk.iter().copied().collect();
-            if jobs.iter().any(|j| !asked.contains(&j.id)) {
+            if crate::json::holds_jobs_not_asked(&text, &asked) {
                 // 22.05: the answer is the whole queue; it holds every job asked for.
                 let _ = self.json_ignores_filters.set(true);
                 return Ok(jobs);
@@ -449,10 +470,38 @@ mod tests {
         )
     }
 
-    /// 22.05's squeue: the whole queue (jobs 1-3) whatever `--jobs` says.
+    /// 22.05's squeue: the whole queue (jobs 1-3) whatever `--jobs` says; `--version` is
+    /// answered without being recorded.
     fn squeue_2205(dir: &std::path::Path) -> PathBuf {
+        squeue_of(dir, "22.05.8")
+    }
+
+    fn squeue_of(dir: &std::path::Path, version: &str) -> PathBuf {
         let all = [1, 2, 3].map(job_json).join(",");
-        script(dir, "squeue", &format!("echo '{{\"jobs\":[{all}]}}'"))
+        let p = script(dir, "squeue", &format!("echo '{{\"jobs\":[{all}]}}'"));
+        let body = std::fs::read_to_string(&p).unwrap().replacen(
+            "#!/bin/sh\n",
+            &format!("#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'slurm-wlm {version}'; exit 0; }}\n"),
+            1,
+        );
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    #[test]
+    fn with_the_commands_of_a_later_release_the_reader_is_not_run() {
+        let d = tempfile::tempdir().unwrap();
+        let c = SlurmCommands {
+            squeue: squeue_of(d.path(), "24.11.5"),
+            one_job_reader: Some(script(d.path(), "reader", "exit 1")),
+            ..SlurmCommands::default()
+        };
+        assert_eq!(c.job(2).unwrap().unwrap().id, 2);
+        assert!(
+            calls(d.path()).iter().all(|l| !l.starts_with("reader")),
+            "{:?}",
+            calls(d.path())
+        );
     }
 
     #[test]

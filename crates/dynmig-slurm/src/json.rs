@@ -148,6 +148,22 @@ pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>, SlurmError> {
         .collect())
 }
 
+/// Whether `squeue --json` output holds a job that was not asked for: neither its id nor its
+/// array's id (`array_job_id`: asking for an array's id answers its tasks too) is in `asked`.
+/// 22.05's `squeue --json` ignores `--jobs` and answers the whole queue, which this tells.
+/// Output that is not JSON holds none.
+pub fn holds_jobs_not_asked(json: &str, asked: &std::collections::HashSet<u32>) -> bool {
+    let Ok((v, _)) = array(json, "jobs", "squeue --json") else {
+        return false;
+    };
+    v["jobs"].as_array().is_some_and(|jobs| {
+        jobs.iter().any(|j| {
+            let id = |k: &str| u32::try_from(num(j.get(k))).unwrap_or(0);
+            !asked.contains(&id("job_id")) && !asked.contains(&id("array_job_id"))
+        })
+    })
+}
+
 /// Reads the node list of `sinfo --json` (or `scontrol show node --json`) output.
 ///
 /// # Errors
@@ -233,6 +249,16 @@ pub fn parse_node_gres(gres: &str) -> Vec<(String, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tasks_of_an_array_asked_for_are_asked_for_and_other_jobs_are_not() {
+        let asked: std::collections::HashSet<u32> = [10, 20].into_iter().collect();
+        let tasks = r#"{"jobs":[{"job_id":10,"array_job_id":{"set":true,"number":10}},{"job_id":11,"array_job_id":{"set":true,"number":10}},{"job_id":20,"array_job_id":0}]}"#;
+        assert!(!holds_jobs_not_asked(tasks, &asked));
+        let whole = r#"{"jobs":[{"job_id":10,"array_job_id":0},{"job_id":30,"array_job_id":0}]}"#;
+        assert!(holds_jobs_not_asked(whole, &asked));
+        assert!(!holds_jobs_not_asked("not json", &asked));
+    }
 
     #[test]
     fn node_gres_strings() {

@@ -37,6 +37,10 @@ const API_CURRENT_2205: u32 = 38;
 /// -dev package adds.
 const LIBRARIES: [&str; 2] = ["libslurm.so.38", "libslurm.so"];
 
+/// `SLURM_PROTOCOL_VERSION_ERROR` (slurm_errno.h): slurmctld is of another release than this
+/// libslurm ("Incompatible versions of client and server code"): not usable here.
+const PROTOCOL_VERSION_ERROR: c_int = slurm_sys::slurm_err_t::SLURM_PROTOCOL_VERSION_ERROR as c_int;
+
 /// `ESLURM_INVALID_JOB_ID` (slurm_errno.h): slurmctld holds no such job.
 const INVALID_JOB_ID: c_int = slurm_sys::slurm_err_t::ESLURM_INVALID_JOB_ID as c_int;
 
@@ -155,6 +159,12 @@ fn read(ids: &[u32]) -> Result<Value, Fail> {
                 let e = errno();
                 if e == INVALID_JOB_ID {
                     continue;
+                }
+                if e == PROTOCOL_VERSION_ERROR {
+                    return Err(Fail::NotUsable(format!(
+                        "slurmctld is not of 22.05, the release of libslurm here: {}",
+                        text(strerror(e))
+                    )));
                 }
                 return Err(Fail::Slurm(format!("job {id}: slurm_load_job: {}", text(strerror(e)))));
             }
