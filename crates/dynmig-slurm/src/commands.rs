@@ -185,7 +185,7 @@ impl SlurmApi for SlurmCommands {
     fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
         parse_jobs(&run(
             self.squeue.as_os_str(),
-            &["--json", "--states=all"],
+            &["--json", "--local", "--states=all"],
             self.queue_limits(),
         )?)
     }
@@ -199,7 +199,7 @@ impl SlurmApi for SlurmCommands {
         // them. Either way the job is picked out here.
         let out = run(
             self.squeue.as_os_str(),
-            &["--json", "--states=all", &format!("--jobs={id}")],
+            &["--json", "--local", "--states=all", &format!("--jobs={id}")],
             self.limits,
         );
         match out {
@@ -214,7 +214,7 @@ impl SlurmApi for SlurmCommands {
         // Text, but only to say which jobs changed (crate::listing); no field is used as data.
         let out = run(
             self.squeue.as_os_str(),
-            &["--noheader", "--states=all", &format!("--format={LISTING_FORMAT}")],
+            &["--noheader", "--local", "--states=all", &format!("--format={LISTING_FORMAT}")],
             self.queue_limits(),
         )?;
         let keys = parse_listing(&out);
@@ -246,7 +246,7 @@ impl SlurmApi for SlurmCommands {
             let list = chunk.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
             let out = run(
                 self.squeue.as_os_str(),
-                &["--json", "--states=all", &format!("--jobs={list}")],
+                &["--json", "--local", "--states=all", &format!("--jobs={list}")],
                 self.queue_limits(),
             );
             let text = match out {
@@ -594,7 +594,7 @@ mod tests {
         };
         // The first read learns that squeue answers the whole queue.
         assert_eq!(c.jobs_by_id(&[1]).unwrap().len(), 3);
-        assert_eq!(calls(d.path()), ["squeue --json --states=all --jobs=1"]);
+        assert_eq!(calls(d.path()), ["squeue --json --local --states=all --jobs=1"]);
         // Then: one reader call for the changed jobs, none of squeue; a lost job is left out.
         let mut got: Vec<u32> = c.jobs_by_id(&[1, 3, 9]).unwrap().iter().map(|j| j.id).collect();
         got.sort_unstable();
@@ -604,6 +604,6 @@ mod tests {
         // More changed jobs than ONE_JOB_READS_MAX: the whole queue once.
         let many: Vec<u32> = (1..=ONE_JOB_READS_MAX as u32 + 1).collect();
         c.jobs_by_id(&many).unwrap();
-        assert_eq!(calls(d.path()).last().unwrap(), "squeue --json --states=all");
+        assert_eq!(calls(d.path()).last().unwrap(), "squeue --json --local --states=all");
     }
 }
