@@ -726,9 +726,9 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
         c.job_state(id) == "COMPLETED"
     });
     let spool = c.dir.join("dynmig/spool");
-    c.wait_for("the record in the spool", Duration::from_secs(20), || {
-        std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0) == 1
-    });
+    // Records only: the spool also holds the flushers' lock file (`.flush.lock`).
+    let records = || dynmig_history::spool::list(&spool).len();
+    c.wait_for("the record in the spool", Duration::from_secs(20), || records() == 1);
     // Server back: a flush delivers it into SQLite, and the snapshot counts it.
     let mut server = Command::new(&dynmig)
         .args([
@@ -743,7 +743,7 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
     std::fs::write(c.dir.join("run/history.pid"), server.id().to_string()).unwrap();
     c.wait_for("the spool to be delivered", Duration::from_secs(20), || {
         let out = c.ok(dynmig.to_str().unwrap(), &["history", "flush", "--node", "n1"]);
-        out.contains("pending 0") && std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(1) == 0
+        out.contains("pending 0") && records() == 0
     });
     let runs = history_json(&c);
     let r = runs.iter().find(|r| r["job_id"] == id).expect("the job's record");
@@ -858,7 +858,7 @@ fn with_slurmdbd_the_epilog_writes_the_record_into_accounting_and_the_snapshot_c
     assert!(admin.starts_with("dynmig/v1 "), "{job}");
     // Delivered: nothing stays in the nodes' spools.
     let spool = c.dir.join("dynmig/spool");
-    assert_eq!(std::fs::read_dir(&spool).map(|d| d.count()).unwrap_or(0), 0);
+    assert_eq!(dynmig_history::spool::list(&spool).len(), 0);
     // dynmig history serve (store = "slurmdbd") rebuilds the snapshot from sacct --json.
     // (Rebuilt every second: wait for one made after both records were in accounting.)
     let entry = || {
