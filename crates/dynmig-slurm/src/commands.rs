@@ -211,10 +211,16 @@ impl SlurmApi for SlurmCommands {
     }
 
     fn job_listing(&self) -> Result<Option<HashMap<u32, JobKey>>, SlurmError> {
-        // Text, but only to say which jobs changed (crate::listing); no field is used as data.
+        // Text, to say which jobs changed (crate::listing): only its closed-vocabulary fields
+        // are ever used as data (a state or reason, dynmig_controller::queue::in_place).
         let out = run(
             self.squeue.as_os_str(),
-            &["--noheader", "--local", "--states=all", &format!("--format={LISTING_FORMAT}")],
+            &[
+                "--noheader",
+                "--local",
+                "--states=all",
+                &format!("--format={LISTING_FORMAT}"),
+            ],
             self.queue_limits(),
         )?;
         let keys = parse_listing(&out);
