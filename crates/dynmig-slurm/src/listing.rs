@@ -1,5 +1,6 @@
 //! The queue's change listing: one short line per job, read every controller pass to learn
-//! *which* jobs changed, never *what* they are.
+//! *which* jobs changed; of *what* they are only closed-vocabulary fields are ever taken (a
+//! state or a reason: dynmig_controller::queue::in_place), never the request.
 //!
 //! `squeue --json` costs about 8.4 KB and 3 ms per job on 26.05 (84 MB and 21-31 s for 9,000
 //! jobs, docs/results/load-2026-11-26.md); the same jobs as text are 0.75 MB in 0.19 s. The
