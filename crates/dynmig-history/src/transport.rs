@@ -826,19 +826,8 @@ pub fn flush(dir: &Path, server: &str, sealer: &dyn Sealer, deadline: Instant) -
 /// The spool's flush lock, waited for until `deadline`; `None` when another flusher still
 /// holds it then, or the lock file cannot be opened (no spool folder: nothing to flush).
 fn lock_spool(dir: &Path, deadline: Instant) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(dir.join(FLUSH_LOCK))
-        .ok()?;
-    use std::os::unix::io::AsRawFd;
     loop {
-        // SAFETY: the descriptor is open for the call; the lock goes with the file's close.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        if let Some(f) = dynmig_host::fs::try_lock_file(&dir.join(FLUSH_LOCK)).ok()? {
             return Some(f);
         }
         if Instant::now() >= deadline {

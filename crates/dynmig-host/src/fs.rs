@@ -206,3 +206,23 @@ mod line_log_tests {
         assert_eq!(fs::read_to_string(&target).unwrap(), "keep");
     }
 }
+
+/// Opens (creating, mode 0600, never through a link) the lock file at `path` and takes an
+/// exclusive `flock` on it without waiting: `Ok(Some(file))` holds the lock until the file is
+/// closed, `Ok(None)` when another process holds it.
+///
+/// # Errors
+/// The file cannot be opened.
+pub fn try_lock_file(path: &Path) -> io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    // SAFETY: the descriptor is open for the call; the lock goes with the file's close.
+    Ok((unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0).then_some(f))
+}

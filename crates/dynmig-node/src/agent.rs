@@ -658,21 +658,10 @@ impl InstanceLock {
     /// # Errors
     /// Another process holds it, or the file cannot be opened.
     pub fn take(path: &std::path::Path) -> Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
-        use std::os::unix::io::AsRawFd;
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        // SAFETY: the descriptor is open for the call.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            bail!("another agent of this node runs (it holds {})", path.display());
+        match dynmig_host::fs::try_lock_file(path).with_context(|| format!("cannot open {}", path.display()))? {
+            Some(f) => Ok(Self { _file: f }),
+            None => bail!("another agent of this node runs (it holds {})", path.display()),
         }
-        Ok(Self { _file: f })
     }
 }
 

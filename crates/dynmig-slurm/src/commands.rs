@@ -494,6 +494,15 @@ mod tests {
         p
     }
 
+    /// 22.05's squeue and a reader script running `body`, in `dir`.
+    fn on_2205_with_reader(dir: &std::path::Path, body: &str) -> SlurmCommands {
+        SlurmCommands {
+            squeue: squeue_2205(dir),
+            one_job_reader: Some(script(dir, "reader", body)),
+            ..SlurmCommands::default()
+        }
+    }
+
     #[test]
     fn with_the_commands_of_a_later_release_the_reader_is_not_run() {
         let d = tempfile::tempdir().unwrap();
@@ -513,15 +522,7 @@ mod tests {
     #[test]
     fn on_2205_one_job_is_read_through_the_reader_and_squeue_is_not_run() {
         let d = tempfile::tempdir().unwrap();
-        let c = SlurmCommands {
-            squeue: squeue_2205(d.path()),
-            one_job_reader: Some(script(
-                d.path(),
-                "reader",
-                &format!("echo '{{\"jobs\":[{}]}}'", job_json(2)),
-            )),
-            ..SlurmCommands::default()
-        };
+        let c = on_2205_with_reader(d.path(), &format!("echo '{{\"jobs\":[{}]}}'", job_json(2)));
         let j = c.job(2).unwrap().unwrap();
         assert_eq!((j.id, j.uid), (2, Some(1000)));
         assert_eq!(calls(d.path()), ["reader 2"]);
@@ -530,15 +531,7 @@ mod tests {
     #[test]
     fn a_reader_not_usable_here_is_asked_once_and_squeue_answers() {
         let d = tempfile::tempdir().unwrap();
-        let c = SlurmCommands {
-            squeue: squeue_2205(d.path()),
-            one_job_reader: Some(script(
-                d.path(),
-                "reader",
-                "echo 'not usable here: no libslurm.so.38' >&2; exit 3",
-            )),
-            ..SlurmCommands::default()
-        };
+        let c = on_2205_with_reader(d.path(), "echo 'not usable here: no libslurm.so.38' >&2; exit 3");
         assert_eq!(c.job(3).unwrap().unwrap().id, 3);
         assert_eq!(c.job(1).unwrap().unwrap().id, 1);
         let seen = calls(d.path());
@@ -550,15 +543,7 @@ mod tests {
     fn an_older_reader_that_refuses_the_arguments_is_not_usable_and_squeue_answers() {
         // Seen in a cluster test with a stale build: exit 2 (usage) every pass.
         let d = tempfile::tempdir().unwrap();
-        let c = SlurmCommands {
-            squeue: squeue_2205(d.path()),
-            one_job_reader: Some(script(
-                d.path(),
-                "reader",
-                "echo 'usage: dynmig-slurm-job JOB_ID' >&2; exit 2",
-            )),
-            ..SlurmCommands::default()
-        };
+        let c = on_2205_with_reader(d.path(), "echo 'usage: dynmig-slurm-job JOB_ID' >&2; exit 2");
         assert_eq!(c.job(3).unwrap().unwrap().id, 3);
         assert_eq!(c.job(3).unwrap().unwrap().id, 3);
         let seen = calls(d.path());
@@ -568,15 +553,10 @@ mod tests {
     #[test]
     fn a_reader_that_fails_otherwise_is_an_error_not_a_fallback() {
         let d = tempfile::tempdir().unwrap();
-        let c = SlurmCommands {
-            squeue: squeue_2205(d.path()),
-            one_job_reader: Some(script(
-                d.path(),
-                "reader",
-                "echo 'slurm_load_job: Unable to contact slurm controller' >&2; exit 1",
-            )),
-            ..SlurmCommands::default()
-        };
+        let c = on_2205_with_reader(
+            d.path(),
+            "echo 'slurm_load_job: Unable to contact slurm controller' >&2; exit 1",
+        );
         assert!(c.job(2).is_err());
     }
 
