@@ -542,7 +542,8 @@ fn run(cli: Cli) -> Result<()> {
             };
             log::info!("agent of {node} started");
             // Wake-ups from the controller on every address of the node ([agent] wake_port).
-            let wake_listen = (config.agent.wake_port != 0).then_some(config.agent.wake_port);
+            let wake_listen =
+                (config.agent.wake_port != 0).then_some(dynmig_node::agent::WakeOn::Port(config.agent.wake_port));
             dynmig_node::agent::run_forever(
                 &mut a,
                 metrics_listen,

@@ -677,12 +677,22 @@ pub struct Control<'a> {
     pub on_reload: &'a mut dyn FnMut(&mut Agent),
 }
 
+/// Where [`run_forever`] takes the controller's wake-ups.
+pub enum WakeOn {
+    /// `[agent] wake_port` on every address of the host ([`dynmig_host::wake::Listener::bind_any`]),
+    /// bound after the single-instance lock is taken.
+    Port(u16),
+    /// A listener the caller bound (tests: an ephemeral port on loopback, known before the
+    /// agent starts).
+    Listener(dynmig_host::wake::Listener),
+}
+
 /// Runs the agent until `control.stop` is set: takes the single-instance lock, writes its pid
 /// file, serves its metrics on `metrics_listen` when given, and looks at its node in Slurm at
 /// once when woken by SIGUSR1 (the Epilog sends it when a job ends on the node while the
 /// agent's waiting marker is there: while the node runs jobs).
 ///
-/// With `wake_listen`, a port (`[agent] wake_port`, [`dynmig_host::wake`]) it also looks when the
+/// With `wake_listen` ([`WakeOn`]: `[agent] wake_port`, [`dynmig_host::wake`]) it also looks when the
 /// controller wakes it after draining the node (at most once a [`dynmig_host::wake::MIN_GAP`]),
 /// every `poll` while its node is drained for it and jobs still run, and otherwise every
 /// [`dynmig_host::wake::FALLBACK_LOOK`]; it samples the GPUs' power every `poll` either way.
@@ -697,7 +707,7 @@ pub struct Control<'a> {
 pub fn run_forever(
     agent: &mut Agent,
     metrics_listen: Option<std::net::SocketAddr>,
-    wake_listen: Option<u16>,
+    wake_listen: Option<WakeOn>,
     control: Control<'_>,
 ) -> Result<()> {
     let paths = agent.settings.paths.clone();
@@ -709,15 +719,18 @@ pub fn run_forever(
     };
     // A port that cannot be bound leaves the agent polling as without wake-ups: the node
     // keeps working, and the log says why it costs slurmctld more.
-    let wake = wake_listen.and_then(|port| match dynmig_host::wake::Listener::bind_any(port) {
-        Ok(l) => Some(l),
-        Err(e) => {
-            log::warn!(
-                "{}: [agent] wake_port: cannot listen on port {port} ({e}); polling the node instead",
-                agent.settings.node
-            );
-            None
-        }
+    let wake = wake_listen.and_then(|on| match on {
+        WakeOn::Listener(l) => Some(l),
+        WakeOn::Port(port) => match dynmig_host::wake::Listener::bind_any(port) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                log::warn!(
+                    "{}: [agent] wake_port: cannot listen on port {port} ({e}); polling the node instead",
+                    agent.settings.node
+                );
+                None
+            }
+        },
     });
     let woken = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, woken.clone())?;

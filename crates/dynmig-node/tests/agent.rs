@@ -191,11 +191,11 @@ fn a_slurmd_killed_before_it_registered_is_started_again_and_the_node_comes_back
     assert!(!a.settings.paths.journal().exists());
 }
 
-/// Runs `run_forever` on a thread until `stop` is set; `wake_port` as `[agent] wake_port`.
+/// Runs `run_forever` on a thread until `stop` is set, taking wake-ups on `wake`.
 fn run_agent_thread(
     dir: std::path::PathBuf,
     slurm: Arc<FakeSlurm>,
-    wake_port: Option<u16>,
+    wake: Option<dynmig_node::agent::WakeOn>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
@@ -204,7 +204,7 @@ fn run_agent_thread(
         dynmig_node::agent::run_forever(
             &mut a,
             None,
-            wake_port,
+            wake,
             dynmig_node::agent::Control {
                 stop: &stop,
                 reload: &reload,
@@ -213,14 +213,6 @@ fn run_agent_thread(
         )
         .unwrap();
     })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]
@@ -232,25 +224,19 @@ fn with_wake_ups_an_idle_agent_reads_its_node_rarely_and_a_wake_up_starts_the_ap
     idle.extra = PublishedLayout(layout("1x7g.80gb,1x7g.80gb")).encode();
     let slurm = Arc::new(FakeSlurm::new(vec![idle], vec![]));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let port = free_port();
+    let listener = dynmig_host::wake::Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = listener.local_addr().port();
     let t = run_agent_thread(
         d.path().to_path_buf(),
         Arc::clone(&slurm),
-        Some(port),
+        Some(dynmig_node::agent::WakeOn::Listener(listener)),
         Arc::clone(&stop),
     );
-    // The agent binds its port before its first look; after that look a second bind of the
-    // port fails. (Trying the bind earlier could take the port from the agent.)
     let started = Instant::now();
     while slurm.state.lock().unwrap().node_reads == 0 {
         assert!(started.elapsed() < Duration::from_secs(5), "no look at the node in 5 s");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let taken = |ip: std::net::IpAddr| std::net::TcpListener::bind((ip, port)).is_err();
-    assert!(
-        taken(std::net::Ipv6Addr::UNSPECIFIED.into()) || taken(std::net::Ipv4Addr::UNSPECIFIED.into()),
-        "the agent does not listen on port {port}"
-    );
     // Idle and in service for 3 s after its first look: no other look (without wake-ups: one
     // every 0.5 s, see the next test).
     let first = slurm.state.lock().unwrap().node_reads;
