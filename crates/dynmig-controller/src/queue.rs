@@ -41,6 +41,9 @@ pub struct Refresh {
 #[derive(Debug)]
 pub struct QueueCache {
     jobs: HashMap<u32, (JobKey, JobInfo)>,
+    /// Jobs asked for and not answered (ended, or gone, between the listing and the read),
+    /// with the line they had then: not asked again until their line changes.
+    unanswered: HashMap<u32, JobKey>,
     /// The most jobs whose JSON one pass reads (at least 1).
     pub reads_per_pass: usize,
 }
@@ -56,6 +59,7 @@ impl QueueCache {
     pub fn new(reads_per_pass: usize) -> Self {
         Self {
             jobs: HashMap::new(),
+            unanswered: HashMap::new(),
             reads_per_pass: reads_per_pass.max(1),
         }
     }
@@ -88,9 +92,14 @@ impl QueueCache {
                 }
             }
         }
+        // A job first listed already ended is never read: nothing of it is planned for, and
+        // Slurm's JSON read leaves ended jobs out (SlurmApi::jobs_by_id).
         let mut changed: Vec<(u32, &JobKey)> = keys
             .iter()
-            .filter(|(id, k)| self.jobs.get(id).is_none_or(|(old, _)| !old.same(k)))
+            .filter(|(id, k)| match self.jobs.get(id) {
+                Some((old, _)) => !old.same(k),
+                None => k.active() && self.unanswered.get(id).is_none_or(|u| !u.same(k)),
+            })
             .map(|(id, k)| (*id, k))
             .collect();
         changed.sort_by_key(|(id, k)| (k.pending(), Reverse(k.priority()), *id));
@@ -117,6 +126,12 @@ impl QueueCache {
             }
         }
         let asked: std::collections::HashSet<u32> = ids.iter().copied().collect();
+        self.unanswered.retain(|id, _| keys.contains_key(id));
+        for id in asked.iter().filter(|id| !got.contains(id)) {
+            if let Some(k) = keys.get(id) {
+                self.unanswered.insert(*id, k.clone());
+            }
+        }
         let deferred = changed
             .iter()
             .filter(|(id, _)| !got.contains(id) && !asked.contains(id))
@@ -149,8 +164,9 @@ impl QueueCache {
 /// Whether a known job whose key went from `old` to `new` is brought up to date in place
 /// (and then is): the same request, time limit and hold, and either a pending job whose reason
 /// changed (Slurm's scheduler moves pending jobs between `Priority`, `Resources` and the like
-/// every cycle), or a running job that is completing or ended (its JSON would add its exit
-/// code; `end_time` stays the expected end, which the pass reads as "ended by now"). Each of
+/// every cycle), a running job that is completing or ended (its JSON would add its exit
+/// code; `end_time` stays the expected end, which the pass reads as "ended by now"), or a
+/// pending job that ended without starting (cancelled). Each of
 /// these fields passed the listing's closed-vocabulary check; the user-shaped request is never
 /// taken from the listing. Anything else (a start: its nodes; a requeue; a new request or
 /// limit) is read as JSON.
@@ -180,7 +196,9 @@ fn in_place(old: &JobKey, new: &JobKey, job: &mut JobInfo) -> bool {
     }
     let pending_reason = s0 == "PENDING" && s1 == "PENDING";
     let ending = matches!(s0.as_str(), "RUNNING" | "COMPLETING") && !matches!(s1.as_str(), "PENDING" | "RUNNING");
-    if !(pending_reason || ending) {
+    // Cancelled, or failed to start: it leaves the demand; an ended job is not read again.
+    let ended_pending = s0 == "PENDING" && dynmig_slurm::listing::is_ended_state(s1);
+    if !(pending_reason || ending || ended_pending) {
         return false;
     }
     job.state = dynmig_slurm::JobState::from_slurm(s1);
@@ -249,6 +267,55 @@ mod tests {
         // Nothing changed since: nothing read or updated.
         let again = q.refresh(&slurm).unwrap();
         assert_eq!((again.read, again.updated), (0, 0));
+    }
+
+    #[test]
+    fn an_ended_job_is_never_read_and_a_cancelled_pending_job_is_taken_from_the_listing() {
+        use dynmig_slurm::JobState;
+        let slurm = fake(2);
+        {
+            let mut s = slurm.state.lock().unwrap();
+            let mut done = pending_job(50, "gres:gpu:1g.10gb:1");
+            done.state = JobState::Other("COMPLETED".into()); // ended before the first pass
+            s.jobs.push(done);
+        }
+        let mut q = QueueCache::default();
+        let first = q.refresh(&slurm).unwrap();
+        assert_eq!((first.listed, first.read), (4, 3), "{first:?}");
+        assert!(
+            q.jobs().iter().all(|j| j.id != 50),
+            "an ended job first listed is not read"
+        );
+        slurm.state.lock().unwrap().jobs[0].state = JobState::Other("CANCELLED".into());
+        let r = q.refresh(&slurm).unwrap();
+        assert_eq!((r.read, r.updated), (0, 1), "{r:?}");
+        assert_eq!(q.jobs()[0].state, JobState::Other("CANCELLED".into()));
+        let again = q.refresh(&slurm).unwrap();
+        assert_eq!((again.read, again.updated), (0, 0));
+        assert_eq!(slurm.state.lock().unwrap().jobs_read, 3);
+    }
+
+    #[test]
+    fn a_job_asked_for_and_not_answered_is_asked_again_only_when_its_line_changes() {
+        use dynmig_slurm::JobState;
+        let slurm = fake(1);
+        let mut q = QueueCache::default();
+        q.refresh(&slurm).unwrap();
+        // Listed as running (its line changed), answered by no read: SUSPENDED is in no
+        // closed list here, and the fake answers pending, running and completing jobs only.
+        slurm.state.lock().unwrap().jobs[0].state = JobState::Other("SUSPENDED".into());
+        let asks = || slurm.state.lock().unwrap().by_id_reads;
+        let before = asks();
+        let r = q.refresh(&slurm).unwrap();
+        assert_eq!((r.read, asks()), (0, before + 1));
+        for _ in 0..3 {
+            q.refresh(&slurm).unwrap();
+        }
+        assert_eq!(asks(), before + 1, "not asked again while its line stays");
+        // Its line changes (resumed): read again.
+        slurm.state.lock().unwrap().jobs[0].state = JobState::Running;
+        let r = q.refresh(&slurm).unwrap();
+        assert_eq!((r.read, asks()), (1, before + 2), "{r:?}");
     }
 
     #[test]

@@ -252,7 +252,9 @@ impl SlurmApi for SlurmCommands {
             let list = chunk.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
             let out = run(
                 self.squeue.as_os_str(),
-                &["--json", "--local", "--states=all", &format!("--jobs={list}")],
+                // squeue's default states (pending, running, suspended, completing): an
+                // array's ended tasks stay out of the answer (SlurmApi::jobs_by_id).
+                &["--json", "--local", &format!("--jobs={list}")],
                 self.queue_limits(),
             );
             let text = match out {
@@ -580,7 +582,7 @@ mod tests {
         };
         // The first read learns that squeue answers the whole queue.
         assert_eq!(c.jobs_by_id(&[1]).unwrap().len(), 3);
-        assert_eq!(calls(d.path()), ["squeue --json --local --states=all --jobs=1"]);
+        assert_eq!(calls(d.path()), ["squeue --json --local --jobs=1"]);
         // Then: one reader call for the changed jobs, none of squeue; a lost job is left out.
         let mut got: Vec<u32> = c.jobs_by_id(&[1, 3, 9]).unwrap().iter().map(|j| j.id).collect();
         got.sort_unstable();

@@ -27,6 +27,8 @@ pub struct FakeState {
     pub jobs_read: u64,
     /// How many change listings were read.
     pub listings: u64,
+    /// How many times `jobs_by_id` was called with ids (each a `squeue --json --jobs=...`).
+    pub by_id_reads: u64,
     /// When set, the fake has no change listing (`job_listing` is `None`), as a Slurm access
     /// without one.
     pub no_listing: bool,
@@ -211,10 +213,17 @@ impl SlurmApi for FakeSlurm {
         }
         let want: std::collections::HashSet<u32> = ids.iter().copied().collect();
         let whole = s.whole_queue_reads && !ids.is_empty();
+        if !ids.is_empty() {
+            s.by_id_reads += 1;
+        }
         let found: Vec<JobInfo> = s
             .jobs
             .iter()
-            .filter(|j| whole || want.contains(&j.id))
+            .filter(|j| {
+                whole
+                    || (want.contains(&j.id)
+                        && matches!(j.state, JobState::Pending | JobState::Running | JobState::Completing))
+            })
             .cloned()
             .collect();
         s.jobs_read += found.len() as u64;

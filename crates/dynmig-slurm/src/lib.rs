@@ -427,9 +427,13 @@ pub trait SlurmApi {
         Ok(None)
     }
 
-    /// The jobs of `ids` that Slurm still holds, in any order (a job gone since it was listed
-    /// is left out). An implementation that can only read the whole queue (this default;
-    /// 22.05's `squeue --json`) returns all of it: the caller keeps what it has read.
+    /// The jobs of `ids` that Slurm holds as pending, running, suspended or completing
+    /// (`squeue`'s default states), in any order: a job gone or ended since it was listed is
+    /// left out, and so are the ended tasks of an array whose id is asked for (`squeue
+    /// --jobs=ID` answers every task of array ID: 1,008 records for one id in the 24.11 queue
+    /// campaign, docs/results/queue-2026-11-28.md). An implementation that can only read the
+    /// whole queue (this default; 22.05's `squeue --json`) returns all of it: the caller keeps
+    /// what it has read.
     ///
     /// # Errors
     /// [`SlurmError`].

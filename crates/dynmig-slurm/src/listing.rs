@@ -82,13 +82,42 @@ impl JobKey {
         }
     }
 
-    /// Whether the job is pending (`PENDING`); an unreadable key counts as pending.
+    /// Whether Slurm still holds the job as not ended (not one of [`ENDED_STATES`]); an
+    /// unreadable key counts as not ended.
+    pub fn active(&self) -> bool {
+        match self {
+            JobKey::Listed { state, .. } => !is_ended_state(state),
+            JobKey::Unreadable => true,
+        }
+    }
+
+    /// Whether the job is pending (an unreadable line counts as pending).
     pub fn pending(&self) -> bool {
         match self {
             JobKey::Listed { state, .. } => state == "PENDING",
             JobKey::Unreadable => true,
         }
     }
+}
+
+/// The job states `%T` prints for a job that has ended (SchedMD's squeue man page, "JOB STATE
+/// CODES"): `squeue` leaves them out unless asked with `--states`. Every other state (pending,
+/// running, suspended, completing, configuring, requeued, stage-out, ...) is a job still held.
+pub const ENDED_STATES: &[&str] = &[
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "TIMEOUT",
+];
+
+/// Whether `state` (as `%T` prints it) is one of [`ENDED_STATES`].
+pub fn is_ended_state(state: &str) -> bool {
+    ENDED_STATES.contains(&state)
 }
 
 fn word(s: &str) -> bool {
