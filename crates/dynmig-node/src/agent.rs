@@ -75,6 +75,13 @@ pub const FAST_WINDOW: Duration = Duration::from_secs(5);
 /// the 2 s poll there.
 pub const IDLE_POLL: Duration = Duration::from_millis(500);
 
+/// With wake-ups, how often the agent reads its node while the node is drained for it and
+/// jobs still run there. The end of each job wakes it at once (the Epilog's SIGUSR1, sent
+/// while `agent.waiting` is there), so this look is only the fallback for an Epilog that did
+/// not run; every [`AgentSettings::poll`] (2 s) it was 60 of slurmctld's RPCs a minute per
+/// draining node in the 24.11 queue campaign of 2026-11-28 (docs/results/queue-2026-11-28.md).
+pub const WAITING_LOOK: Duration = Duration::from_secs(10);
+
 /// Everything the agent of one node needs to know.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -694,7 +701,7 @@ pub enum WakeOn {
 ///
 /// With `wake_listen` ([`WakeOn`]: `[agent] wake_port`, [`dynmig_host::wake`]) it also looks when the
 /// controller wakes it after draining the node (at most once a [`dynmig_host::wake::MIN_GAP`]),
-/// every `poll` while its node is drained for it and jobs still run, and otherwise every
+/// every [`WAITING_LOOK`] while its node is drained for it and jobs still run, and otherwise every
 /// [`dynmig_host::wake::FALLBACK_LOOK`]; it samples the GPUs' power every `poll` either way.
 /// Without it, it looks every `poll` ([`Agent::next_look`]: more often while its node is idle
 /// or has just freed, so that it sees a drain soon). A step under way (an apply: journalled, bounded by `register_timeout`)
@@ -772,10 +779,12 @@ pub fn run_forever(
                     w.take();
                     log::info!("{node}: woken by the controller");
                 }
-                by_controller
-                    || woken.load(Ordering::SeqCst)
-                    || waiting
-                    || last_look.is_none_or(|t| t.elapsed() >= dynmig_host::wake::FALLBACK_LOOK)
+                let every = if waiting {
+                    WAITING_LOOK
+                } else {
+                    dynmig_host::wake::FALLBACK_LOOK
+                };
+                by_controller || woken.load(Ordering::SeqCst) || last_look.is_none_or(|t| t.elapsed() >= every)
             }
         };
         let mut step = if look {
@@ -784,14 +793,18 @@ pub fn run_forever(
         } else {
             Ok(Step::Nothing)
         };
-        // After a wake-up the last job may still be completing: look again quickly for a while.
+        // After a wake-up the last job may still be completing: look again soon, less often
+        // each time (50 ms doubling up to 3.2 s, for 15 s), since other jobs may still run
+        // there for hours: every 50 ms it was up to 300 reads of the node per job's end.
         let fast_until = Instant::now() + Duration::from_secs(15);
+        let mut gap = Duration::from_millis(50);
         while matches!(step, Ok(Step::WaitingForJobs))
             && Instant::now() < fast_until
             && woken.load(Ordering::SeqCst)
             && !control.stop.load(Ordering::SeqCst)
         {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(gap);
+            gap = (gap * 2).min(Duration::from_millis(3200));
             step = agent.step();
         }
         woken.store(false, Ordering::SeqCst);
