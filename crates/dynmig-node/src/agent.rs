@@ -106,6 +106,9 @@ pub enum Step {
     Nothing,
     /// The node is drained by dynmig, but jobs still run there.
     WaitingForJobs,
+    /// The node is drained by dynmig and free, but Slurm's backfill still plans jobs on it
+    /// ([`dynmig_slurm::NodeInfo::is_planned`]): it is deleted only after backfill's next cycle.
+    WaitingForBackfill,
     /// The target layout was applied and the node is back in service.
     Applied(NodeLayout),
     /// Applying failed; the node stays drained with the reason.
@@ -133,6 +136,8 @@ pub struct Agent {
     last_refusal: Option<String>,
     /// The target the node was first seen drained for with jobs still on it, and when.
     drained_seen: Option<(NodeLayout, Instant)>,
+    /// When the agent last logged that backfill still plans its drained node (once a wait).
+    last_planned_note: Option<Instant>,
     /// Whether the last look found jobs on the node, and since when it has had none (after
     /// having had some): the window of [`FAST_POLL`].
     had_jobs: bool,
@@ -257,6 +262,7 @@ impl Agent {
             last_steps: None,
             last_refusal: None,
             drained_seen: None,
+            last_planned_note: None,
             had_jobs: false,
             free_since: None,
             idle_in_service: false,
@@ -341,7 +347,22 @@ impl Agent {
                         if n.has_jobs() {
                             self.drained_seen = Some(seen.unwrap_or_else(|| (target, Instant::now())));
                             Step::WaitingForJobs
+                        } else if n.is_planned() {
+                            // A node backfill still plans on must not be deleted (the
+                            // re-registration deletes it): 22.05.8's slurmctld crashes at its
+                            // next backfill cycle (NodeInfo::is_planned). Backfill clears the
+                            // flag of a drained node at that cycle; look again soon.
+                            if self.last_planned_note.is_none() {
+                                log::info!(
+                                    "{}: drained, but Slurm's backfill still plans jobs on it (PLANNED): waiting for its next cycle before deleting the node",
+                                    self.settings.node
+                                );
+                                self.last_planned_note = Some(Instant::now());
+                            }
+                            self.drained_seen = Some(seen.unwrap_or_else(|| (target, Instant::now())));
+                            Step::WaitingForBackfill
                         } else {
+                            self.last_planned_note = None;
                             self.run_apply(&target, true, seen.map(|(_, at)| at.elapsed()))
                         }
                     }
@@ -745,6 +766,7 @@ pub fn run_forever(
     let mut woke_at: Option<Instant> = None;
     let mut last_look: Option<Instant> = None;
     let mut waiting = false;
+    let mut waiting_backfill = false;
     // A controller's wake-up counts once MIN_GAP has passed since the last look.
     let wake_due = |last_look: Option<Instant>| {
         wake.as_ref()
@@ -779,7 +801,9 @@ pub fn run_forever(
                     w.take();
                     log::info!("{node}: woken by the controller");
                 }
-                let every = if waiting {
+                let every = if waiting_backfill {
+                    agent.settings.poll
+                } else if waiting {
                     WAITING_LOOK
                 } else {
                     dynmig_host::wake::FALLBACK_LOOK
@@ -810,6 +834,7 @@ pub fn run_forever(
         woken.store(false, Ordering::SeqCst);
         if look {
             waiting = matches!(step, Ok(Step::WaitingForJobs));
+            waiting_backfill = matches!(step, Ok(Step::WaitingForBackfill));
         }
         // Energy per job: charge this poll's power to the jobs on each GPU.
         let max_dt = 2.0 * agent.settings.poll.as_secs_f64() + 1.0;

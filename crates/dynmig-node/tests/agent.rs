@@ -45,6 +45,28 @@ fn a_drained_node_with_jobs_is_waited_for_and_the_epilog_marker_is_left() {
 }
 
 #[test]
+fn a_drained_node_backfill_still_plans_on_is_not_deleted_until_the_flag_clears() {
+    // 22.05.8's slurmctld crashed in its next backfill cycle after the agent deleted a node
+    // flagged PLANNED (queue campaign, 2026-11-28; SchedMD bug 16165, fixed in 22.05.9).
+    let d = tempfile::tempdir().unwrap();
+    let mut n = drained_node("7x1g.10gb,1x7g.80gb");
+    n.flags.push("PLANNED".into());
+    let slurm = Arc::new(FakeSlurm::new(vec![n], vec![]));
+    let mut a = agent(d.path(), &slurm, false);
+    assert_eq!(a.step().unwrap(), Step::WaitingForBackfill);
+    assert_eq!(a.step().unwrap(), Step::WaitingForBackfill);
+    assert!(slurm.calls().is_empty(), "nothing changed: {:?}", slurm.calls());
+    assert!(!a.settings.paths.journal().exists(), "no apply begun");
+    slurm.state.lock().unwrap().nodes[0].flags.retain(|f| f != "PLANNED");
+    assert_eq!(a.step().unwrap(), Step::Applied(layout("7x1g.10gb,1x7g.80gb")));
+    assert!(
+        slurm.calls().iter().any(|c| c.starts_with("delete")),
+        "{:?}",
+        slurm.calls()
+    );
+}
+
+#[test]
 fn the_agent_refuses_to_resume_a_journal_when_the_node_is_not_drained_by_dynmig_and_says_why() {
     let d = tempfile::tempdir().unwrap();
     let mut n = idle_node("n1", "gpu:7g.80gb:2");

@@ -344,6 +344,15 @@ impl NodeInfo {
         self.flags.iter().any(|f| f == "DRAIN")
     }
 
+    /// Whether Slurm's backfill scheduler has planned a pending job on the node (the state
+    /// flag `PLANNED`, set at the end of a backfill cycle, cleared at the start of the next).
+    /// Deleting such a node crashes slurmctld before 22.05.9: the next cycle dereferences the
+    /// deleted node (SchedMD bug 16165, fixed in 22.05.9, "sched/backfill - fix segfault when
+    /// removing a PLANNED node from system"; Debian 12 ships 22.05.8).
+    pub fn is_planned(&self) -> bool {
+        self.flags.iter().any(|f| f == "PLANNED")
+    }
+
     /// Whether jobs run (or are completing) on the node.
     pub fn has_jobs(&self) -> bool {
         matches!(
