@@ -329,3 +329,51 @@ fn another_users_job_is_refused() {
     .unwrap_err();
     assert!(matches!(e, WhyError::NoSuchJob(77)), "{e:?}");
 }
+
+#[test]
+fn a_job_below_the_top_of_a_long_queue_is_explained_without_reading_the_whole_queue() {
+    // 3,000 pending jobs ahead of job 9000 (the fake gives every job one priority; ties go
+    // by id): `why` reads what the controller's first pass reads (running jobs and the top
+    // of the queue), and job 9000 itself.
+    let dir = tempfile::tempdir().unwrap();
+    let mut jobs: Vec<JobInfo> = (2..3002).map(|id| pending_job(id, "gres:gpu:1g.10gb:1")).collect();
+    jobs.push(running_job(1, "n1", "gres:gpu:7g.80gb:1", NOW + 900));
+    jobs.push(JobInfo { id: 9000, ..job1() });
+    let slurm = FakeSlurm::new(vec![busy_n1()], jobs);
+    let m = [managed("n1", all_layouts(&A100_80GB))];
+    let mut policy = DemandDriven::new(limits());
+    let r = explain(
+        &slurm,
+        WhyInputs {
+            managed: &m,
+            policy: &mut policy,
+            limits: limits(),
+            settings: PassSettings {
+                drain_timeout: Duration::from_secs(3600),
+                dry_run: true,
+                now: NOW,
+                drain: DrainMode::Reservation,
+                reservation_duration: Duration::from_secs(600),
+                plans: Some(dir.path().join("controller-plans.json")),
+                sweep: false,
+                catalog: None,
+                retype: false,
+            },
+        },
+        9000,
+        ALICE,
+    )
+    .unwrap();
+    assert_eq!(r.job, 9000);
+    assert_eq!(r.profile.as_deref(), Some("2g.20gb"));
+    assert!(
+        !matches!(r.outcome, Outcome::NotPending),
+        "job 9000 is pending: {:?}",
+        r.outcome
+    );
+    let read = slurm.state.lock().unwrap().jobs_read;
+    assert!(
+        read <= 2 * (dynmig_controller::queue::READS_PER_PASS as u64 + 2),
+        "{read} job records read of 3,002"
+    );
+}

@@ -206,6 +206,17 @@ impl SlurmApi for FakeSlurm {
         Ok(Some(s.jobs.iter().map(|j| (j.id, listing_key(j))).collect()))
     }
 
+    fn job(&self, id: u32) -> Result<Option<JobInfo>, SlurmError> {
+        // One job's read, as `squeue --json --jobs=ID` from 23.02 (and 22.05's reader).
+        let mut s = self.lock();
+        if let Some(why) = &s.fail {
+            return Err(SlurmError::Refused(why.clone()));
+        }
+        let found = s.jobs.iter().find(|j| j.id == id).cloned();
+        s.jobs_read += u64::from(found.is_some());
+        Ok(found)
+    }
+
     fn jobs_by_id(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
         let mut s = self.lock();
         if let Some(why) = &s.fail {
