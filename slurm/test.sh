@@ -35,10 +35,31 @@ phases=()
 t0=$(date +%s)
 DYNMIG_PROFILE=dev bash slurm/setup.sh
 phases+=("setup and build: $(($(date +%s) - t0)) s")
+mkdir -p .run/releases
+# The chroots of the other releases (on a fresh machine debootstrap and apt: minutes of
+# network and disk, little CPU) are built while the unit tests run; a chroot that fails here
+# is built again, in the foreground, by the release loop below. Cached ones take a second.
+chroots_pid=""
+others=$(printf '%s\n' ${DYNMIG_RELEASES:-bookworm trixie sid} | grep -vx bookworm || true)
+if [ -n "$others" ]; then
+    t_chroots=$(date +%s)
+    (
+        for s in $others; do
+            bash slurm/releases.sh chroot "$s" >/dev/null || echo "dynmig test: the $s chroot failed here; the release loop tries again"
+        done
+        echo "dynmig test: chroots ready in $(($(date +%s) - t_chroots)) s"
+    ) >.run/releases/chroots.log 2>&1 &
+    chroots_pid=$!
+fi
 t0=$(date +%s)
 cargo test --workspace
 phases+=("unit and integration tests (cargo test --workspace): $(($(date +%s) - t0)) s")
-mkdir -p .run/releases
+if [ -n "$chroots_pid" ]; then
+    t0=$(date +%s)
+    wait "$chroots_pid" || true
+    cat .run/releases/chroots.log >&2
+    phases+=("waiting for the chroots after the unit tests: $(($(date +%s) - t0)) s")
+fi
 summary=()
 failed=0
 for suite in ${DYNMIG_RELEASES:-bookworm trixie sid}; do
