@@ -480,7 +480,7 @@ fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
             Act::RestartCtld => c.restart_ctld(),
         }
         c.release_pause("n1");
-        c.ok("scontrol", &["release", &job.id.to_string()]);
+        c.ok_when_ready("scontrol", &["release", &job.id.to_string()]);
         let until = Instant::now() + Duration::from_secs(120);
         while (!c.serves("n1", to) || journal_of(&c).exists()) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(300));

@@ -189,6 +189,26 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().parse().expect("uid")
     }
 
+    /// [`Cluster::ok`], asked again for up to 30 s while Slurm says it cannot answer yet: after
+    /// a slurmctld restart a job update is refused with "the DB index is being set, try again
+    /// in a bit" until slurmdbd has the job (seen on 22.05 in CI, 2026-11-28).
+    pub fn ok_when_ready(&self, program: &str, args: &[&str]) -> String {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = self.cmd(program, args);
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.success() {
+                return String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+            let transient = err.contains("try again") || err.contains("Unable to contact slurm controller");
+            assert!(
+                transient && std::time::Instant::now() < until,
+                "{program} {args:?} failed: {err}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     pub fn ok(&self, program: &str, args: &[&str]) -> String {
         let out = self.cmd(program, args);
         assert!(
