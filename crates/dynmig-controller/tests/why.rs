@@ -53,6 +53,18 @@ fn ask(
     dir: &std::path::Path,
     caller: u32,
 ) -> Result<WhyReport, WhyError> {
+    ask_job(slurm, managed, limits, dir, 1, caller)
+}
+
+/// Why job `id` waits, asked by `caller`, with the pass settings every test here uses.
+fn ask_job(
+    slurm: &FakeSlurm,
+    managed: &[ManagedNode],
+    limits: PolicyLimits,
+    dir: &std::path::Path,
+    id: u32,
+    caller: u32,
+) -> Result<WhyReport, WhyError> {
     let mut policy = DemandDriven::new(limits.clone());
     explain(
         slurm,
@@ -72,7 +84,7 @@ fn ask(
                 retype: false,
             },
         },
-        1,
+        id,
         caller,
     )
 }
@@ -341,29 +353,7 @@ fn a_job_below_the_top_of_a_long_queue_is_explained_without_reading_the_whole_qu
     jobs.push(JobInfo { id: 9000, ..job1() });
     let slurm = FakeSlurm::new(vec![busy_n1()], jobs);
     let m = [managed("n1", all_layouts(&A100_80GB))];
-    let mut policy = DemandDriven::new(limits());
-    let r = explain(
-        &slurm,
-        WhyInputs {
-            managed: &m,
-            policy: &mut policy,
-            limits: limits(),
-            settings: PassSettings {
-                drain_timeout: Duration::from_secs(3600),
-                dry_run: true,
-                now: NOW,
-                drain: DrainMode::Reservation,
-                reservation_duration: Duration::from_secs(600),
-                plans: Some(dir.path().join("controller-plans.json")),
-                sweep: false,
-                catalog: None,
-                retype: false,
-            },
-        },
-        9000,
-        ALICE,
-    )
-    .unwrap();
+    let r = ask_job(&slurm, &m, limits(), dir.path(), 9000, ALICE).unwrap();
     assert_eq!(r.job, 9000);
     assert_eq!(r.profile.as_deref(), Some("2g.20gb"));
     assert!(

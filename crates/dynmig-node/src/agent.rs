@@ -136,8 +136,8 @@ pub struct Agent {
     last_refusal: Option<String>,
     /// The target the node was first seen drained for with jobs still on it, and when.
     drained_seen: Option<(NodeLayout, Instant)>,
-    /// When the agent last logged that backfill still plans its drained node (once a wait).
-    last_planned_note: Option<Instant>,
+    /// Whether the agent logged that backfill still plans its drained node (once a wait).
+    planned_noted: bool,
     /// Whether the last look found jobs on the node, and since when it has had none (after
     /// having had some): the window of [`FAST_POLL`].
     had_jobs: bool,
@@ -262,7 +262,7 @@ impl Agent {
             last_steps: None,
             last_refusal: None,
             drained_seen: None,
-            last_planned_note: None,
+            planned_noted: false,
             had_jobs: false,
             free_since: None,
             idle_in_service: false,
@@ -352,17 +352,17 @@ impl Agent {
                             // re-registration deletes it): 22.05.8's slurmctld crashes at its
                             // next backfill cycle (NodeInfo::is_planned). Backfill clears the
                             // flag of a drained node at that cycle; look again soon.
-                            if self.last_planned_note.is_none() {
+                            if !self.planned_noted {
                                 log::info!(
                                     "{}: drained, but Slurm's backfill still plans jobs on it (PLANNED): waiting for its next cycle before deleting the node",
                                     self.settings.node
                                 );
-                                self.last_planned_note = Some(Instant::now());
+                                self.planned_noted = true;
                             }
                             self.drained_seen = Some(seen.unwrap_or_else(|| (target, Instant::now())));
                             Step::WaitingForBackfill
                         } else {
-                            self.last_planned_note = None;
+                            self.planned_noted = false;
                             self.run_apply(&target, true, seen.map(|(_, at)| at.elapsed()))
                         }
                     }
