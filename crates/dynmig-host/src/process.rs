@@ -77,6 +77,34 @@ impl Default for Limits {
     }
 }
 
+/// How long [`spawn`] keeps retrying a program the kernel calls busy.
+pub const BUSY_RETRY_FOR: Duration = Duration::from_secs(2);
+
+/// Starts `command`, retrying for up to [`BUSY_RETRY_FOR`] while `execve` fails with
+/// `ETXTBSY` ("Text file busy").
+///
+/// Linux refuses to execute a file some process holds open for writing. A file written just
+/// before (a test's stand-in script, a helper an upgrade is replacing in place) can be held
+/// for a moment by an unrelated child forked by another thread of this process between its
+/// fork and its exec (the write descriptor is inherited until `O_CLOEXEC` closes it at exec).
+/// The condition clears by itself within milliseconds; any other error is returned at once.
+///
+/// # Errors
+/// The last `std::io::Error` of `Command::spawn`.
+pub fn spawn(command: &mut Command) -> std::io::Result<std::process::Child> {
+    let until = std::time::Instant::now() + BUSY_RETRY_FOR;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match command.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && std::time::Instant::now() < until => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Runs `program args...` with no stdin, reads its stdout while it runs (a pipe holds far
 /// less than `squeue --json` prints) and returns it as text (invalid UTF-8 replaced).
 ///
@@ -85,13 +113,14 @@ impl Default for Limits {
 /// exit.
 pub fn run<S: AsRef<OsStr>>(program: &OsStr, args: &[S], limits: Limits) -> Result<String, RunError> {
     let command = describe(program, args);
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| RunError::Spawn {
+    let mut child = spawn(
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(|source| RunError::Spawn {
             command: command.clone(),
             source,
         })?;
@@ -162,6 +191,27 @@ mod tests {
 
     fn sh(script: &str, limits: Limits) -> Result<String, RunError> {
         run(OsStr::new("sh"), &["-c", script], limits)
+    }
+
+    #[test]
+    fn a_program_held_open_for_writing_is_started_once_the_writer_closes_it() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("busy");
+        let mut writer = std::fs::File::create(&p).unwrap();
+        writer.write_all(b"#!/bin/sh\necho started\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // While the writer is open, execve fails with ETXTBSY.
+        let refused = Command::new(&p).stdout(Stdio::null()).spawn().unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(libc::ETXTBSY));
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(writer);
+        });
+        let out = run(p.as_os_str(), &[] as &[&str], Limits::default()).unwrap();
+        closer.join().unwrap();
+        assert_eq!(out, "started\n");
     }
 
     #[test]

@@ -441,7 +441,7 @@ fn start_restart(
             Ok(())
         });
     }
-    if let Err(e) = cmd.spawn() {
+    if let Err(e) = dynmig_host::process::spawn(&mut cmd) {
         eprintln!("dynmig epilog: cannot start the restart of job {job}: {e}");
     }
 }

@@ -103,14 +103,15 @@ impl DynamicNode {
     /// Starts `slurmd -Z` with `gres` and waits until it has daemonised.
     fn start(&self, node: &str, gres: &str, checkpoint: &mut dyn FnMut(&str)) -> Result<()> {
         let conf = format!("{} Gres={}", self.node_conf, gres).trim().to_string();
-        let mut child = Command::new(&self.slurmd)
-            .args(&self.extra_args)
-            .args(["-Z", "-N", node, "--conf", &conf])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("cannot start {}", self.slurmd.display()))?;
+        let mut child = dynmig_host::process::spawn(
+            Command::new(&self.slurmd)
+                .args(&self.extra_args)
+                .args(["-Z", "-N", node, "--conf", &conf])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .with_context(|| format!("cannot start {}", self.slurmd.display()))?;
         // slurmd forks its daemon and exits; wait for that exit, at most `timeout`.
         let until = Instant::now() + self.timeout;
         let status = loop {
