@@ -562,10 +562,11 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Epilog => {
             let (config, _) = load_config(explicit)?;
             let exe = std::env::current_exe().unwrap_or_else(|_| "dynmig".into());
+            let get = |k: &str| std::env::var(k).ok();
             dynmig_node::hooks::epilog(
                 &config,
-                &HookEnv::read(|k| std::env::var(k).ok())?,
-                &SlurmCommands::from_config(&config),
+                &HookEnv::read(get)?,
+                dynmig_node::hooks::EndedJob::read(get),
                 &exe,
             )
         }

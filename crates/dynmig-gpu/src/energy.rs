@@ -158,12 +158,13 @@ impl Ledger {
         })
     }
 
-    /// Removes `job` and returns its joules, `None` if it was never recorded; the epilog's call.
+    /// Removes `job` and returns its account (the instances its Prolog claimed and its
+    /// joules), `None` if it was never recorded; the epilog's call.
     ///
     /// # Errors
     /// The ledger cannot be written.
-    pub fn finish_job(&self, job: u32) -> Result<Option<f64>, BackendError> {
-        self.transact(|st| st.jobs.remove(&job).map(|e| e.joules))
+    pub fn finish_job(&self, job: u32) -> Result<Option<JobEnergy>, BackendError> {
+        self.transact(|st| st.jobs.remove(&job))
     }
 
     /// Joules charged to `job` so far.
@@ -347,7 +348,7 @@ mod tests {
         assert!((c[&7] - 1470.0).abs() < 1e-9, "{c:?}");
         // A long gap is charged at most max_dt.
         ledger.sample(&gpu, 170.0, 5000.0, 60.0).unwrap();
-        let total = ledger.finish_job(7).unwrap().unwrap();
+        let total = ledger.finish_job(7).unwrap().unwrap().joules;
         assert!((total - 1470.0 - 8820.0).abs() < 1e-6, "{total}");
         assert_eq!(ledger.finish_job(7).unwrap(), None);
     }

@@ -121,9 +121,9 @@ pub fn run<S: AsRef<OsStr>>(program: &OsStr, args: &[S], limits: Limits) -> Resu
             .stderr(Stdio::piped()),
     )
     .map_err(|source| RunError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
+        command: command.clone(),
+        source,
+    })?;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let max = limits.max_output;

@@ -1,9 +1,10 @@
 //! Slurm Prolog and Epilog entry points.
 //!
 //! slurmd runs them as root on the node with `SLURMD_NODENAME`, `SLURM_JOB_ID`,
-//! `SLURM_JOB_UID` and, for the Prolog, `SLURM_JOB_GPUS` (the indices of the job's GPU GRES,
-//! in the order dynmig writes gres.conf). These variables come from slurmd, not from the
-//! user; everything else about the job is read from Slurm's JSON.
+//! `SLURM_JOB_UID`, `SLURM_JOB_GPUS` (the indices of the job's GPU GRES, in the order dynmig
+//! writes gres.conf) and, for the Epilog, the job's end ([`EndedJob`]). These variables come
+//! from slurmd, not from the user. Neither hook reads slurmctld: at thousands of short jobs
+//! an hour, one read per job was a third of slurmctld's RPCs (docs/results/queue-2026-11-28.md).
 //!
 //! - **Prolog**: checks that each allocated MIG device exists (its device files, and an
 //!   instance of the GPU backend behind them) and claims the instance for the job. A missing
@@ -19,13 +20,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use dynmig_core::config::{Config, HistoryStore};
 use dynmig_core::estimate::{next_larger_profile, profile_bytes};
 use dynmig_core::geometry::GpuModel;
-use dynmig_core::gres::TresList;
-use dynmig_core::protocol::decision::DecisionRecord;
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_gpu::energy::Ledger;
 use dynmig_gpu::{open_backend, BackendSettings, GpuBackend};
 use dynmig_history::JobRecord;
-use dynmig_slurm::SlurmApi;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -173,33 +171,119 @@ pub fn prolog(config: &Config, env: &HookEnv) -> Result<()> {
     Ok(())
 }
 
-/// The Epilog (module docs). Backend, history and Slurm errors are reported on stderr but do
-/// not fail it: a failing Epilog drains the node.
+/// What the Epilog's environment says about the job that ended. slurmd sets these from the
+/// job's credential and its end (`prep_script_slurmd.c` of 22.05.8, 24.11.5 and 26.05.3:
+/// `SLURM_JOB_UID`, `SLURM_JOB_GID`, `SLURM_JOB_USER`, `SLURM_JOB_WORK_DIR`,
+/// `SLURM_JOB_EXIT_CODE2`, and from the credential `SLURM_JOB_RESTART_COUNT`,
+/// `SLURM_JOB_STDERR`, `SLURM_JOB_STDOUT`), after the SPANK plugins' variables, which carry
+/// a `SPANK_` prefix: a user cannot set them. So the Epilog reads nothing from slurmctld: the
+/// job's name and dynmig's decision record, which no Epilog variable holds, are added by the
+/// history store (docs/history.md, "Job names").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndedJob {
+    /// `SLURM_JOB_UID`.
+    pub uid: u32,
+    /// `SLURM_JOB_GID`.
+    pub gid: u32,
+    /// `SLURM_JOB_USER` (empty when unset).
+    pub user: String,
+    /// The exit code of `SLURM_JOB_EXIT_CODE2` (`code:signal`); 128 + the signal for a job
+    /// killed by one; 0 when unset (slurmd sets it only when the job's end is known).
+    pub exit_status: i32,
+    /// `SLURM_JOB_RESTART_COUNT` (0 when unset: the first run).
+    pub restarts: u32,
+    /// `SLURM_JOB_STDERR`, `SLURM_JOB_STDOUT`: the paths the user gave, patterns unexpanded
+    /// (empty when not given).
+    pub std_err: String,
+    /// See `std_err`.
+    pub std_out: String,
+    /// `SLURM_JOB_WORK_DIR`.
+    pub work_dir: String,
+}
+
+impl EndedJob {
+    /// Reads the Epilog's environment through `get` (`std::env::var` in production).
+    ///
+    /// # Errors
+    /// `SLURM_JOB_UID` or `SLURM_JOB_GID` is missing or not a number (a missing id is never
+    /// taken for root), or `SLURM_JOB_EXIT_CODE2` or `SLURM_JOB_RESTART_COUNT` is malformed.
+    pub fn read(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let id = |k: &str| -> Result<u32> {
+            get(k)
+                .ok_or_else(|| anyhow!("{k} is not set: the job's run is recorded for no one"))?
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("{k} is not a number"))
+        };
+        let exit_status = match get("SLURM_JOB_EXIT_CODE2") {
+            None => 0,
+            Some(v) => {
+                let (code, signal) = v
+                    .trim()
+                    .split_once(':')
+                    .and_then(|(c, s)| Some((c.parse::<i32>().ok()?, s.parse::<i32>().ok()?)))
+                    .ok_or_else(|| anyhow!("SLURM_JOB_EXIT_CODE2 is not CODE:SIGNAL"))?;
+                if signal > 0 {
+                    128 + signal
+                } else {
+                    code
+                }
+            }
+        };
+        let restarts = match get("SLURM_JOB_RESTART_COUNT") {
+            None => 0,
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("SLURM_JOB_RESTART_COUNT is not a number"))?,
+        };
+        Ok(Self {
+            uid: id("SLURM_JOB_UID")?,
+            gid: id("SLURM_JOB_GID")?,
+            user: get("SLURM_JOB_USER").unwrap_or_default(),
+            exit_status,
+            restarts,
+            std_err: get("SLURM_JOB_STDERR").unwrap_or_default(),
+            std_out: get("SLURM_JOB_STDOUT").unwrap_or_default(),
+            work_dir: get("SLURM_JOB_WORK_DIR").unwrap_or_default(),
+        })
+    }
+}
+
+/// The Epilog (module docs). Backend, history and environment errors are reported on stderr
+/// but do not fail it: a failing Epilog drains the node. It reads nothing from slurmctld
+/// ([`EndedJob`]).
 ///
 /// # Errors
 /// None in practice; the signature keeps room for a fatal error.
-pub fn epilog(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::path::Path) -> Result<()> {
+pub fn epilog(config: &Config, env: &HookEnv, ended: Result<EndedJob>, exe: &std::path::Path) -> Result<()> {
     let paths = NodePaths::of(config, &env.node);
-    match node_backend(config, &env.node) {
-        Ok(mut b) => {
-            if let Err(e) = b.release_job(env.job) {
-                eprintln!("dynmig epilog: releasing job {}: {e}", env.job);
-            }
+    let mut backend = match node_backend(config, &env.node) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            eprintln!("dynmig epilog: {e:#}");
+            None
         }
-        Err(e) => eprintln!("dynmig epilog: {e:#}"),
-    }
+    };
     let mut end = Event::at(dynmig_host::clock::now_secs_f64(), EventKind::JobEnd, &env.node).job(env.job.into());
-    // Whether the Prolog claimed an instance for the job (its energy account).
+    // The instances the Prolog claimed for the job (its energy account), and their profile.
     let mut claimed = false;
+    let mut claimed_profile = None;
     match Ledger::in_dir(&paths.state_dir).finish_job(env.job) {
         Ok(Some(j)) => {
             claimed = true;
-            end = end.detail(&format!("{j:.0} J"));
+            end = end.detail(&format!("{:.0} J", j.joules));
+            claimed_profile = backend.as_ref().and_then(|b| profile_of(b.as_ref(), &j.instances));
         }
         Ok(None) => {}
         Err(e) => {
-            claimed = true; // unknown: read Slurm as for a MIG job
+            claimed = true; // unknown: record it if it is a MIG job
             eprintln!("dynmig epilog: energy ledger: {e}");
+        }
+    }
+    if let Some(b) = backend.as_mut() {
+        if let Err(e) = b.release_job(env.job) {
+            eprintln!("dynmig epilog: releasing job {}: {e}", env.job);
         }
     }
     event_log(config).append(&end.encode());
@@ -208,7 +292,8 @@ pub fn epilog(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::p
             eprintln!("dynmig epilog: dcgm-exporter job mapping in {}: {e}", dir.display());
         }
     }
-    if let Err(e) = after_job(config, env, slurm, exe, claimed) {
+    let recorded = ended.and_then(|ended| after_job(config, env, &ended, exe, claimed, claimed_profile));
+    if let Err(e) = recorded {
         eprintln!("dynmig epilog: job {}: history/out-of-memory: {e:#}", env.job);
     }
     if paths.waiting_marker().exists() {
@@ -219,6 +304,19 @@ pub fn epilog(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::p
     Ok(())
 }
 
+/// The MIG profile of the first of `instances` (`(gpu, gi_id)`, as the energy ledger keeps
+/// them) that is a MIG instance on `backend` now; `None` for whole GPUs or instances gone.
+fn profile_of(backend: &dyn GpuBackend, instances: &[(u32, u32)]) -> Option<String> {
+    instances.iter().find_map(|&(gpu, gi)| {
+        backend
+            .gpu(gpu)
+            .ok()?
+            .instance(gi)
+            .filter(|_| gi != dynmig_gpu::WHOLE_GPU)
+            .map(|i| i.placed.profile.name.to_string())
+    })
+}
+
 #[derive(serde::Deserialize)]
 struct PeakFile {
     peak_bytes: u64,
@@ -226,39 +324,21 @@ struct PeakFile {
     profile: String,
 }
 
-/// How long the Epilog keeps asking slurmctld for the finished job while it does not answer:
-/// a slurmctld restart takes a few seconds (2-4 s in the fault tests, docs/results/faults-*),
-/// and a record the Epilog cannot build is lost (found by tests/cluster/faults.rs on 24.11:
-/// 49 of 50 records after a restart during a burst).
-pub const JOB_READ_BUDGET: Duration = Duration::from_secs(20);
-
-/// `slurm.job(id)`, asked again every second while it fails, for at most `budget`.
-///
-/// # Errors
-/// The last error once `budget` has passed.
-fn job_with_retries(
-    slurm: &dyn SlurmApi,
-    id: u32,
-    budget: Duration,
-) -> Result<Option<dynmig_slurm::JobInfo>, dynmig_slurm::SlurmError> {
-    let until = std::time::Instant::now() + budget;
-    loop {
-        match slurm.job(id) {
-            Ok(j) => return Ok(j),
-            Err(e) if std::time::Instant::now() + Duration::from_secs(1) > until => return Err(e),
-            Err(e) => {
-                eprintln!("dynmig epilog: job {id}: Slurm did not answer ({e}); asking again");
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        }
-    }
-}
-
 /// Records the run in the history and starts the restart helper if it ran out of memory.
 ///
-/// A job with no GPU in `SLURM_JOB_GPUS`, no peak file and no instance the Prolog `claimed` is
-/// no MIG job: nothing is recorded and Slurm is not read for it.
-fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::path::Path, claimed: bool) -> Result<()> {
+/// The profile is the one of the instance the Prolog `claimed` (`claimed_profile`), else the
+/// one in the job's peak file. A job with no GPU in `SLURM_JOB_GPUS`, no peak file and no
+/// claimed instance is no MIG job: nothing is recorded. The record's job name, estimate and
+/// estimate source are left empty: the history store adds them from Slurm's job record in one
+/// read for many jobs (docs/history.md, "Job names").
+fn after_job(
+    config: &Config,
+    env: &HookEnv,
+    ended: &EndedJob,
+    exe: &std::path::Path,
+    claimed: bool,
+    claimed_profile: Option<String>,
+) -> Result<()> {
     let paths = NodePaths::of(config, &env.node);
     let models = dynmig_core::submit::SubmitPolicy::from_config(config).models;
     let peak: Option<PeakFile> = dynmig_host::fs::read_bounded(&paths.peak(env.job), 4096)
@@ -268,28 +348,9 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
     if env.gpus.is_empty() && peak.is_none() && !claimed {
         return Ok(());
     }
-    let Some(job) = job_with_retries(slurm, env.job, JOB_READ_BUDGET)? else {
-        return Ok(()); // Slurm no longer holds it: nothing trustworthy to record.
-    };
-    // A job Slurm's JSON gives no uid or gid is recorded for no one and read as no one: a
-    // missing id is never taken for root.
-    let (Some(uid), Some(gid)) = (job.uid, job.gid) else {
-        bail!(
-            "Slurm's JSON gives job {} no user_id or group_id: no history record for it",
-            job.id
-        );
-    };
-    if env.uid.is_some_and(|u| u != uid) {
-        bail!(
-            "SLURM_JOB_UID {} differs from Slurm's uid {uid} for the job",
-            env.uid.unwrap_or(0),
-        );
-    }
-    let profile = TresList::parse(&job.tres_per_node)
-        .ok()
-        .and_then(|l| l.gpu_entries().find_map(|g| g.gres_type.clone()))
-        .filter(|p| profile_bytes(&models, p).is_some())
-        .or_else(|| peak.as_ref().map(|p| p.profile.clone()));
+    let profile = claimed_profile
+        .or_else(|| peak.as_ref().map(|p| p.profile.clone()))
+        .filter(|p| profile_bytes(&models, p).is_some());
     let Some(profile) = profile else {
         return Ok(()); // not a MIG job
     };
@@ -298,16 +359,32 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         .map(|p| p.limit_bytes)
         .or_else(|| profile_bytes(&models, &profile))
         .unwrap_or(0);
-    let tail = if job.exit_status != 0 {
-        oom::stderr_path(oom::stderr_of(&job), &job.cwd, job.id, &job.user, &job.name, &env.node)
-            .map(|p| oom::stderr_tail(UserIds { uid, gid }, &p))
-            .unwrap_or_default()
+    let tail = if ended.exit_status != 0 {
+        // `%x` (the job name) is not known here: such a path is not read (oom::stderr_path).
+        oom::stderr_path(
+            oom::stderr_of(&ended.std_err, &ended.std_out),
+            &ended.work_dir,
+            env.job,
+            &ended.user,
+            None,
+            &env.node,
+        )
+        .map(|p| {
+            oom::stderr_tail(
+                UserIds {
+                    uid: ended.uid,
+                    gid: ended.gid,
+                },
+                &p,
+            )
+        })
+        .unwrap_or_default()
     } else {
         String::new()
     };
     let est = &config.estimator;
     let why = oom::detect(
-        job.exit_status,
+        ended.exit_status,
         peak.as_ref().map(|p| Peak {
             peak_bytes: p.peak_bytes,
             limit_bytes: limit,
@@ -315,27 +392,26 @@ fn after_job(config: &Config, env: &HookEnv, slurm: &dyn SlurmApi, exe: &std::pa
         &tail,
         est.oom_peak_fraction,
     );
-    let decision = DecisionRecord::parse(&job.admin_comment).ok();
     let record = JobRecord {
-        job_id: job.id.into(),
-        restart: job.restarts,
+        job_id: env.job.into(),
+        restart: ended.restarts,
         node: env.node.clone(),
-        uid,
-        user: job.user.clone(),
-        job_name: job.name.clone(),
+        uid: ended.uid,
+        user: ended.user.clone(),
+        job_name: String::new(),
         profile: profile.clone(),
-        estimate_bytes: decision.as_ref().map_or(0, |d| d.mem_bytes),
-        source: decision.as_ref().map_or(String::new(), |d| d.source.to_string()),
+        estimate_bytes: 0,
+        source: String::new(),
         peak_bytes: peak.as_ref().map_or(0, |p| p.peak_bytes),
         limit_bytes: limit,
-        exit_status: job.exit_status,
+        exit_status: ended.exit_status,
         oom: why.is_some(),
         end_time: dynmig_history::now(),
     };
     // The restart first: a record that cannot be spooled (a full disk) must not cost the job
     // its restart.
     if let Some(why) = &why {
-        start_restart(config, exe, env, &profile, why, job.restarts, &models);
+        start_restart(config, exe, env, &profile, why, ended.restarts, &models);
     }
     let spooled = dynmig_history::spool::put(&paths.history_spool, &record)?;
     if config.history.store == HistoryStore::Slurmdbd {

@@ -31,7 +31,7 @@ use dynmig_core::protocol::clip;
 use dynmig_core::protocol::decision::{ChangeCause, DecisionRecord};
 use dynmig_host::process::{run, Limits};
 use dynmig_slurm::plugin::SlurmVersion;
-use dynmig_slurm::{JobInfo, SlurmApi, SlurmError};
+use dynmig_slurm::{SlurmApi, SlurmError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -82,20 +82,24 @@ pub fn detect(exit_status: i32, peak: Option<Peak>, stderr_tail: &str, peak_frac
 /// without `--error` (most jobs) would otherwise never have its out-of-memory message read.
 /// An array task's default (`slurm-%A_%a.out`) is not known here: its `slurm-<id>.out` does
 /// not exist, and a missing file is not read.
-pub fn stderr_of(job: &JobInfo) -> &str {
-    if !job.std_err.is_empty() {
-        &job.std_err
-    } else if !job.std_out.is_empty() {
-        &job.std_out
+///
+/// `std_err` and `std_out` are the paths as the user gave them (Slurm's JSON
+/// `standard_error`/`standard_output`, or the Epilog's `SLURM_JOB_STDERR`/`SLURM_JOB_STDOUT`),
+/// empty when not given.
+pub fn stderr_of<'a>(std_err: &'a str, std_out: &'a str) -> &'a str {
+    if !std_err.is_empty() {
+        std_err
+    } else if !std_out.is_empty() {
+        std_out
     } else {
         "slurm-%j.out"
     }
 }
 
 /// The job's stderr path made absolute and its patterns expanded as Slurm does for the ones
-/// dynmig can know (`%j` job id, `%u` user, `%x` job name, `%N` node, `%%`); `None` when the
-/// path holds another pattern or is empty (then it is not read).
-pub fn stderr_path(raw: &str, cwd: &str, job: u32, user: &str, name: &str, node: &str) -> Option<PathBuf> {
+/// dynmig can know (`%j` job id, `%u` user, `%x` job name when `name` is known, `%N` node,
+/// `%%`); `None` when the path holds another pattern or is empty (then it is not read).
+pub fn stderr_path(raw: &str, cwd: &str, job: u32, user: &str, name: Option<&str>, node: &str) -> Option<PathBuf> {
     if raw.is_empty() {
         return None;
     }
@@ -109,7 +113,7 @@ pub fn stderr_path(raw: &str, cwd: &str, job: u32, user: &str, name: &str, node:
         match chars.next()? {
             'j' => out.push_str(&job.to_string()),
             'u' => out.push_str(user),
-            'x' => out.push_str(name),
+            'x' => out.push_str(name?),
             'N' => out.push_str(node),
             '%' => out.push('%'),
             _ => return None,
@@ -173,7 +177,14 @@ pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result
         .job(req.job)?
         .ok_or_else(|| SlurmError::Refused(format!("job {} is not known to Slurm", req.job)))?;
     let message = clip(&req.message, 400);
-    let path = stderr_path(stderr_of(&job), &job.cwd, job.id, &job.user, &job.name, node);
+    let path = stderr_path(
+        stderr_of(&job.std_err, &job.std_out),
+        &job.cwd,
+        job.id,
+        &job.user,
+        Some(&job.name),
+        node,
+    );
     if let (Some(p), Some(uid), Some(gid)) = (path, job.uid, job.gid) {
         // Only with the job's own ids: a job Slurm names no uid/gid for is written for no one.
         let who = UserIds { uid, gid };
@@ -251,6 +262,7 @@ pub fn release_blocks_restart(release: Option<SlurmVersion>, to: &str) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dynmig_slurm::JobInfo;
 
     #[test]
     fn detection_needs_a_failed_job_and_a_real_signal() {
@@ -283,23 +295,34 @@ mod tests {
     #[test]
     fn stderr_patterns_expand_or_the_file_is_not_read() {
         assert_eq!(
-            stderr_path("slurm-%j.out", "/home/a", 12, "a", "n", "n1"),
+            stderr_path("slurm-%j.out", "/home/a", 12, "a", Some("n"), "n1"),
             Some(PathBuf::from("/home/a/slurm-12.out"))
         );
         assert_eq!(
-            stderr_path("/s/%u/%x-%N-%%.err", "", 1, "alice", "my job", "n1"),
+            stderr_path("/s/%u/%x-%N-%%.err", "", 1, "alice", Some("my job"), "n1"),
             Some(PathBuf::from("/s/alice/my job-n1-%.err"))
         );
-        assert_eq!(stderr_path("/s/%A_%a.err", "/", 1, "a", "n", "n1"), None);
-        assert_eq!(stderr_path("rel.err", "", 1, "a", "n", "n1"), None);
-        assert_eq!(stderr_path("", "/", 1, "a", "n", "n1"), None);
+        // The Epilog does not know the job name: a path with `%x` is not read.
+        assert_eq!(stderr_path("/s/%x.err", "/", 1, "a", None, "n1"), None);
+        assert_eq!(stderr_path("/s/%A_%a.err", "/", 1, "a", Some("n"), "n1"), None);
+        assert_eq!(stderr_path("rel.err", "", 1, "a", Some("n"), "n1"), None);
+        assert_eq!(stderr_path("", "/", 1, "a", Some("n"), "n1"), None);
     }
 
     #[test]
     fn stderr_is_where_slurm_writes_it_error_then_output_then_the_default() {
         let mut j = dynmig_slurm::fake::pending_job(12, "gres:gpu:1g.10gb:1");
         j.cwd = "/home/a".into();
-        let at = |j: &JobInfo| stderr_path(stderr_of(j), &j.cwd, j.id, &j.user, &j.name, "n1");
+        let at = |j: &JobInfo| {
+            stderr_path(
+                stderr_of(&j.std_err, &j.std_out),
+                &j.cwd,
+                j.id,
+                &j.user,
+                Some(&j.name),
+                "n1",
+            )
+        };
         assert_eq!(at(&j), Some(PathBuf::from("/home/a/slurm-12.out")));
         j.std_out = "out-%j.txt".into();
         assert_eq!(at(&j), Some(PathBuf::from("/home/a/out-12.txt")));
@@ -326,6 +349,7 @@ mod record_tests {
     use super::*;
     use dynmig_core::types::EstimateSource;
     use dynmig_slurm::fake::{pending_job, FakeSlurm};
+    use dynmig_slurm::JobInfo;
 
     fn failed_job(admin_comment: &str) -> JobInfo {
         let mut j = pending_job(7, "gres:gpu:1g.10gb:1");

@@ -275,6 +275,38 @@ impl SlurmApi for SlurmCommands {
         Ok(found)
     }
 
+    fn jobs_in_any_state(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
+        let want: HashSet<u32> = ids.iter().copied().collect();
+        if want.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<u32> = want.iter().copied().collect();
+        // 22.05: through libslurm (the reader loads the whole queue once for many ids).
+        if ids.len() <= ONE_JOB_READS_MAX {
+            if let Some(found) = self.read_some(&ids)? {
+                return Ok(found);
+            }
+        }
+        let mut found = Vec::with_capacity(want.len());
+        for chunk in ids.chunks(JOBS_PER_READ) {
+            let list = chunk.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+            let out = run(
+                self.squeue.as_os_str(),
+                // All states: the jobs asked for have ended. An array id asked for answers
+                // its tasks too; only the ids asked for are kept.
+                &["--json", "--local", "--states=all", &format!("--jobs={list}")],
+                self.queue_limits(),
+            );
+            let text = match out {
+                Ok(text) => text,
+                Err(RunError::Failed { stderr, .. }) if stderr.contains("Invalid job id") => continue,
+                Err(e) => return Err(e.into()),
+            };
+            found.extend(parse_jobs(&text)?.into_iter().filter(|j| want.contains(&j.id)));
+        }
+        Ok(found)
+    }
+
     fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
         // 22.05's `sinfo --json` lists the nodes; from 23.02 it lists partition and state
         // groups ("sinfo") and the nodes come from `scontrol --json show nodes`.

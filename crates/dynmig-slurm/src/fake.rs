@@ -29,6 +29,8 @@ pub struct FakeState {
     pub listings: u64,
     /// How many times `jobs_by_id` was called with ids (each a `squeue --json --jobs=...`).
     pub by_id_reads: u64,
+    /// How many times `jobs_in_any_state` was called with ids (each one read).
+    pub any_state_reads: u64,
     /// When set, the fake has no change listing (`job_listing` is `None`), as a Slurm access
     /// without one.
     pub no_listing: bool,
@@ -241,6 +243,21 @@ impl SlurmApi for FakeSlurm {
         Ok(found)
     }
 
+    fn jobs_in_any_state(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
+        let mut s = self.lock();
+        if let Some(why) = &s.fail {
+            return Err(SlurmError::Refused(why.clone()));
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        s.any_state_reads += 1;
+        let want: std::collections::HashSet<u32> = ids.iter().copied().collect();
+        let found: Vec<JobInfo> = s.jobs.iter().filter(|j| want.contains(&j.id)).cloned().collect();
+        s.jobs_read += found.len() as u64;
+        Ok(found)
+    }
+
     fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
         let mut s = self.lock();
         s.node_reads += 1;
@@ -391,6 +408,12 @@ impl SlurmApi for std::sync::Arc<FakeSlurm> {
     }
     fn jobs_by_id(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
         self.as_ref().jobs_by_id(ids)
+    }
+    fn job(&self, id: u32) -> Result<Option<JobInfo>, SlurmError> {
+        self.as_ref().job(id)
+    }
+    fn jobs_in_any_state(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
+        self.as_ref().jobs_in_any_state(ids)
     }
     fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
         self.as_ref().nodes()

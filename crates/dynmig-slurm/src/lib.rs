@@ -453,6 +453,22 @@ pub trait SlurmApi {
         self.jobs()
     }
 
+    /// The jobs of `ids` that Slurm still holds in any state, ended ones included (slurmctld
+    /// keeps an ended job for `MinJobAge`, 300 s by default), in any order; only jobs asked
+    /// for. Many ids cost one read: the history service names the runs the Epilogs recorded
+    /// with one call every few seconds, not one per job (docs/history.md, "Job names").
+    /// This default reads the whole queue.
+    ///
+    /// # Errors
+    /// [`SlurmError`].
+    fn jobs_in_any_state(&self, ids: &[u32]) -> Result<Vec<JobInfo>, SlurmError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let want: std::collections::HashSet<u32> = ids.iter().copied().collect();
+        Ok(self.jobs()?.into_iter().filter(|j| want.contains(&j.id)).collect())
+    }
+
     /// Every node.
     ///
     /// # Errors

@@ -1,6 +1,8 @@
 //! `dynmig-slurm-job ID...`: Slurm jobs' records as JSON, read with libslurm's
 //! `slurm_load_job` (one RPC for each job, `SHOW_LOCAL`: no federation lookup first, which
-//! was a second RPC per job), for Slurm 22.05. At most [`MAX_IDS`] ids a call.
+//! was a second RPC per job), for Slurm 22.05. At most [`MAX_IDS`] ids a call; more than
+//! [`ONE_BY_ONE_MAX`] are read with one `slurm_load_jobs` (one RPC for the whole queue, the
+//! read `squeue` itself makes) and picked out.
 //!
 //! Why: 22.05's `squeue --json` ignores `--jobs` (squeue(1) of 22.05: "--json ... other
 //! formatting and filtering arguments will be ignored"), so reading one job's JSON there costs
@@ -47,9 +49,16 @@ const INVALID_JOB_ID: c_int = slurm_sys::slurm_err_t::ESLURM_INVALID_JOB_ID as c
 /// The most job ids one call reads (the controller's reads per pass, `READS_PER_PASS`).
 const MAX_IDS: usize = 1000;
 
+/// The most job ids read one RPC each; more are read with one whole-queue load. A job's
+/// load costs slurmctld little; the whole queue's (what `squeue` loads every call) costs as
+/// much as the queue is long, but it is one RPC: the history service names a few seconds'
+/// worth of ended jobs with one call (docs/history.md, "Job names").
+const ONE_BY_ONE_MAX: usize = 8;
+
 type Init = unsafe extern "C" fn(*const c_char);
 type ApiVersion = unsafe extern "C" fn() -> c_long;
 type LoadJob = unsafe extern "C" fn(*mut *mut job_info_msg_t, u32, u16) -> c_int;
+type LoadJobs = unsafe extern "C" fn(libc::time_t, *mut *mut job_info_msg_t, u16) -> c_int;
 type FreeJobInfo = unsafe extern "C" fn(*mut job_info_msg_t);
 type GetErrno = unsafe extern "C" fn() -> c_int;
 type StrError = unsafe extern "C" fn(c_int) -> *mut c_char;
@@ -153,6 +162,34 @@ fn read(ids: &[u32]) -> Result<Value, Fail> {
         init(std::ptr::null());
         let flags = (slurm_sys::SHOW_ALL | slurm_sys::SHOW_DETAIL | slurm_sys::SHOW_LOCAL) as u16;
         let mut jobs: Vec<Value> = Vec::with_capacity(ids.len());
+        if ids.len() > ONE_BY_ONE_MAX {
+            let load_jobs: LoadJobs = std::mem::transmute(sym(b"slurm_load_jobs\0")?);
+            let want: std::collections::HashSet<u32> = ids.iter().copied().collect();
+            let mut msg: *mut job_info_msg_t = std::ptr::null_mut();
+            if load_jobs(0, &mut msg, flags) != slurm_sys::SLURM_SUCCESS {
+                let e = errno();
+                if e == PROTOCOL_VERSION_ERROR {
+                    return Err(Fail::NotUsable(format!(
+                        "slurmctld is not of 22.05, the release of libslurm here: {}",
+                        text(strerror(e))
+                    )));
+                }
+                return Err(Fail::Slurm(format!("slurm_load_jobs: {}", text(strerror(e)))));
+            }
+            if !msg.is_null() {
+                let m = &*msg;
+                if !m.job_array.is_null() {
+                    jobs.extend(
+                        std::slice::from_raw_parts(m.job_array, m.record_count as usize)
+                            .iter()
+                            .filter(|j| want.contains(&j.job_id))
+                            .map(|j| job_json(j, state_string(j.job_state), reason_string(j.state_reason as c_int))),
+                    );
+                }
+                free(msg);
+            }
+            return Ok(json!({ "jobs": jobs }));
+        }
         for &id in ids {
             let mut msg: *mut job_info_msg_t = std::ptr::null_mut();
             if load_job(&mut msg, id, flags) != slurm_sys::SLURM_SUCCESS {
