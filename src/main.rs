@@ -693,6 +693,7 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
                 .or_else(|| config.history.listen.clone())
                 .ok_or_else(|| anyhow!("no address: give --listen or set [history] listen"))?;
             let socket = socket.or_else(|| dynmig_history::auth::munge_socket(None));
+            let slurm = SlurmCommands::from_config(config);
             Ok(dynmig_history::service::serve(
                 &listen,
                 config.history.metrics_listen,
@@ -703,6 +704,7 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
                 retention,
                 limits,
                 &|| dynmig::cli::signals::reload(source, |c| Ok(c.estimator)).map(|(_, e)| e),
+                &|ids| dynmig::cli::history_names::run_names(&slurm, ids),
             )?)
         }
         HistoryCmd::Show {

@@ -3,6 +3,7 @@
 
 pub mod doctor;
 pub mod gpu;
+pub mod history_names;
 pub mod logging;
 pub mod pictures;
 pub mod signals;

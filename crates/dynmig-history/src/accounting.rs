@@ -411,7 +411,8 @@ pub struct SacctOutput {
 pub struct SacctJob {
     /// Slurm job id.
     pub job_id: u64,
-    /// Job name as sacct shows it (not used: 22.05.8 showed `allocation` for a batch job).
+    /// Job name as sacct shows it: the name of a record the Epilog wrote without one
+    /// ([`records_from_sacct`]).
     #[serde(default)]
     pub name: String,
     /// User name, as slurmdbd resolved it from the job's uid.
@@ -426,6 +427,9 @@ pub struct SacctJob {
 /// read) and `system` (SystemComment).
 #[derive(Debug, Default, Deserialize)]
 pub struct SacctComment {
+    /// AdminComment: job_submit/dynmig's decision record (null when unset).
+    #[serde(default)]
+    pub administrator: Option<String>,
     /// SystemComment (null when unset).
     #[serde(default)]
     pub system: Option<String>,
@@ -443,8 +447,10 @@ pub struct SacctRecords {
 /// Reads the dynmig records out of `sacct --json` output. Only `comment.system` is read (an
 /// administrator wrote it); a record whose job id differs from the job's own, or whose user
 /// does when both are known, is skipped, as is a malformed one. A record without a user name
-/// gets the job's. The job name is the record's (the Epilog read it from slurmctld): on
-/// 22.05.8, `sacct --json` showed `allocation` as the name of the test's batch job.
+/// gets the job's. A record without a job name (the Epilog does not know it:
+/// [`crate::naming`]) gets the job's name, and the estimate and its source of the job's
+/// decision record (`comment.administrator`, AdminComment, which only job_submit/dynmig and
+/// administrators write).
 ///
 /// # Errors
 /// More than [`MAX_SACCT_BYTES`], or not the JSON sacct prints (truncated, wrong types).
@@ -486,6 +492,9 @@ pub fn records_from_sacct(json: &[u8]) -> Result<SacctRecords, Error> {
                             if r.user.is_empty() {
                                 r.user.clone_from(&job.user);
                             }
+                            if r.job_name.is_empty() {
+                                name_from_job(&mut r, &job);
+                            }
                             // The same run's record on several rows of the job (sacctmgr may
                             // modify each of a requeued job's rows): counted once.
                             if !res
@@ -503,6 +512,20 @@ pub fn records_from_sacct(json: &[u8]) -> Result<SacctRecords, Error> {
         }
     }
     Ok(res)
+}
+
+/// Gives `r` the job's name and its decision record's estimate (none: 0 and no source).
+fn name_from_job(r: &mut JobRecord, job: &SacctJob) {
+    r.job_name = job.name.chars().take(crate::record::MAX_JOB_NAME_LEN / 4).collect();
+    let decision = job
+        .comment
+        .administrator
+        .as_deref()
+        .and_then(|c| dynmig_core::protocol::decision::DecisionRecord::parse(c).ok());
+    if let Some(d) = decision {
+        r.estimate_bytes = d.mem_bytes;
+        r.source = d.source.to_string();
+    }
 }
 
 /// Runs `sacct --json --allusers --duplicates --starttime now-<window>` (every user's jobs
@@ -897,6 +920,39 @@ mod tests {
             "jobs": jobs,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_record_the_epilog_wrote_without_a_name_gets_the_jobs_name_and_decision() {
+        let mut r = rec();
+        (r.job_name, r.estimate_bytes, r.source) = (String::new(), 0, String::new());
+        let c = encode_comment(&r).unwrap();
+        let decision = dynmig_core::protocol::decision::DecisionRecord::new(
+            "2g.20gb",
+            1,
+            15 << 30,
+            dynmig_core::types::EstimateSource::MigMemHint,
+        )
+        .encode();
+        let json = sacct_json(&[
+            serde_json::json!({"job_id": 42, "name": "train", "user": "alice",
+                "comment": {"administrator": decision, "job": null, "system": c}}),
+            // Without dynmig's decision record (an administrator's own AdminComment): the name only.
+            serde_json::json!({"job_id": 43, "name": "eval", "user": "alice",
+                "comment": {"administrator": "moved by hand", "system": c.replace("job_id=42", "job_id=43")}}),
+        ]);
+        let got = records_from_sacct(&json).unwrap();
+        let named: Vec<(u64, &str, u64, &str)> = got
+            .records
+            .iter()
+            .map(|x| (x.job_id, x.job_name.as_str(), x.estimate_bytes, x.source.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [(42, "train", 15 << 30, "mig-mem"), (43, "eval", 0, "")],
+            "{:?}",
+            got.skipped
+        );
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub enum Error {
     /// Slurm's accounting (`sacctmgr`, `sacct`) failed or answered what dynmig cannot read.
     #[error("Slurm accounting: {0}")]
     Accounting(String),
+    /// Slurm could not be asked for the names of the runs recorded ([`crate::naming`]).
+    #[error("naming the recorded runs from Slurm: {0}")]
+    Naming(String),
     /// Sealing or checking a credential failed.
     #[error(transparent)]
     Auth(#[from] crate::auth::AuthError),

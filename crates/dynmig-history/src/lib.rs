@@ -10,7 +10,8 @@
 //! rebuilds the snapshot that job_submit/dynmig reads on a cadence
 //! ([`transport::SnapshotCadence`]), keeping a bounded history ([`store::Retention`]). A record
 //! leaves the spool only after the server's `OK`, so nothing is lost while the controller host
-//! is down. The server counts what arrives in [`metrics::HistoryMetrics`].
+//! is down. The server counts what arrives in [`metrics::HistoryMetrics`]. The job's name and
+//! dynmig's estimate, which the Epilog does not know, are added by the store ([`naming`]).
 //!
 //! ```
 //! use dynmig_history::{JobRecord, spool};
@@ -32,6 +33,7 @@ pub mod accounting;
 pub mod auth;
 mod error;
 pub mod metrics;
+pub mod naming;
 pub mod record;
 pub mod service;
 pub mod snapshot;

@@ -49,6 +49,8 @@ pub fn limits_of(h: &dynmig_core::config::HistoryConfig) -> (ConnectionLimits, R
 /// `reload` (which reads the config again, or keeps the old one and says why) and uses the
 /// estimator settings it returns, rewriting the snapshot with them. Runs until SIGTERM or
 /// SIGINT, then finishes the connections in progress, writes a pending snapshot and returns.
+/// Every [`crate::naming::NAME_EVERY`] it names the runs recorded without a job name through
+/// `namer` ([`Server::name_runs`]).
 ///
 /// # Errors
 /// The database, the snapshot, the address or the metrics address cannot be opened, or the
@@ -64,6 +66,7 @@ pub fn serve(
     retention: Retention,
     limits: ConnectionLimits,
     reload: &(dyn Fn() -> Option<EstimatorConfig> + Sync),
+    namer: crate::naming::Namer<'_>,
 ) -> Result<(), Error> {
     let mut settings = ServerSettings::new(snapshot_path.to_path_buf(), *estimator);
     settings.retention = retention;
@@ -86,8 +89,17 @@ pub fn serve(
     log::info!("listening on {listen_addr}, database {}", db_path.display());
     std::thread::scope(|s| {
         s.spawn(|| {
+            let mut last_naming: Option<std::time::Instant> = None;
             while !signals.stopping() {
                 std::thread::sleep(Duration::from_millis(50));
+                if last_naming.is_none_or(|t| t.elapsed() >= crate::naming::NAME_EVERY) {
+                    last_naming = Some(std::time::Instant::now());
+                    match server.name_runs(namer, crate::now()) {
+                        Ok(0) => {}
+                        Ok(n) => log::debug!("named {n} recorded runs from Slurm"),
+                        Err(e) => log::warn!("{e}; asked again in {:?}", crate::naming::NAME_EVERY),
+                    }
+                }
                 if signals.take_reload() {
                     if let Some(e) = reload() {
                         if let Err(err) = server.set_estimator(e) {

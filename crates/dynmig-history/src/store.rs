@@ -206,6 +206,65 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// The jobs of runs recorded without a job name (the Epilog's records: docs/history.md,
+    /// "Job names") that ended at or after `since` (seconds since the epoch), as
+    /// `(job_id, uid)`, oldest first, at most `limit`.
+    ///
+    /// # Errors
+    /// SQLite errors.
+    pub fn unnamed(&self, since: i64, limit: usize) -> Result<Vec<(u64, u32)>, Error> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT job_id, uid, MIN(end_time) AS t FROM jobs WHERE job_name = '' AND end_time >= ?1
+                 GROUP BY job_id, uid ORDER BY t LIMIT ?2",
+            )
+            .map_err(self.db())?;
+        let rows = stmt
+            .query_map(params![since, limit as i64], |row| {
+                Ok((row.get::<_, i64>(0)? as u64, row.get::<_, u32>(1)?))
+            })
+            .map_err(self.db())?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.db())?;
+        Ok(rows)
+    }
+
+    /// Names the unnamed runs of job `job_id` recorded for `uid` with the job's `name` and
+    /// dynmig's estimate and its source (from the job's decision record); returns how many
+    /// runs were named. A run of another uid is left alone.
+    ///
+    /// # Errors
+    /// SQLite errors; a name or source over [`JobRecord::validate`]'s bounds.
+    pub fn name_runs(
+        &self,
+        job_id: u64,
+        uid: u32,
+        name: &str,
+        estimate_bytes: u64,
+        source: &str,
+    ) -> Result<usize, Error> {
+        for (field, value, max) in [
+            ("job_name", name, crate::record::MAX_JOB_NAME_LEN),
+            ("source", source, crate::record::MAX_TAG_LEN),
+        ] {
+            if value.len() > max {
+                return Err(crate::record::RecordError::Field {
+                    field,
+                    why: format!("{} bytes; at most {max} are allowed", value.len()),
+                }
+                .into());
+            }
+        }
+        self.conn
+            .execute(
+                "UPDATE jobs SET job_name = ?1, estimate_bytes = ?2, source = ?3
+                 WHERE job_id = ?4 AND uid = ?5 AND job_name = ''",
+                params![name, estimate_bytes as i64, source, job_id as i64, uid],
+            )
+            .map_err(self.db())
+    }
+
     /// Number of records.
     ///
     /// # Errors
@@ -320,7 +379,8 @@ impl Store {
     pub fn snapshot(&self, cfg: &EstimatorConfig) -> Result<HistorySnapshot, Error> {
         let mut stmt = self
             .conn
-            .prepare("SELECT uid, job_name, peak_bytes, limit_bytes, oom FROM jobs ORDER BY id")
+            // A run not yet named (the Epilog does not know the name) is no estimate's evidence.
+            .prepare("SELECT uid, job_name, peak_bytes, limit_bytes, oom FROM jobs WHERE job_name != '' ORDER BY id")
             .map_err(self.db())?;
         let jobs = stmt
             .query_map([], |row| {

@@ -342,6 +342,47 @@ impl Server {
         Ok(server)
     }
 
+    /// Names the runs recorded without a job name that ended within
+    /// [`crate::naming::NAME_WINDOW`] of `now`, with one call of `namer` for at most
+    /// [`crate::naming::NAME_BATCH`] jobs; returns how many runs were named. A run is named
+    /// only from a job of its own uid. The database is not locked while `namer` runs.
+    ///
+    /// # Errors
+    /// The database cannot be read or written; `namer`'s error (the runs stay unnamed and
+    /// are asked for again next time).
+    pub fn name_runs(&self, namer: crate::naming::Namer<'_>, now: i64) -> Result<usize, Error> {
+        let since = now - crate::naming::NAME_WINDOW.as_secs() as i64;
+        let unnamed = self.lock().store.unnamed(since, crate::naming::NAME_BATCH)?;
+        if unnamed.is_empty() {
+            return Ok(0);
+        }
+        let mut ids: Vec<u64> = unnamed.iter().map(|(j, _)| *j).collect();
+        ids.dedup();
+        let names = namer(&ids).map_err(Error::Naming)?;
+        let mut inner = self.lock();
+        let mut named = 0;
+        for n in &names {
+            let Some(uid) = n.uid else { continue };
+            if !unnamed.contains(&(n.job_id, uid)) {
+                continue;
+            }
+            match inner
+                .store
+                .name_runs(n.job_id, uid, &n.name, n.estimate_bytes, &n.source)
+            {
+                Ok(k) => named += k,
+                // One job's name out of bounds does not keep the others unnamed.
+                Err(Error::Record(e)) => log::warn!("job {}: not named: {e}", n.job_id),
+                Err(e) => return Err(e),
+            }
+        }
+        if named > 0 {
+            inner.pending += named as u64;
+            self.metrics.set_pending(inner.pending);
+        }
+        Ok(named)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves the SQLite connection usable.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())

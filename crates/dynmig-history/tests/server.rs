@@ -646,3 +646,60 @@ fn concurrent_flushes_of_one_spool_send_each_record_once() {
     r.stop();
     assert_eq!(r.count(), 6);
 }
+
+/// The Epilog's records come without a job name (docs/history.md, "Job names"): the server
+/// names them with one call of its namer for all of them, only from a job of the same uid,
+/// and a run is evidence for an estimate only once named.
+#[test]
+fn unnamed_runs_are_named_in_one_call_from_jobs_of_their_own_uid() {
+    use dynmig_history::naming::RunName;
+    let mut r = Running::start(|s| s.cadence.interval = Duration::ZERO);
+    for job in [1, 2, 3] {
+        let mut rec = record(job);
+        (rec.job_name, rec.estimate_bytes, rec.source) = (String::new(), 0, String::new());
+        let line = Fake.seal(&rec.to_wire().unwrap()).unwrap();
+        assert_eq!(r.send(&line), "OK stored");
+    }
+    r.server.write_pending().unwrap();
+    assert!(r.snapshot().lookup(1000, "").is_none(), "an unnamed run is no evidence");
+    let calls = std::sync::Mutex::new(Vec::new());
+    let namer = |ids: &[u64]| -> Result<Vec<RunName>, String> {
+        calls.lock().unwrap().push(ids.to_vec());
+        let named = |job_id, uid, name: &str| RunName {
+            job_id,
+            uid,
+            name: name.into(),
+            estimate_bytes: 9 << 30,
+            source: "model".into(),
+        };
+        // Job 2 is another user's now (a forged answer), job 3 Slurm no longer holds.
+        Ok(vec![named(1, Some(1000), "train"), named(2, Some(0), "victim")])
+    };
+    assert_eq!(r.server.name_runs(&namer, dynmig_history::now()).unwrap(), 1);
+    let mut asked = calls.lock().unwrap()[0].clone();
+    asked.sort_unstable();
+    assert_eq!(asked, [1, 2, 3], "one call for every unnamed run");
+    r.server.write_pending().unwrap();
+    let snap = r.snapshot();
+    assert_eq!(snap.lookup(1000, "train").expect("the named run counts").samples, 1);
+    r.stop();
+    let store = Store::open_read_only(&r.dir.path().join("history.db")).unwrap();
+    let all = store.list(None, None, 10).unwrap();
+    let names: Vec<(&str, u64, &str)> = all
+        .iter()
+        .map(|x| (x.job_name.as_str(), x.estimate_bytes, x.source.as_str()))
+        .collect();
+    assert_eq!(names, [("train", 9 << 30, "model"), ("", 0, ""), ("", 0, "")]);
+    // A run that ended before the naming window is not asked for again.
+    assert!(store.unnamed(dynmig_history::now() + 3600, 10).unwrap().is_empty());
+    let failing =
+        |_: &[u64]| -> Result<Vec<RunName>, String> { Err("squeue: Unable to contact slurm controller".into()) };
+    let s2 = Server::new(
+        Store::open(&r.dir.path().join("history.db")).unwrap(),
+        Box::new(Fake),
+        ServerSettings::new(r.dir.path().join("snap2.tsv"), EstimatorConfig::default()),
+    )
+    .unwrap();
+    let err = s2.name_runs(&failing, dynmig_history::now()).unwrap_err().to_string();
+    assert!(err.contains("Unable to contact"), "{err}");
+}
