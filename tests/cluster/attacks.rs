@@ -738,7 +738,7 @@ fn a_test_users_attacks_change_no_root_file_signal_no_foreign_process_and_keep_t
     std::thread::sleep(Duration::from_secs(2));
     // The records the Epilogs wrote, named by the history server from Slurm (j7's name may be
     // too long to take: see below).
-    c.wait_for("the history records, named", Duration::from_secs(60), || {
+    c.wait_for("the history records, named", Duration::from_secs(90), || {
         let r = c.history_records();
         jobs.iter()
             .filter(|(what, _)| *what != "long-name")

@@ -746,9 +746,11 @@ fn a_history_record_reaches_sqlite_even_when_the_server_was_down() {
         out.contains("pending 0") && records() == 0
     });
     // The Epilog does not know the job's name: the server names the run from Slurm, for
-    // every run recorded since, with one read every few seconds (docs/history.md).
-    c.wait_for("the run named from Slurm", Duration::from_secs(30), || {
-        history_json(&c).iter().any(|r| r["job_id"] == id && r["job_name"] == "hist")
+    // every run recorded since, with one read every 30 s (docs/history.md).
+    c.wait_for("the run named from Slurm", Duration::from_secs(60), || {
+        history_json(&c)
+            .iter()
+            .any(|r| r["job_id"] == id && r["job_name"] == "hist")
     });
     let runs = history_json(&c);
     let r = runs.iter().find(|r| r["job_id"] == id).expect("the job's record");

@@ -155,7 +155,8 @@ pub struct PassReport {
     pub decided_jobs: BTreeMap<(&'static str, String), u32>,
     /// What the pass read of the queue ([`queue::QueueCache::refresh`]).
     pub queue: queue::Refresh,
-    /// The Slurm `NodeAddr` of each node drained in this pass (not in a dry run), whose agent
+    /// The Slurm `NodeAddr` of each node drained in this pass, and of each node drained for a
+    /// repartition and free of jobs (role `applying`), not in a dry run, whose agent
     /// the daemon wakes ([`dynmig_host::wake`]); a node without an address is left out.
     pub wake: Vec<String>,
 }
@@ -336,6 +337,19 @@ pub fn pass(
         .as_ref()
         .map(|path| load_plans(path, managed, events, now, !settings.dry_run));
     let mut plans = loaded.as_ref().map(|l| l.plans.clone()).unwrap_or_default();
+    if !settings.dry_run {
+        // Nodes drained for a repartition and free of jobs wait for their agents: each pass
+        // wakes them again, so that a lost wake-up costs one pass, not the agents' fallback
+        // look (dynmig_host::wake::FALLBACK_LOOK). No slurmctld RPC: a TCP connect each.
+        for n in &nodes {
+            let applying = roles
+                .iter()
+                .any(|(name, r)| name == &n.name && matches!(r, NodeRole::Applying));
+            if applying && !n.address.is_empty() {
+                report.wake.push(n.address.clone());
+            }
+        }
+    }
     let mut ctx = Ctx {
         slurm,
         events,

@@ -113,6 +113,13 @@ fn no_demand_but_resources_does(blocked: JobInfo) {
         "{:?}",
         slurm.calls()
     );
+    // Next pass: n1 is drained and free of jobs, its agent not done yet: woken again (a lost
+    // wake-up costs one pass), not drained again.
+    let calls = slurm.calls().len();
+    let r = run(&slurm, dir.path());
+    assert!(r.drained.is_empty(), "{r:?}");
+    assert_eq!(r.wake, ["10.0.0.1"]);
+    assert_eq!(slurm.calls().len(), calls, "{:?}", slurm.calls());
 }
 
 #[test]

@@ -39,7 +39,7 @@ pub type Namer<'a> = &'a (dyn Fn(&[u64]) -> Result<Vec<RunName>, String> + Sync)
 
 /// How often the own service names the runs recorded since: one Slurm read at most this
 /// often, whatever the number of jobs.
-pub const NAME_EVERY: Duration = Duration::from_secs(5);
+pub const NAME_EVERY: Duration = Duration::from_secs(30);
 
 /// How long after its end a run is still asked for: twice Slurm's default `MinJobAge`
 /// (300 s, slurm.conf(5)), so that a service that was down a few minutes still names what

@@ -61,6 +61,14 @@ pub const MAX_JOURNAL: u64 = 64 << 10;
 /// How often the Wait step asks Slurm whether the node is back.
 pub const REGISTER_POLL: Duration = Duration::from_millis(50);
 
+/// Whether the node's energy ledger lists a job (a GPU job whose Prolog ran and whose Epilog
+/// has not); a ledger that cannot be read counts as none.
+fn gpu_jobs_left(state_dir: &std::path::Path) -> bool {
+    dynmig_gpu::energy::Ledger::in_dir(state_dir)
+        .jobs()
+        .is_ok_and(|jobs| !jobs.is_empty())
+}
+
 /// How often the agent looks at its node while it may be about to be drained: for
 /// [`FAST_WINDOW`] after the node was seen free of jobs following a job's end (the controller
 /// drains an idle node on its next pass). Otherwise it looks every [`AgentSettings::poll`].
@@ -78,9 +86,10 @@ pub const IDLE_POLL: Duration = Duration::from_millis(500);
 /// With wake-ups, how often the agent reads its node while the node is drained for it and
 /// jobs still run there. The end of each job wakes it at once (the Epilog's SIGUSR1, sent
 /// while `agent.waiting` is there), so this look is only the fallback for an Epilog that did
-/// not run; every [`AgentSettings::poll`] (2 s) it was 60 of slurmctld's RPCs a minute per
-/// draining node in the 24.11 queue campaign of 2026-11-28 (docs/results/queue-2026-11-28.md).
-pub const WAITING_LOOK: Duration = Duration::from_secs(10);
+/// not run, and the controller wakes it again every pass once the node is free of jobs;
+/// every [`AgentSettings::poll`] (2 s) it was 60 of slurmctld's RPCs a minute per draining
+/// node in the 24.11 queue campaign of 2026-11-28 (docs/results/queue-2026-11-28.md).
+pub const WAITING_LOOK: Duration = Duration::from_secs(60);
 
 /// Everything the agent of one node needs to know.
 #[derive(Debug, Clone)]
@@ -792,6 +801,13 @@ pub fn run_forever(
         if woken.load(Ordering::SeqCst) {
             woke_at = Some(Instant::now());
         }
+        // An Epilog's wake-up while other GPU jobs of this node still run (the energy
+        // ledger: the Prolog adds each job, the Epilog removes it before it wakes the agent)
+        // cannot find the node free: no read. At a few jobs' ends a second on a drained
+        // node, those reads were most of the agents' RPCs in the queue campaign.
+        if woken.load(Ordering::SeqCst) && gpu_jobs_left(&paths.state_dir) {
+            woken.store(false, Ordering::SeqCst);
+        }
         // With wake-ups, slurmctld is asked only when there may be something to see.
         let look = match &wake {
             None => true,
@@ -864,5 +880,23 @@ pub fn run_forever(
         while Instant::now() < until && !signalled(last_look) {
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_epilogs_wake_up_is_worth_a_read_only_once_no_gpu_job_is_left_in_the_ledger() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(!gpu_jobs_left(d.path()), "no ledger: no job");
+        let ledger = dynmig_gpu::energy::Ledger::in_dir(d.path());
+        ledger.job_started(7, &[(0, 1)]).unwrap();
+        ledger.job_started(8, &[(0, 2)]).unwrap();
+        ledger.finish_job(7).unwrap();
+        assert!(gpu_jobs_left(d.path()), "job 8 still runs: the node cannot be free");
+        ledger.finish_job(8).unwrap();
+        assert!(!gpu_jobs_left(d.path()), "the last GPU job ended: read the node");
     }
 }
