@@ -153,6 +153,9 @@ pub struct Agent {
     free_since: Option<Instant>,
     /// Whether the last look found the node in service (not drained) with no job.
     idle_in_service: bool,
+    /// Whether the controller wakes this agent ([`run_forever`] with a wake listener): then
+    /// the Epilog wakes it only while its node is drained for it and jobs still run.
+    pub woken_by_controller: bool,
     /// Where tests stop the agent ([`crate::testpoints`]).
     points: TestPoints,
 }
@@ -275,6 +278,7 @@ impl Agent {
             had_jobs: false,
             free_since: None,
             idle_in_service: false,
+            woken_by_controller: false,
             points: TestPoints::for_node(&settings_state_dir).unwrap_or_else(|e| {
                 log::error!("{e}; no test point fires");
                 TestPoints::none()
@@ -385,11 +389,19 @@ impl Agent {
         if !matches!(step, Step::Refused(_)) {
             self.last_refusal = None;
         }
-        // The marker asks the Epilog to wake the agent when a job ends: while the node runs
-        // jobs, drained or not, so that the agent looks at once when its node frees (the
-        // controller drains a free node on its next pass).
+        // The marker asks the Epilog to wake the agent when a job ends. Without the
+        // controller's wake-ups: while the node runs jobs, drained or not, so that the agent
+        // looks at once when its node frees (the controller drains a free node on its next
+        // pass). With them: only while the node is drained for it and jobs still run (the
+        // controller wakes it after a drain); in service, every last job's end cost a read
+        // and its back-off, most of the agents' RPCs in the queue campaign (2026-11-29).
         let marker = self.settings.paths.waiting_marker();
-        if has_jobs && !matches!(step, Step::Applied(_) | Step::Failed(_)) {
+        let wanted = if self.woken_by_controller {
+            matches!(step, Step::WaitingForJobs)
+        } else {
+            has_jobs && !matches!(step, Step::Applied(_) | Step::Failed(_))
+        };
+        if wanted {
             if !marker.exists() {
                 let _ = write_atomically(&marker, b"", 0o644);
             }
@@ -769,6 +781,7 @@ pub fn run_forever(
             }
         },
     });
+    agent.woken_by_controller = wake.is_some();
     let woken = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, woken.clone())?;
     crate::pidfile::write_own(&paths.agent_pid())?;
@@ -833,11 +846,12 @@ pub fn run_forever(
         } else {
             Ok(Step::Nothing)
         };
-        // After a wake-up the last job may still be completing: look again soon, less often
-        // each time (50 ms doubling up to 3.2 s, for 15 s), since other jobs may still run
+        // After a wake-up the last job may still be completing (the Epilog wakes the agent
+        // before it exits, and slurmctld frees the node after): look again soon, less often
+        // each time (200 ms doubling up to 3.2 s, for 15 s), since other jobs may still run
         // there for hours: every 50 ms it was up to 300 reads of the node per job's end.
         let fast_until = Instant::now() + Duration::from_secs(15);
-        let mut gap = Duration::from_millis(50);
+        let mut gap = Duration::from_millis(200);
         while matches!(step, Ok(Step::WaitingForJobs))
             && Instant::now() < fast_until
             && woken.load(Ordering::SeqCst)

@@ -140,3 +140,32 @@ fn the_agent_looks_often_while_its_node_is_idle_or_just_freed_and_seldom_while_i
         "drained by someone else: its poll"
     );
 }
+
+/// With the controller's wake-ups, the Epilog is asked to wake the agent (the waiting marker)
+/// only while its node is drained for it and jobs still run; without them, whenever the node
+/// runs jobs.
+#[test]
+fn with_wake_ups_the_epilog_wakes_the_agent_only_while_its_drained_node_runs_jobs() {
+    let d = tempfile::tempdir().unwrap();
+    let mut busy = idle_node("n1", "gpu:7g.80gb:2");
+    busy.state = NodeState::Mixed;
+    busy.alloc_cpus = 1;
+    let slurm = Arc::new(FakeSlurm::new(vec![busy], vec![]));
+    let mut a = agent(d.path(), &slurm);
+    a.woken_by_controller = true;
+    let marker = a.settings.paths.waiting_marker();
+    assert_eq!(a.step().unwrap(), Step::Nothing);
+    assert!(!marker.exists(), "in service: the controller wakes it after a drain");
+    {
+        let mut st = slurm.state.lock().unwrap();
+        st.nodes[0].flags.push("DRAIN".into());
+        st.nodes[0].reason = NodeIntent::Repartition(layout("2x3g.40gb,1x7g.80gb")).encode();
+    }
+    assert_eq!(a.step().unwrap(), Step::WaitingForJobs);
+    assert!(marker.exists(), "drained for it with jobs: each job's end wakes it");
+    // Without wake-ups: in service with jobs, the marker is there too.
+    let mut b = agent(&d.path().join("b"), &slurm);
+    slurm.state.lock().unwrap().nodes[0].flags.clear();
+    assert_eq!(b.step().unwrap(), Step::Nothing);
+    assert!(b.settings.paths.waiting_marker().exists());
+}
