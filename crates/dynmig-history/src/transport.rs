@@ -356,25 +356,22 @@ impl Server {
         if unnamed.is_empty() {
             return Ok(0);
         }
-        let mut ids: Vec<u64> = unnamed.iter().map(|(j, _)| *j).collect();
-        ids.dedup();
-        let names = namer(&ids).map_err(Error::Naming)?;
+        let unnamed: std::collections::HashSet<(u64, u32)> = unnamed.into_iter().collect();
+        let ids: Vec<u64> = unnamed
+            .iter()
+            .map(|(j, _)| *j)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let names: Vec<_> = namer(&ids)
+            .map_err(Error::Naming)?
+            .into_iter()
+            .filter(|n| n.uid.is_some_and(|uid| unnamed.contains(&(n.job_id, uid))))
+            .collect();
         let mut inner = self.lock();
-        let mut named = 0;
-        for n in &names {
-            let Some(uid) = n.uid else { continue };
-            if !unnamed.contains(&(n.job_id, uid)) {
-                continue;
-            }
-            match inner
-                .store
-                .name_runs(n.job_id, uid, &n.name, n.estimate_bytes, &n.source)
-            {
-                Ok(k) => named += k,
-                // One job's name out of bounds does not keep the others unnamed.
-                Err(Error::Record(e)) => log::warn!("job {}: not named: {e}", n.job_id),
-                Err(e) => return Err(e),
-            }
+        let (named, refused) = inner.store.name_runs(&names)?;
+        for job in refused {
+            log::warn!("job {job}: not named: its name or estimate source is over the record's bounds");
         }
         if named > 0 {
             inner.pending += named as u64;
