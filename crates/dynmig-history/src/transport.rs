@@ -86,7 +86,7 @@ impl Default for ConnectionLimits {
 /// A token bucket of credential checks per address ([`address_key`]): each check takes a
 /// token; the bucket refills at `per_minute` tokens a minute and holds at most `burst`. A node
 /// needs one check per finished job (and one per spooled record after an outage), so the
-/// default lets a node deliver 30 records at once and one a second after that, while a host
+/// default lets a node deliver 120 records at once and 20 a second after that, while a host
 /// that floods the server costs it at most that many `unmunge` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckRate {
@@ -97,12 +97,12 @@ pub struct CheckRate {
 }
 
 impl Default for CheckRate {
-    /// 300 a minute, a burst of 60: `[history] checks_per_minute` and `check_burst` when
+    /// 1,200 a minute, a burst of 120: `[history] checks_per_minute` and `check_burst` when
     /// the config leaves them out (docs/history.md says why).
     fn default() -> Self {
         Self {
-            per_minute: 300,
-            burst: 60,
+            per_minute: 1200,
+            burst: 120,
         }
     }
 }

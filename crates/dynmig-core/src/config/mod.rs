@@ -138,10 +138,10 @@ pub struct HistoryConfig {
     /// hold at once (1 to 4096). Default 4.
     pub connections_per_address: u32,
     /// `checks_per_minute`: credential checks (each an `unmunge`) one address may have per
-    /// minute, the refill of its token bucket (1 to 60,000). Default 300 (docs/history.md).
+    /// minute, the refill of its token bucket (1 to 60,000). Default 1200 (docs/history.md).
     pub checks_per_minute: u32,
     /// `check_burst`: credential checks one address may have at once after a quiet spell, the
-    /// size of its token bucket (1 to 100,000). Default 60.
+    /// size of its token bucket (1 to 100,000). Default 120.
     pub check_burst: u32,
     /// `max_records`: records the history keeps in all; beyond it the user who holds the most
     /// loses their oldest (1 to 10,000,000). Default 200,000.

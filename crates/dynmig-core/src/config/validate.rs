@@ -663,8 +663,8 @@ fn history(cx: &Ctx, h: &RawHistory) -> Result<HistoryConfig, ConfigError> {
             1,
             4096,
         )?,
-        checks_per_minute: cx.count(&h.checks_per_minute, "history.checks_per_minute", 300, 1, 60_000)?,
-        check_burst: cx.count(&h.check_burst, "history.check_burst", 60, 1, 100_000)?,
+        checks_per_minute: cx.count(&h.checks_per_minute, "history.checks_per_minute", 1200, 1, 60_000)?,
+        check_burst: cx.count(&h.check_burst, "history.check_burst", 120, 1, 100_000)?,
         max_records: cx.count(&h.max_records, "history.max_records", 200_000, 1, 10_000_000)?,
         max_records_per_user: cx.count(
             &h.max_records_per_user,
