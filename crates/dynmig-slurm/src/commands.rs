@@ -156,6 +156,25 @@ impl SlurmCommands {
         }
     }
 
+    /// `squeue --json --local [--states=all] --jobs=<ids>`; `None` when squeue answers
+    /// "Invalid job id" (one job asked for, and slurmctld no longer holds it).
+    fn squeue_json_of(&self, ids: &[u32], all_states: bool) -> Result<Option<String>, SlurmError> {
+        let list = format!(
+            "--jobs={}",
+            ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        );
+        let mut args = vec!["--json", "--local"];
+        if all_states {
+            args.push("--states=all");
+        }
+        args.push(&list);
+        match run(self.squeue.as_os_str(), &args, self.queue_limits()) {
+            Ok(text) => Ok(Some(text)),
+            Err(RunError::Failed { stderr, .. }) if stderr.contains("Invalid job id") => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn scontrol(&self, args: &[&str]) -> Result<String, SlurmError> {
         Ok(run(self.scontrol.as_os_str(), args, self.limits)?)
     }
@@ -249,19 +268,10 @@ impl SlurmApi for SlurmCommands {
         }
         let mut found = Vec::with_capacity(want.len());
         for chunk in ids.chunks(JOBS_PER_READ) {
-            let list = chunk.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-            let out = run(
-                self.squeue.as_os_str(),
-                // squeue's default states (pending, running, suspended, completing): an
-                // array's ended tasks stay out of the answer (SlurmApi::jobs_by_id).
-                &["--json", "--local", &format!("--jobs={list}")],
-                self.queue_limits(),
-            );
-            let text = match out {
-                Ok(text) => text,
-                // One job asked for, and slurmctld no longer holds it.
-                Err(RunError::Failed { stderr, .. }) if stderr.contains("Invalid job id") => continue,
-                Err(e) => return Err(e.into()),
+            // squeue's default states (pending, running, suspended, completing): an array's
+            // ended tasks stay out of the answer (SlurmApi::jobs_by_id).
+            let Some(text) = self.squeue_json_of(chunk, false)? else {
+                continue;
             };
             let jobs = parse_jobs(&text)?;
             let asked: HashSet<u32> = chunk.iter().copied().collect();
@@ -289,18 +299,10 @@ impl SlurmApi for SlurmCommands {
         }
         let mut found = Vec::with_capacity(want.len());
         for chunk in ids.chunks(JOBS_PER_READ) {
-            let list = chunk.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-            let out = run(
-                self.squeue.as_os_str(),
-                // All states: the jobs asked for have ended. An array id asked for answers
-                // its tasks too; only the ids asked for are kept.
-                &["--json", "--local", "--states=all", &format!("--jobs={list}")],
-                self.queue_limits(),
-            );
-            let text = match out {
-                Ok(text) => text,
-                Err(RunError::Failed { stderr, .. }) if stderr.contains("Invalid job id") => continue,
-                Err(e) => return Err(e.into()),
+            // All states: the jobs asked for have ended. An array id asked for answers its
+            // tasks too; only the ids asked for are kept.
+            let Some(text) = self.squeue_json_of(chunk, true)? else {
+                continue;
             };
             found.extend(parse_jobs(&text)?.into_iter().filter(|j| want.contains(&j.id)));
         }

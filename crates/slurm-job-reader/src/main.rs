@@ -164,61 +164,54 @@ fn read(ids: &[u32]) -> Result<Value, Fail> {
         init(std::ptr::null());
         let flags = (slurm_sys::SHOW_ALL | slurm_sys::SHOW_DETAIL | slurm_sys::SHOW_LOCAL) as u16;
         let mut jobs: Vec<Value> = Vec::with_capacity(ids.len());
-        if ids.len() > ONE_BY_ONE_MAX {
-            let load_jobs: LoadJobs = std::mem::transmute(sym(b"slurm_load_jobs\0")?);
-            let want: std::collections::HashSet<u32> = ids.iter().copied().collect();
-            let mut msg: *mut job_info_msg_t = std::ptr::null_mut();
-            if load_jobs(0, &mut msg, flags) != slurm_sys::SLURM_SUCCESS {
-                let e = errno();
-                if e == PROTOCOL_VERSION_ERROR {
-                    return Err(Fail::NotUsable(format!(
-                        "slurmctld is not of 22.05, the release of libslurm here: {}",
-                        text(strerror(e))
-                    )));
-                }
-                return Err(Fail::Slurm(format!("slurm_load_jobs: {}", text(strerror(e)))));
+        // The error of the call that just failed: another release's slurmctld makes the
+        // program not usable here.
+        let failed = |what: String| {
+            let e = errno();
+            if e == PROTOCOL_VERSION_ERROR {
+                Fail::NotUsable(format!(
+                    "slurmctld is not of 22.05, the release of libslurm here: {}",
+                    text(strerror(e))
+                ))
+            } else {
+                Fail::Slurm(format!("{what}: {}", text(strerror(e))))
             }
-            if !msg.is_null() {
-                let m = &*msg;
-                if !m.job_array.is_null() {
-                    jobs.extend(
-                        std::slice::from_raw_parts(m.job_array, m.record_count as usize)
-                            .iter()
-                            .filter(|j| want.contains(&j.job_id))
-                            .map(|j| job_json(j, state_string(j.job_state), reason_string(j.state_reason as c_int))),
-                    );
-                }
-                free(msg);
-            }
-            return Ok(json!({ "jobs": jobs }));
-        }
-        for &id in ids {
-            let mut msg: *mut job_info_msg_t = std::ptr::null_mut();
-            if load_job(&mut msg, id, flags) != slurm_sys::SLURM_SUCCESS {
-                let e = errno();
-                if e == INVALID_JOB_ID {
-                    continue;
-                }
-                if e == PROTOCOL_VERSION_ERROR {
-                    return Err(Fail::NotUsable(format!(
-                        "slurmctld is not of 22.05, the release of libslurm here: {}",
-                        text(strerror(e))
-                    )));
-                }
-                return Err(Fail::Slurm(format!("job {id}: slurm_load_job: {}", text(strerror(e)))));
-            }
+        };
+        // The records of `msg` (those `keep` says), then `msg` freed.
+        let mut take = |msg: *mut job_info_msg_t, keep: &dyn Fn(u32) -> bool| {
             if msg.is_null() {
-                continue;
+                return;
             }
             let m = &*msg;
             if !m.job_array.is_null() {
                 jobs.extend(
                     std::slice::from_raw_parts(m.job_array, m.record_count as usize)
                         .iter()
+                        .filter(|j| keep(j.job_id))
                         .map(|j| job_json(j, state_string(j.job_state), reason_string(j.state_reason as c_int))),
                 );
             }
             free(msg);
+        };
+        if ids.len() > ONE_BY_ONE_MAX {
+            let load_jobs: LoadJobs = std::mem::transmute(sym(b"slurm_load_jobs\0")?);
+            let want: std::collections::HashSet<u32> = ids.iter().copied().collect();
+            let mut msg: *mut job_info_msg_t = std::ptr::null_mut();
+            if load_jobs(0, &mut msg, flags) != slurm_sys::SLURM_SUCCESS {
+                return Err(failed("slurm_load_jobs".into()));
+            }
+            take(msg, &|id| want.contains(&id));
+        } else {
+            for &id in ids {
+                let mut msg: *mut job_info_msg_t = std::ptr::null_mut();
+                if load_job(&mut msg, id, flags) != slurm_sys::SLURM_SUCCESS {
+                    if errno() == INVALID_JOB_ID {
+                        continue;
+                    }
+                    return Err(failed(format!("job {id}: slurm_load_job")));
+                }
+                take(msg, &|_| true);
+            }
         }
         Ok(json!({ "jobs": jobs }))
     }
