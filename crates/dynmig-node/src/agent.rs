@@ -158,6 +158,10 @@ pub struct Agent {
     pub woken_by_controller: bool,
     /// Where tests stop the agent ([`crate::testpoints`]).
     points: TestPoints,
+    /// The GRES the slurmd this agent started last registered (set by a finished apply),
+    /// and since when that daemon has been seen dead ([`Agent::keep_slurmd`]).
+    serving_gres: Option<String>,
+    slurmd_dead_since: Option<Instant>,
 }
 
 /// Whether a node's GRES `(type, count)` list holds exactly the target's instances.
@@ -279,6 +283,8 @@ impl Agent {
             free_since: None,
             idle_in_service: false,
             woken_by_controller: false,
+            serving_gres: None,
+            slurmd_dead_since: None,
             points: TestPoints::for_node(&settings_state_dir).unwrap_or_else(|e| {
                 log::error!("{e}; no test point fires");
                 TestPoints::none()
@@ -605,7 +611,9 @@ impl Agent {
             let running = self.reregister.daemon_running();
             if let Some(n) = self.slurm.node(&s.node)? {
                 let back = !n.is_drain() && !n.is_down() && same_gres(&parse_node_gres(&n.gres), target);
-                if back && running != Some(false) {
+                // Running before the read and still after it: a daemon killed while Slurm
+                // answered is not taken for the one that registered.
+                if back && running != Some(false) && self.reregister.daemon_running() != Some(false) {
                     break dynmig_host::clock::now_secs_f64();
                 }
             }
@@ -666,7 +674,46 @@ impl Agent {
         ev.time = back_at;
         self.events.append(&ev.encode());
         self.last_steps = Some(times);
+        self.serving_gres = Some(gres);
+        self.slurmd_dead_since = None;
         Ok(())
+    }
+
+    /// Starts the node's slurmd again when the one this agent started (by an apply) died
+    /// without being stopped: its pid file still names it, but no live slurmd holds that pid
+    /// (SIGKILL, a crash) for [`DAEMON_GONE_GRACE`]. A slurmd stopped on purpose (SIGTERM:
+    /// `systemctl stop`, `scontrol shutdown`) removes its pid file and is left stopped. The
+    /// agent started that slurmd itself (`slurmd -Z`, outside any systemd unit), so nothing
+    /// else would: Slurm would mark the node not responding and requeue what it sent there.
+    /// Found by tests/cluster/faults.rs on 26.05 (CI, 2026-11-29): a slurmd killed right
+    /// after it registered left the node down.
+    ///
+    /// Reads no Slurm while the daemon lives (a look at `/proc`); `None` when there was
+    /// nothing to do, else whether starting it again worked. Never during an apply (the
+    /// journal's Wait step has its own check).
+    pub fn keep_slurmd(&mut self) -> Option<Result<()>> {
+        let gres = self.serving_gres.clone()?;
+        if self.reregister.daemon_running() != Some(false) || self.settings.paths.journal().exists() {
+            self.slurmd_dead_since = None;
+            return None;
+        }
+        let since = *self.slurmd_dead_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < DAEMON_GONE_GRACE {
+            return None;
+        }
+        self.slurmd_dead_since = None;
+        let node = self.settings.node.clone();
+        log::warn!("{node}: the slurmd this agent started died (its pid file names no live slurmd); starting it again with {gres}");
+        let r = self
+            .reregister
+            .reregister(self.slurm.as_ref(), &node, &gres, &mut |_| {});
+        let detail = match &r {
+            Ok(()) => format!("slurmd died; started again with {gres}"),
+            Err(e) => format!("slurmd died; starting it again failed: {e:#}"),
+        };
+        self.events
+            .append(&self.event(EventKind::SlurmdRestarted).detail(&detail).encode());
+        Some(r)
     }
 
     /// Re-registers the node ([`Reregister`]), adding the time up to each `register:*` point to
@@ -865,6 +912,9 @@ pub fn run_forever(
         if look {
             waiting = matches!(step, Ok(Step::WaitingForJobs));
             waiting_backfill = matches!(step, Ok(Step::WaitingForBackfill));
+        }
+        if let Some(Err(e)) = agent.keep_slurmd() {
+            log::error!("{node}: {e:#}");
         }
         // Energy per job: charge this poll's power to the jobs on each GPU.
         let max_dt = 2.0 * agent.settings.poll.as_secs_f64() + 1.0;

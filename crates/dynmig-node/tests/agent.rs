@@ -11,7 +11,7 @@ use dynmig_slurm::{NodeState, SlurmApi};
 use std::sync::Arc;
 
 mod common;
-use common::{agent, agent_losing_daemons, agent_simulated, drained_node, layout, standin};
+use common::{agent, agent_losing_daemons, agent_simulated, agent_with_killable_daemon, drained_node, layout, standin};
 
 #[test]
 fn a_node_drained_by_dynmig_and_idle_gets_its_target_and_publishes_it() {
@@ -211,6 +211,38 @@ fn a_slurmd_killed_before_it_registered_is_started_again_and_the_node_comes_back
     let n = slurm.node("n1").unwrap().unwrap();
     assert!(!n.is_drain());
     assert!(!a.settings.paths.journal().exists());
+}
+
+#[test]
+fn a_slurmd_the_agent_started_that_dies_later_is_started_again_with_the_applied_gres() {
+    // Found by tests/cluster/faults.rs on 26.05 (CI, 2026-11-29): a slurmd killed right
+    // after it registered left the node not responding, and the job Slurm sent there was
+    // requeued and stuck.
+    use std::sync::atomic::Ordering::SeqCst;
+    let d = tempfile::tempdir().unwrap();
+    let slurm = Arc::new(FakeSlurm::new(vec![drained_node("7x1g.10gb,1x7g.80gb")], vec![]));
+    let (mut a, calls, running) = agent_with_killable_daemon(d.path(), &slurm);
+    assert!(a.keep_slurmd().is_none(), "nothing started yet: nothing to keep");
+    assert_eq!(a.step().unwrap(), Step::Applied(layout("7x1g.10gb,1x7g.80gb")));
+    assert_eq!(calls.load(SeqCst), 1);
+    assert!(a.keep_slurmd().is_none(), "alive: nothing to do");
+    running.store(false, SeqCst);
+    assert!(a.keep_slurmd().is_none(), "dead for less than the grace: not yet");
+    assert_eq!(calls.load(SeqCst), 1);
+    std::thread::sleep(dynmig_node::agent::DAEMON_GONE_GRACE + std::time::Duration::from_millis(100));
+    assert!(matches!(a.keep_slurmd(), Some(Ok(()))));
+    assert_eq!(calls.load(SeqCst), 2, "registered again");
+    assert!(running.load(SeqCst));
+    let n = slurm.node("n1").unwrap().unwrap();
+    assert_eq!(
+        n.gres.split(',').count(),
+        2,
+        "with the applied layout's GRES: {}",
+        n.gres
+    );
+    assert!(n.gres.contains("1g.10gb") && n.gres.contains("7g.80gb"), "{}", n.gres);
+    let events = std::fs::read_to_string(d.path().join("events.jsonl")).unwrap_or_default();
+    assert!(events.contains("slurmd_restarted"), "{events}");
 }
 
 /// Runs `run_forever` on a thread until `stop` is set, taking wake-ups on `wake`.

@@ -31,6 +31,9 @@ pub enum EventKind {
     RepartitionFailed,
     /// The agent refused to act (e.g. a journal while the node is not drained by dynmig).
     AgentRefused,
+    /// The slurmd an agent started died without being stopped, and the agent started it
+    /// again (`Agent::keep_slurmd` in dynmig-node).
+    SlurmdRestarted,
     /// A job's Prolog claimed its instances.
     JobStart,
     /// A job's Epilog ran.

@@ -75,6 +75,24 @@ pub fn agent_losing_daemons(dir: &Path, slurm: &Arc<FakeSlurm>, lose: u32) -> (A
     (agent_with(dir, slurm, Box::new(register)), calls)
 }
 
+/// [`agent`] whose slurmd a test can kill: the flag is what `daemon_running` says (a
+/// registration sets it again).
+pub fn agent_with_killable_daemon(
+    dir: &Path,
+    slurm: &Arc<FakeSlurm>,
+) -> (Agent, Calls, Arc<std::sync::atomic::AtomicBool>) {
+    let calls = Calls::default();
+    let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let register = FakeRegister {
+        slurm: slurm.clone(),
+        fail: false,
+        lose: Arc::new(0.into()),
+        calls: calls.clone(),
+        running: running.clone(),
+    };
+    (agent_with(dir, slurm, Box::new(register)), calls, running)
+}
+
 pub fn layout(text: &str) -> NodeLayout {
     NodeLayout::parse(&A100_80GB, 2, text).unwrap()
 }
