@@ -144,6 +144,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// What a job would be given, before it is submitted: the same --mig-* options and
+    /// --gres as sbatch; prints each term of the estimate, the total, the profile sbatch gives
+    /// and, on each GPU model of the cluster, the profile and the next size up (docs/estimator.md).
+    Estimate(dynmig::cli::estimate::EstimateArgs),
     /// Real GPUs: the NVML probe, and the reconfiguration cost table.
     Gpu {
         #[command(subcommand)]
@@ -656,6 +660,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Why { job, json } => dynmig::cli::why::why(explicit, job, json),
+        Cmd::Estimate(args) => dynmig::cli::estimate::run(explicit, &args),
         Cmd::Trace {
             cmd:
                 TraceCmd::Slice {

@@ -2,6 +2,7 @@
 //! pictures.
 
 pub mod doctor;
+pub mod estimate;
 pub mod gpu;
 pub mod history_names;
 pub mod logging;
