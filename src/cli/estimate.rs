@@ -16,8 +16,8 @@ use dynmig_core::config::Config;
 use dynmig_core::estimate::{estimate, next_larger_profile, EstimateContext};
 use dynmig_core::geometry::GpuModel;
 use dynmig_core::hints::{
-    hints_from_spank_env_for, smallest_fitting, MIG_BATCH, MIG_DTYPE, MIG_MEM, MIG_MODEL_PARAMS, MIG_PHASE,
-    MIG_PROFILE, MIG_SEQ, SPANK_ENV_PREFIX,
+    hints_from_spank_env_for, smallest_fitting, MIG_ATTENTION, MIG_BATCH, MIG_DTYPE, MIG_KV_HEADS, MIG_LORA_RANK,
+    MIG_MEM, MIG_MODEL_PARAMS, MIG_OPTIMIZER, MIG_PHASE, MIG_PROFILE, MIG_SEQ, MIG_VOCAB, SPANK_ENV_PREFIX,
 };
 use dynmig_core::protocol::catalog::{Catalog, CATALOG_FILE, MAX_CATALOG_BYTES};
 use dynmig_core::size::{format_size, MIB};
@@ -49,6 +49,21 @@ pub struct EstimateArgs {
     /// Sequence length in tokens (as sbatch --mig-seq).
     #[arg(long = "mig-seq", value_name = "N")]
     pub mig_seq: Option<String>,
+    /// Optimizer of a training job: adamw, sgd, adam8bit (as sbatch --mig-optimizer).
+    #[arg(long = "mig-optimizer", value_name = "NAME")]
+    pub mig_optimizer: Option<String>,
+    /// Attention: fused (FlashAttention, SDPA) or eager (as sbatch --mig-attention).
+    #[arg(long = "mig-attention", value_name = "KIND")]
+    pub mig_attention: Option<String>,
+    /// Vocabulary size in tokens (as sbatch --mig-vocab).
+    #[arg(long = "mig-vocab", value_name = "N")]
+    pub mig_vocab: Option<String>,
+    /// Key/value heads, for grouped-query attention (as sbatch --mig-kv-heads).
+    #[arg(long = "mig-kv-heads", value_name = "N")]
+    pub mig_kv_heads: Option<String>,
+    /// LoRA rank of a fine-tuning job (as sbatch --mig-lora-rank).
+    #[arg(long = "mig-lora-rank", value_name = "R")]
+    pub mig_lora_rank: Option<String>,
     /// The GPU request as sbatch --gres gives it.
     #[arg(long, default_value = "gpu:1")]
     pub gres: String,
@@ -68,6 +83,11 @@ impl EstimateArgs {
             (MIG_PHASE, &self.mig_phase),
             (MIG_BATCH, &self.mig_batch),
             (MIG_SEQ, &self.mig_seq),
+            (MIG_OPTIMIZER, &self.mig_optimizer),
+            (MIG_ATTENTION, &self.mig_attention),
+            (MIG_VOCAB, &self.mig_vocab),
+            (MIG_KV_HEADS, &self.mig_kv_heads),
+            (MIG_LORA_RANK, &self.mig_lora_rank),
         ]
         .into_iter()
         .filter_map(|(o, v)| v.as_deref().map(|v| (o, v)))
@@ -138,6 +158,7 @@ pub fn report(args: &EstimateArgs, config: &Config, config_name: &str, catalog: 
             "optimizer": b.optimizer,
             "activations": b.activations,
             "kv_cache": b.kv_cache,
+            "logits": b.logits,
             "cuda_context": b.cuda_context,
         })
     });
@@ -200,6 +221,7 @@ pub fn text(r: &Value) -> String {
             ("optimizer state", "optimizer"),
             ("activations", "activations"),
             ("KV cache", "kv_cache"),
+            ("logits", "logits"),
             ("CUDA context", "cuda_context"),
         ] {
             if t[key].as_u64().unwrap_or(0) > 0 {

@@ -33,7 +33,8 @@
 //! escaped ([`shorten`], [`escape_control`]), as it may reach slurmctld's log.
 
 use crate::estimate::model_formula::{
-    parse_params, Dtype, ModelSpec, Phase, DEFAULT_BATCH, DEFAULT_SEQ, MAX_BATCH, MAX_SEQ,
+    breakdown, parse_params, Attention, Dtype, ModelError, ModelOptions, ModelSpec, Optimizer, Phase, DEFAULT_BATCH,
+    DEFAULT_SEQ, MAX_BATCH, MAX_HEADS_OR_RANK, MAX_SEQ, MAX_VOCAB,
 };
 use crate::geometry::{GpuModel, ProfileSpec, MODELS};
 use crate::size::{format_size, parse_size, SizeError, MIB};
@@ -129,8 +130,18 @@ pub const MIG_PHASE: &str = "mig-phase";
 pub const MIG_BATCH: &str = "mig-batch";
 /// Option name (without `--`) of the sequence length.
 pub const MIG_SEQ: &str = "mig-seq";
+/// Option name (without `--`) of the optimizer (training).
+pub const MIG_OPTIMIZER: &str = "mig-optimizer";
+/// Option name (without `--`) of the attention implementation.
+pub const MIG_ATTENTION: &str = "mig-attention";
+/// Option name (without `--`) of the vocabulary size.
+pub const MIG_VOCAB: &str = "mig-vocab";
+/// Option name (without `--`) of the key/value heads (grouped-query attention).
+pub const MIG_KV_HEADS: &str = "mig-kv-heads";
+/// Option name (without `--`) of the LoRA rank.
+pub const MIG_LORA_RANK: &str = "mig-lora-rank";
 /// Every option of dynmig, without `--`, in the order `sbatch --help` lists them.
-pub const OPTIONS: [&str; 7] = [
+pub const OPTIONS: [&str; 12] = [
     MIG_MEM,
     MIG_PROFILE,
     MIG_MODEL_PARAMS,
@@ -138,6 +149,11 @@ pub const OPTIONS: [&str; 7] = [
     MIG_PHASE,
     MIG_BATCH,
     MIG_SEQ,
+    MIG_OPTIMIZER,
+    MIG_ATTENTION,
+    MIG_VOCAB,
+    MIG_KV_HEADS,
+    MIG_LORA_RANK,
 ];
 
 /// One hint, as read from one option.
@@ -157,6 +173,16 @@ pub enum Hint {
     Batch(u32),
     /// `--mig-seq`.
     Seq(u32),
+    /// `--mig-optimizer`.
+    Optimizer(Optimizer),
+    /// `--mig-attention`.
+    Attention(Attention),
+    /// `--mig-vocab`.
+    Vocab(u32),
+    /// `--mig-kv-heads`.
+    KvHeads(u32),
+    /// `--mig-lora-rank`.
+    LoraRank(u32),
 }
 
 /// The model description hints; all `None` when not given.
@@ -172,27 +198,58 @@ pub struct ModelHints {
     pub batch: Option<u32>,
     /// `--mig-seq`.
     pub seq: Option<u32>,
+    /// `--mig-optimizer`.
+    pub optimizer: Option<Optimizer>,
+    /// `--mig-attention`.
+    pub attention: Option<Attention>,
+    /// `--mig-vocab`.
+    pub vocab: Option<u32>,
+    /// `--mig-kv-heads`.
+    pub kv_heads: Option<u32>,
+    /// `--mig-lora-rank`.
+    pub lora_rank: Option<u32>,
 }
 
 impl ModelHints {
     /// Whether any model option was given.
     pub fn any(&self) -> bool {
-        self.params.is_some()
-            || self.dtype.is_some()
-            || self.phase.is_some()
-            || self.batch.is_some()
-            || self.seq.is_some()
+        self.params.is_some() || self.given_without_params().is_some()
     }
 
-    /// The model with the defaults filled in (bf16, train, batch 1, seq 2048), when
-    /// `--mig-model-params` was given.
+    /// The first model option given (in [`OPTIONS`] order) other than `--mig-model-params`.
+    fn given_without_params(&self) -> Option<&'static str> {
+        [
+            (MIG_DTYPE, self.dtype.is_some()),
+            (MIG_PHASE, self.phase.is_some()),
+            (MIG_BATCH, self.batch.is_some()),
+            (MIG_SEQ, self.seq.is_some()),
+            (MIG_OPTIMIZER, self.optimizer.is_some()),
+            (MIG_ATTENTION, self.attention.is_some()),
+            (MIG_VOCAB, self.vocab.is_some()),
+            (MIG_KV_HEADS, self.kv_heads.is_some()),
+            (MIG_LORA_RANK, self.lora_rank.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(o, given)| given.then_some(o))
+    }
+
+    /// The model with the defaults filled in (bf16, train, batch 1, seq 2048,
+    /// [`ModelOptions::DEFAULT`]), when `--mig-model-params` was given.
     pub fn spec(&self) -> Option<ModelSpec> {
+        let d = ModelOptions::DEFAULT;
         Some(ModelSpec {
             params: self.params?,
             dtype: self.dtype.unwrap_or(Dtype::Bf16),
             phase: self.phase.unwrap_or(Phase::Train),
             batch: self.batch.unwrap_or(DEFAULT_BATCH),
             seq: self.seq.unwrap_or(DEFAULT_SEQ),
+            options: ModelOptions {
+                optimizer: self.optimizer.unwrap_or(d.optimizer),
+                attention: self.attention.unwrap_or(d.attention),
+                vocab: self.vocab.unwrap_or(d.vocab),
+                kv_heads: self.kv_heads,
+                lora_rank: self.lora_rank,
+            },
         })
     }
 }
@@ -268,7 +325,7 @@ pub enum HintError {
         formats: String,
     },
     /// The option is not one of dynmig's.
-    #[error("dynmig: unknown option --{option}; dynmig's options are --mig-mem, --mig-profile, --mig-model-params, --mig-dtype, --mig-phase, --mig-batch and --mig-seq")]
+    #[error("dynmig: unknown option --{option}; dynmig's options are --mig-mem, --mig-profile, --mig-model-params, --mig-dtype, --mig-phase, --mig-batch, --mig-seq, --mig-optimizer, --mig-attention, --mig-vocab, --mig-kv-heads and --mig-lora-rank")]
     UnknownOption {
         /// The option name.
         option: String,
@@ -350,6 +407,34 @@ pub fn parse_hint_for(option: &str, value: &str, cluster: Option<&[&'static GpuM
             .ok_or_else(|| bad_model(MIG_PHASE, value, "unknown phase; allowed: train, infer".into())),
         MIG_BATCH => count(MIG_BATCH, value, MAX_BATCH).map(Hint::Batch),
         MIG_SEQ => count(MIG_SEQ, value, MAX_SEQ).map(Hint::Seq),
+        MIG_OPTIMIZER => Optimizer::parse(value).map(Hint::Optimizer).ok_or_else(|| {
+            let all: Vec<String> = Optimizer::ALL.iter().map(ToString::to_string).collect();
+            bad_model(
+                MIG_OPTIMIZER,
+                value,
+                format!("unknown optimizer; allowed: {}", all.join(", ")),
+            )
+        }),
+        MIG_ATTENTION => Attention::parse(value).map(Hint::Attention).ok_or_else(|| {
+            bad_model(
+                MIG_ATTENTION,
+                value,
+                "unknown attention; allowed: fused (FlashAttention, SDPA), eager".into(),
+            )
+        }),
+        // 0: no logits over a vocabulary (an encoder, a classifier).
+        MIG_VOCAB => match value.trim().parse::<u32>() {
+            Ok(0) => Ok(Hint::Vocab(0)),
+            _ => count(MIG_VOCAB, value, MAX_VOCAB).map(Hint::Vocab).map_err(|_| {
+                bad_model(
+                    MIG_VOCAB,
+                    value,
+                    format!("not a whole number from 0 (no vocabulary: an encoder or a classifier) to {MAX_VOCAB}"),
+                )
+            }),
+        },
+        MIG_KV_HEADS => count(MIG_KV_HEADS, value, MAX_HEADS_OR_RANK).map(Hint::KvHeads),
+        MIG_LORA_RANK => count(MIG_LORA_RANK, value, MAX_HEADS_OR_RANK).map(Hint::LoraRank),
         _ => Err(HintError::UnknownOption {
             option: shorten(option, MAX_QUOTED),
         }),
@@ -507,6 +592,11 @@ impl Hints {
             Hint::Phase(p) => self.model.phase = Some(p),
             Hint::Batch(n) => self.model.batch = Some(n),
             Hint::Seq(n) => self.model.seq = Some(n),
+            Hint::Optimizer(o) => self.model.optimizer = Some(o),
+            Hint::Attention(a) => self.model.attention = Some(a),
+            Hint::Vocab(n) => self.model.vocab = Some(n),
+            Hint::KvHeads(n) => self.model.kv_heads = Some(n),
+            Hint::LoraRank(n) => self.model.lora_rank = Some(n),
         }
     }
 
@@ -570,17 +660,14 @@ impl Hints {
     fn check_model(&self, models: &[&'static GpuModel]) -> Result<(), HintError> {
         let m = &self.model;
         if m.params.is_none() {
-            let given = [
-                (MIG_DTYPE, m.dtype.is_some()),
-                (MIG_PHASE, m.phase.is_some()),
-                (MIG_BATCH, m.batch.is_some()),
-                (MIG_SEQ, m.seq.is_some()),
-            ];
-            if let Some((option, _)) = given.iter().find(|(_, g)| *g) {
+            if let Some(option) = m.given_without_params() {
                 return Err(HintError::ModelWithoutParams { option });
             }
         }
         if let Some(spec) = m.spec() {
+            if let Err(e @ ModelError::KvHeads { kv_heads, .. }) = breakdown(&spec, 0) {
+                return Err(bad_model(MIG_KV_HEADS, &kv_heads.to_string(), e.to_string()));
+            }
             if spec.phase == Phase::Train && !spec.dtype.trainable() {
                 let mut formats: Vec<String> = dtypes_on(models)
                     .into_iter()
@@ -664,6 +751,47 @@ mod tests {
     use super::*;
     use crate::geometry::{A100_40GB, A100_80GB, H200_141GB};
     use crate::size::{GIB, MIB};
+
+    #[test]
+    fn the_model_options_parse_check_and_need_the_parameter_count() {
+        use crate::estimate::model_formula::{Attention, Optimizer};
+        assert_eq!(parse_hint("mig-optimizer", "SGD"), Ok(Hint::Optimizer(Optimizer::Sgd)));
+        assert_eq!(
+            parse_hint("mig-attention", "eager"),
+            Ok(Hint::Attention(Attention::Eager))
+        );
+        assert_eq!(parse_hint("mig-vocab", "0"), Ok(Hint::Vocab(0)));
+        assert_eq!(parse_hint("mig_kv_heads", "8"), Ok(Hint::KvHeads(8)));
+        assert_eq!(parse_hint("mig-lora-rank", "16"), Ok(Hint::LoraRank(16)));
+        let e = parse_hint("mig-optimizer", "lion").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "dynmig: --mig-optimizer=lion: unknown optimizer; allowed: adamw, sgd, adam8bit"
+        );
+        assert!(parse_hint("mig-vocab", "-1")
+            .unwrap_err()
+            .to_string()
+            .contains("from 0"));
+        assert!(parse_hint("mig-lora-rank", "0").is_err());
+        let e = hints_from_spank_env(&["_SLURM_SPANK_OPTION_dynmig_mig_lora_rank=8"]).unwrap_err();
+        assert!(e.to_string().contains("--mig-lora-rank describes a model"), "{e}");
+        // Key/value heads must divide the shape's heads (6.7B: 32).
+        let e = hints_from_spank_env(&[
+            "_SLURM_SPANK_OPTION_dynmig_mig_model_params=6.7B",
+            "_SLURM_SPANK_OPTION_dynmig_mig_kv_heads=5",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("dynmig: --mig-kv-heads=5: 5 key/value heads"), "{e}");
+        assert!(e.contains("divisor of 32"), "{e}");
+        let ok = hints_from_spank_env(&[
+            "_SLURM_SPANK_OPTION_dynmig_mig_model_params=6.7B",
+            "_SLURM_SPANK_OPTION_dynmig_mig_kv_heads=8",
+            "_SLURM_SPANK_OPTION_dynmig_mig_phase=infer",
+        ])
+        .unwrap();
+        assert_eq!(ok.model.spec().unwrap().options.kv_heads, Some(8));
+    }
 
     #[test]
     fn parses_both_options() {

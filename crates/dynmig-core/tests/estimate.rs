@@ -146,22 +146,16 @@ fn formula_against_gpu_measurements() {
     );
     // No measured transformer row runs out of memory on the profile its estimate chooses.
     assert_eq!(too_small, Vec::<&str>::new());
-    // The training rows of GPT-2 get a larger profile than their peak needs (the attention
-    // score term of Korthikanti eq. 1, which PyTorch's fused attention does not hold).
-    assert_eq!(
-        oversized,
-        [
-            "gpt2-small train fp32 b8 s1024",
-            "gpt2-medium train fp32 b8 s1024",
-            "gpt2-large train fp32 b4 s1024"
-        ]
-    );
+    // And none gets a larger profile than its peak needs (before fused attention and the
+    // logits were terms, the three GPT-2 training rows got one size too many).
+    assert_eq!(oversized, Vec::<&str>::new());
     for ((name, _, _, r), p) in rows.iter().zip(MEASURED.iter()) {
         match p.spec.phase {
             // Inference: weights and KV cache dominate; within 10%.
             Phase::Infer => assert!(r.abs() < 0.10, "{name}: {r}"),
-            // Training: overestimated (by 24% to 70% today).
-            Phase::Train => assert!(*r > 0.2, "{name}: {r}"),
+            // Training: within 20% (GPT-2 fp32 training is under by 17-19%: its tanh GELU
+            // runs as separate element-wise kernels that keep more than Megatron's 34 s b h).
+            Phase::Train => assert!(r.abs() < 0.20, "{name}: {r}"),
         }
     }
 }

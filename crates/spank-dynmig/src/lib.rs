@@ -33,7 +33,8 @@ use std::ffi::OsStr;
 
 use dynmig_core::geometry::MODELS;
 use dynmig_core::hints::{
-    parse_hint, Hints, MIG_BATCH, MIG_DTYPE, MIG_MEM, MIG_MODEL_PARAMS, MIG_PHASE, MIG_PROFILE, MIG_SEQ, OPTIONS,
+    parse_hint, Hints, MIG_ATTENTION, MIG_BATCH, MIG_DTYPE, MIG_KV_HEADS, MIG_LORA_RANK, MIG_MEM, MIG_MODEL_PARAMS,
+    MIG_OPTIMIZER, MIG_PHASE, MIG_PROFILE, MIG_SEQ, MIG_VOCAB, OPTIONS,
 };
 use slurm_spank::{
     spank_log_error, Context, OptionValidator, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN,
@@ -61,6 +62,14 @@ pub fn usage(option: &str) -> (&'static str, &'static str) {
         MIG_PHASE => ("phase", "train (default; Adam) or infer"),
         MIG_BATCH => ("n", "batch size for the memory estimate (default 1)"),
         MIG_SEQ => ("n", "sequence length for the memory estimate (default 2048)"),
+        MIG_OPTIMIZER => ("name", "optimizer of a training job: adamw (default), sgd, adam8bit"),
+        MIG_ATTENTION => ("kind", "attention: fused (default; FlashAttention, SDPA) or eager"),
+        MIG_VOCAB => ("n", "vocabulary size in tokens for the logits (default 32000)"),
+        MIG_KV_HEADS => (
+            "n",
+            "key/value heads, for grouped-query attention (default: as many as attention heads)",
+        ),
+        MIG_LORA_RANK => ("r", "LoRA rank of a fine-tuning job (default: every weight trained)"),
         _ => ("value", "dynmig option"),
     }
 }
@@ -97,7 +106,7 @@ pub fn check_value<const I: usize>(value: Option<&OsStr>) -> Result<(), String> 
 }
 
 /// The validator of each option, in [`OPTIONS`] order.
-pub const VALIDATORS: [OptionValidator; 7] = [
+pub const VALIDATORS: [OptionValidator; 12] = [
     check_value::<0>,
     check_value::<1>,
     check_value::<2>,
@@ -105,6 +114,11 @@ pub const VALIDATORS: [OptionValidator; 7] = [
     check_value::<4>,
     check_value::<5>,
     check_value::<6>,
+    check_value::<7>,
+    check_value::<8>,
+    check_value::<9>,
+    check_value::<10>,
+    check_value::<11>,
 ];
 
 /// The plugin; holds nothing between callbacks.

@@ -13,7 +13,7 @@
 //! These rows are not used by [`super::ErrorModel::reference`] (the simulator's input still
 //! comes from the published table, [`super::reference::REFERENCE`]).
 
-use super::model_formula::{Dtype, ModelSpec, Phase};
+use super::model_formula::{Dtype, ModelOptions, ModelSpec, Phase};
 use super::reference::ReferencePoint;
 
 /// Where every measured row comes from.
@@ -33,7 +33,16 @@ const fn spec(params: u64, dtype: Dtype, phase: Phase, batch: u32, seq: u32) -> 
         phase,
         batch,
         seq,
+        options: ModelOptions::DEFAULT,
     }
+}
+
+/// [`spec`] with GPT-2's vocabulary of 50,257 tokens (`--mig-vocab=50257`; Radford et al.,
+/// "Language Models are Unsupervised Multitask Learners", 2019, section 2.2).
+const fn gpt2(params: u64, dtype: Dtype, phase: Phase, batch: u32, seq: u32) -> ModelSpec {
+    let mut s = spec(params, dtype, phase, batch, seq);
+    s.options.vocab = 50_257;
+    s
 }
 
 const fn row(name: &'static str, spec: ModelSpec, measured_bytes: u64, assumed: &'static str) -> ReferencePoint {
@@ -50,7 +59,7 @@ const fn row(name: &'static str, spec: ModelSpec, measured_bytes: u64, assumed: 
 pub const MEASURED: [ReferencePoint; 8] = [
     row(
         "gpt2-small train fp32 b8 s1024",
-        spec(124_000_000, Dtype::Fp32, Phase::Train, 8, 1024),
+        gpt2(124_000_000, Dtype::Fp32, Phase::Train, 8, 1024),
         17_310_744_576,
         "GPT2LMHeadModel 12 layers h768 12 heads, 124,439,808 params counted; fp32 weights, \
          AdamW, 3 steps of LM loss on the input (full-vocabulary fp32 logits, which the \
@@ -58,21 +67,21 @@ pub const MEASURED: [ReferencePoint; 8] = [
     ),
     row(
         "gpt2-medium train fp32 b8 s1024",
-        spec(355_000_000, Dtype::Fp32, Phase::Train, 8, 1024),
+        gpt2(355_000_000, Dtype::Fp32, Phase::Train, 8, 1024),
         35_321_085_952,
         "GPT2LMHeadModel 24 layers h1024 16 heads, 354,823,168 params counted; fp32 weights, \
          AdamW, 3 steps of LM loss (fp32 logits not counted by the formula)",
     ),
     row(
         "gpt2-large train fp32 b4 s1024",
-        spec(774_000_000, Dtype::Fp32, Phase::Train, 4, 1024),
+        gpt2(774_000_000, Dtype::Fp32, Phase::Train, 4, 1024),
         36_044_603_392,
         "GPT2LMHeadModel 36 layers h1280 20 heads, 774,030,080 params counted; fp32 weights, \
          AdamW, 3 steps of LM loss (fp32 logits not counted by the formula)",
     ),
     row(
         "gpt2-large infer fp16 b1 s1024",
-        spec(774_000_000, Dtype::Fp16, Phase::Infer, 1, 1024),
+        gpt2(774_000_000, Dtype::Fp16, Phase::Infer, 1, 1024),
         2_815_229_952,
         "GPT2LMHeadModel 36 layers h1280, 774,030,080 params counted, built in fp16; 2 forward \
          passes with use_cache over the whole 1024-token prompt, no generation",

@@ -151,6 +151,7 @@ pub fn describe_breakdown(b: &Breakdown) -> String {
         ("optimizer", b.optimizer),
         ("activations", b.activations),
         ("KV cache", b.kv_cache),
+        ("logits", b.logits),
         ("CUDA context", b.cuda_context),
     ] {
         if v > 0 {

@@ -1,17 +1,19 @@
 //! GPU memory of a transformer job from its description: parameters, data type, phase,
 //! batch size and sequence length (`--mig-model-params=7B --mig-dtype=bf16 --mig-phase=train
-//! --mig-batch=4 --mig-seq=2048`).
+//! --mig-batch=4 --mig-seq=2048`), and optionally the optimizer, the attention, the
+//! vocabulary, grouped-query heads and a LoRA rank ([`ModelOptions`]).
 //!
 //! [`breakdown`] adds up, in bytes (docs/estimator.md has the derivation):
 //!
 //! | term | train | infer | source |
 //! |---|---|---|---|
-//! | weights | `P x w` | `P x w` | `w` = bytes of the dtype: fp32 4, fp16/bf16 2, fp8/int8 1, int4 0.5 (fp8 training stores bf16: [`Dtype::Fp8`]) |
-//! | gradients | `P x w` | - | one gradient per weight, same dtype |
-//! | optimizer | `12 P` (16/bf16: fp32 master weights + 2 fp32 Adam moments) or `8 P` (fp32: 2 moments) | - | Rajbhandari et al., "ZeRO", SC 2020, section 3.1: mixed-precision Adam needs 2+2+12 = 16 bytes per parameter |
-//! | activations | `L x s b h (34 + 5 a s / h) x w/2` | `8 s b h x w` (one layer's MLP transients; fused attention) | Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1 (16-bit activations, no recomputation) |
-//! | KV cache | - | `2 x L x h x s x b x w` | two tensors (K, V) of `h` values per layer and token |
-//! | CUDA context | `C` | `C` | ~500 MiB measured for a PyTorch process (configurable, `estimator.cuda_context`) |
+//! | weights | `P x w` (+ LoRA adapters in fp32) | `P x w` | `w` = bytes of the dtype: fp32 4, fp16/bf16 2, fp8/int8 1, int4 0.5 (fp8 training stores bf16: [`Dtype::Fp8`]) |
+//! | gradients | `T x w` (LoRA: `T x 4`) | - | one gradient per trained weight `T` (all `P`, or LoRA's `4 L h r`: Hu et al. 2022, sections 4 and 7.1) |
+//! | optimizer | `T x (m + o)`: `m` = 4 fp32 master weights in 16-bit training, `o` = 8 AdamW, 4 SGD with momentum, 2 8-bit Adam | - | Rajbhandari et al., "ZeRO", SC 2020, section 3.1 (2+2+12 bytes for mixed-precision Adam); Dettmers et al., "8-bit Optimizers via Block-wise Quantization", ICLR 2022 |
+//! | activations | `L x s b h (34 + attention) x w/2`; attention: fused `4 a s b` (fp32 log-sum-exp), eager `5 a s^2 b` | `8 s b h x w` (one layer's MLP transients; eager adds `2 a s^2 b w`) | Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1; Dao et al., "FlashAttention", NeurIPS 2022, Algorithm 2 |
+//! | KV cache | - | `2 x L x h x (kv/a) x s x b x w` | two tensors (K, V) per layer and token; grouped-query attention keeps `kv` of `a` heads (Ainslie et al., "GQA", EMNLP 2023) |
+//! | logits | `b s V (w + 8)` | `b s V w` | the output layer over the vocabulary `V`; training upcasts them to fp32 for the loss and keeps the fp32 log-softmax and its gradient (transformers' `ForCausalLMLoss`, PyTorch `cross_entropy`) |
+//! | CUDA context | `C` | `C` | 500 MiB by default (`estimator.cuda_context`); 621 MiB measured with PyTorch 2.11 and CUDA 13.0 on an H100 ([`super::measured`]) |
 //!
 //! `P` parameters, `w` bytes per value, `L` layers, `h` hidden size, `a` attention heads,
 //! `s` sequence length, `b` batch size. Training with `int8`/`int4` is refused; fp8 is for
@@ -189,6 +191,132 @@ pub struct ModelSpec {
     pub batch: u32,
     /// Tokens per sequence (training) or context length (inference).
     pub seq: u32,
+    /// The rest of the description, each with its default ([`ModelOptions::DEFAULT`]).
+    pub options: ModelOptions,
+}
+
+/// The optimizer of a training job (`--mig-optimizer`): its state in bytes per trained
+/// parameter, besides the fp32 master weights of 16-bit training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Optimizer {
+    /// AdamW (Loshchilov and Hutter, "Decoupled Weight Decay Regularization", ICLR 2019), as
+    /// `torch.optim.AdamW` keeps it: two fp32 moments (`exp_avg`, `exp_avg_sq`), 8 bytes.
+    AdamW,
+    /// SGD with momentum (`torch.optim.SGD(momentum>0)`): one fp32 momentum buffer, 4 bytes.
+    Sgd,
+    /// 8-bit Adam (Dettmers et al., "8-bit Optimizers via Block-wise Quantization", ICLR
+    /// 2022; bitsandbytes `Adam8bit`): two 8-bit moments, 2 bytes (the block-wise
+    /// quantisation constants, one fp32 per 2048 values, are left out: under 0.2%).
+    Adam8bit,
+}
+
+impl Optimizer {
+    /// Every optimizer, in the order messages list them.
+    pub const ALL: [Optimizer; 3] = [Optimizer::AdamW, Optimizer::Sgd, Optimizer::Adam8bit];
+
+    /// Reads `adamw`/`adam`, `sgd`, `adam8bit`/`8bit-adam` (any case).
+    pub fn parse(s: &str) -> Option<Optimizer> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "adamw" | "adam" => Optimizer::AdamW,
+            "sgd" => Optimizer::Sgd,
+            "adam8bit" | "8bit-adam" | "adamw8bit" => Optimizer::Adam8bit,
+            _ => return None,
+        })
+    }
+
+    /// Optimizer state per trained parameter, bytes.
+    pub fn state_bytes(self) -> u64 {
+        match self {
+            Optimizer::AdamW => 8,
+            Optimizer::Sgd => 4,
+            Optimizer::Adam8bit => 2,
+        }
+    }
+}
+
+impl fmt::Display for Optimizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Optimizer::AdamW => "adamw",
+            Optimizer::Sgd => "sgd",
+            Optimizer::Adam8bit => "adam8bit",
+        })
+    }
+}
+
+/// How attention is computed (`--mig-attention`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Attention {
+    /// Fused attention (FlashAttention, Dao et al., NeurIPS 2022; PyTorch
+    /// `scaled_dot_product_attention`, the default of Hugging Face transformers): the
+    /// `a x s x s` scores are never stored; the backward keeps the softmax's log-sum-exp, one
+    /// fp32 value per head and token (FlashAttention, Algorithm 2).
+    Fused,
+    /// Eager attention (`attn_implementation="eager"`): scores, softmax output and dropout
+    /// mask are kept, `5 a s^2 b` bytes per layer at 16 bits (Korthikanti et al. 2022, eq. 1).
+    Eager,
+}
+
+impl Attention {
+    /// Reads `fused`/`sdpa`/`flash` or `eager` (any case).
+    pub fn parse(s: &str) -> Option<Attention> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fused" | "sdpa" | "flash" | "flash-attention" => Some(Attention::Fused),
+            "eager" => Some(Attention::Eager),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Attention {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Attention::Fused => "fused",
+            Attention::Eager => "eager",
+        })
+    }
+}
+
+/// Vocabulary assumed when `--mig-vocab` is not given: 32,000 tokens (the LLaMA and Llama 2
+/// tokenizer, Touvron et al. 2023; Mistral 7B's too).
+pub const DEFAULT_VOCAB: u32 = 32_000;
+/// Largest `--mig-vocab` (1 Mi tokens; Llama 3 has 128,256, Gemma 256,000).
+pub const MAX_VOCAB: u32 = 1 << 20;
+/// Largest `--mig-kv-heads` and `--mig-lora-rank`.
+pub const MAX_HEADS_OR_RANK: u32 = 65_536;
+
+/// The description beyond parameters, format, phase, batch and sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ModelOptions {
+    /// `--mig-optimizer` (training).
+    pub optimizer: Optimizer,
+    /// `--mig-attention`.
+    pub attention: Attention,
+    /// `--mig-vocab`: tokens of the vocabulary (the logits' width).
+    pub vocab: u32,
+    /// `--mig-kv-heads`: key/value heads (grouped-query attention, Ainslie et al., "GQA",
+    /// EMNLP 2023); `None`: as many as attention heads.
+    pub kv_heads: Option<u32>,
+    /// `--mig-lora-rank`: LoRA fine-tuning of rank r (Hu et al., "LoRA", ICLR 2022); `None`:
+    /// every weight is trained.
+    pub lora_rank: Option<u32>,
+}
+
+impl ModelOptions {
+    /// AdamW, fused attention, a 32,000-token vocabulary, no grouped-query attention, no LoRA.
+    pub const DEFAULT: ModelOptions = ModelOptions {
+        optimizer: Optimizer::AdamW,
+        attention: Attention::Fused,
+        vocab: DEFAULT_VOCAB,
+        kv_heads: None,
+        lora_rank: None,
+    };
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 /// Layers, hidden size and attention heads of a transformer.
@@ -259,6 +387,8 @@ pub struct Breakdown {
     pub activations: u64,
     /// Keys and values of every layer (inference).
     pub kv_cache: u64,
+    /// The output layer's logits over the vocabulary.
+    pub logits: u64,
     /// CUDA context and kernels.
     pub cuda_context: u64,
 }
@@ -272,6 +402,7 @@ impl Breakdown {
             self.optimizer,
             self.activations,
             self.kv_cache,
+            self.logits,
             self.cuda_context,
         ]
         .iter()
@@ -286,15 +417,27 @@ pub enum ModelError {
     /// Training with an integer format.
     #[error("training in {0} is not supported; train in fp32, fp16 or bf16")]
     IntegerTraining(Dtype),
+    /// More key/value heads than the model's shape has attention heads, or a count that does
+    /// not divide them.
+    #[error("{kv_heads} key/value heads do not fit the {heads} attention heads of this model's shape; give a divisor of {heads}")]
+    KvHeads {
+        /// `--mig-kv-heads`.
+        kv_heads: u32,
+        /// The shape's attention heads ([`shape_for`]).
+        heads: u64,
+    },
 }
 
 /// The memory a job described by `spec` needs. See the [module docs](self) for the formula.
 ///
 /// # Errors
-/// [`ModelError::IntegerTraining`] for `int8`/`int4` with [`Phase::Train`].
+/// [`ModelError::IntegerTraining`] for `int8`/`int4` with [`Phase::Train`];
+/// [`ModelError::KvHeads`] for more key/value heads than the shape has attention heads, or a
+/// count that does not divide them.
 pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, ModelError> {
     let p = u128::from(spec.params);
     let w = u128::from(spec.dtype.activation_bytes());
+    let opts = &spec.options;
     let shape = shape_for(spec.params);
     let (l, h, a) = (
         u128::from(shape.layers),
@@ -302,6 +445,22 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
         u128::from(shape.heads),
     );
     let (s, b) = (u128::from(spec.seq), u128::from(spec.batch));
+    let v = u128::from(opts.vocab);
+    // Grouped-query attention keeps kv_heads of the a heads' keys and values; checked in
+    // every phase, so that a bad count is refused however the job runs.
+    let kv = match opts.kv_heads {
+        None => a,
+        Some(k) => {
+            let k = u128::from(k);
+            if k > a || a % k != 0 {
+                return Err(ModelError::KvHeads {
+                    kv_heads: k as u32,
+                    heads: shape.heads,
+                });
+            }
+            k
+        }
+    };
     // What is stored: fp8 training keeps bf16 weights and gradients (Dtype::Fp8).
     let stored = match spec.phase {
         Phase::Train => spec.dtype.stored_for_training(),
@@ -319,21 +478,54 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
             if !spec.dtype.trainable() {
                 return Err(ModelError::IntegerTraining(spec.dtype));
             }
-            out.gradients = clamp(weights);
-            // ZeRO, section 3.1: 16-bit training keeps fp32 master weights + 2 fp32 moments
-            // (12 bytes per parameter); fp32 training keeps the 2 moments (8 bytes).
-            out.optimizer = clamp(p * if stored == Dtype::Fp32 { 8 } else { 12 });
+            // The parameters trained: all, or LoRA's adapters (Hu et al. 2022, section 4:
+            // two matrices of h x r and r x h on the query and value projections of every
+            // layer, section 7.1), 4 L h r.
+            let trained = match opts.lora_rank {
+                None => p,
+                Some(r) => 4 * l * h * u128::from(r),
+            };
+            // Gradients in the stored format; 16-bit training keeps fp32 master weights
+            // (ZeRO, Rajbhandari et al. 2020, section 3.1: 2 + 2 + 12 bytes per parameter
+            // with Adam); a LoRA job's adapters are fp32 (PEFT keeps them so under
+            // autocast), the frozen weights get neither gradient nor state.
+            let (grad_bytes, master) = match (opts.lora_rank, stored) {
+                (Some(_), _) | (None, Dtype::Fp32) => (4, 0),
+                (None, _) => (u128::from(stored.weight_tenths()) / 10, 4),
+            };
+            out.gradients = clamp(trained * grad_bytes);
+            out.optimizer = clamp(trained * (master + u128::from(opts.optimizer.state_bytes())));
+            if opts.lora_rank.is_some() {
+                out.weights = clamp(weights + trained * 4);
+            }
             // Korthikanti et al. 2022, eq. 1: s b h (34 + 5 a s / h) bytes per layer with
-            // 16-bit activations; scaled by w/2 for fp32.
-            let per_layer_2byte = s * b * h * 34 + 5 * a * s * s * b;
+            // 16-bit activations, scaled by w/2 for fp32. Fused attention keeps no scores
+            // (the 5 a s^2 b) but the softmax's fp32 log-sum-exp, 4 a s b.
+            let attention = match opts.attention {
+                Attention::Eager => 5 * a * s * s * b,
+                Attention::Fused => 4 * a * s * b * 2 / w,
+            };
+            let per_layer_2byte = s * b * h * 34 + attention;
             out.activations = clamp(l * per_layer_2byte * w / 2);
+            // The logits over the vocabulary in the activation format, their fp32 log-softmax
+            // kept for the backward (Hugging Face transformers' ForCausalLMLoss upcasts the
+            // logits to fp32; PyTorch's cross_entropy is log_softmax + nll_loss) and its fp32
+            // gradient: b s V (w + 8).
+            out.logits = clamp(b * s * v * (w + 8));
         }
         Phase::Infer => {
-            out.kv_cache = clamp(2 * l * h * s * b * w);
+            out.kv_cache = clamp(2 * l * h * kv / a * s * b * w);
             // One layer's largest transients, freed layer by layer: the MLP's 4h-wide input
             // and output. Inference runs fused attention (FlashAttention, Dao et al. 2022;
-            // PyTorch SDPA), which never holds the a x s x s scores.
+            // PyTorch SDPA), which never holds the a x s x s scores; eager attention holds one
+            // layer's scores and softmax, 2 a s^2 b values.
             out.activations = clamp(s * b * 8 * h * w);
+            if opts.attention == Attention::Eager {
+                out.activations = clamp(s * b * 8 * h * w + 2 * a * s * s * b * w);
+            }
+            // The logits of every prompt position in the activation format (transformers'
+            // forward computes all positions unless told `logits_to_keep`).
+            out.logits = clamp(b * s * v * w);
         }
     }
     Ok(out)
@@ -394,6 +586,7 @@ mod tests {
             phase: Phase::Train,
             batch: 1,
             seq: 1,
+            options: ModelOptions::DEFAULT,
         };
         let b = breakdown(&spec, 0).unwrap();
         assert_eq!(b.weights + b.gradients + b.optimizer, 16_000_000_000);
@@ -428,6 +621,7 @@ mod tests {
             phase: Phase::Infer,
             batch: 1,
             seq: 2048,
+            options: ModelOptions::DEFAULT,
         };
         let fp8 = breakdown(&infer, 0).unwrap();
         let bf16 = breakdown(
@@ -470,6 +664,7 @@ mod tests {
             phase: Phase::Infer,
             batch: 1,
             seq: 4096,
+            options: ModelOptions::DEFAULT,
         };
         let b = breakdown(&spec, DEFAULT_CUDA_CONTEXT_BYTES).unwrap();
         // 2 x 32 layers x 4096 x 4096 tokens x 2 bytes = 2 GiB.
@@ -477,6 +672,125 @@ mod tests {
         assert_eq!(b.weights, 13_400_000_000);
         assert_eq!(b.gradients + b.optimizer, 0);
         assert!(b.total() > 15 * GIB && b.total() < 16 * GIB, "{}", b.total());
+    }
+
+    fn with(spec: ModelSpec, f: impl FnOnce(&mut ModelOptions)) -> ModelSpec {
+        let mut s = spec;
+        f(&mut s.options);
+        s
+    }
+
+    #[test]
+    fn each_optimizer_keeps_its_published_state_per_parameter() {
+        let spec = ModelSpec {
+            params: 1_000_000_000,
+            dtype: Dtype::Fp32,
+            phase: Phase::Train,
+            batch: 1,
+            seq: 1,
+            options: ModelOptions::DEFAULT,
+        };
+        let state = |o: Optimizer| breakdown(&with(spec, |m| m.optimizer = o), 0).unwrap().optimizer;
+        assert_eq!(state(Optimizer::AdamW), 8_000_000_000);
+        assert_eq!(state(Optimizer::Sgd), 4_000_000_000);
+        assert_eq!(state(Optimizer::Adam8bit), 2_000_000_000);
+        // 16-bit training adds the fp32 master weights.
+        let bf16 = ModelSpec {
+            dtype: Dtype::Bf16,
+            ..spec
+        };
+        assert_eq!(
+            breakdown(&with(bf16, |m| m.optimizer = Optimizer::Adam8bit), 0)
+                .unwrap()
+                .optimizer,
+            6_000_000_000
+        );
+        assert_eq!(Optimizer::parse("AdamW"), Some(Optimizer::AdamW));
+        assert_eq!(Optimizer::parse("adam8bit"), Some(Optimizer::Adam8bit));
+        assert_eq!(Optimizer::parse("lion"), None);
+    }
+
+    #[test]
+    fn fused_attention_keeps_no_scores_and_eager_keeps_them() {
+        let spec = ModelSpec {
+            params: 355_000_000,
+            dtype: Dtype::Bf16,
+            phase: Phase::Train,
+            batch: 8,
+            seq: 1024,
+            options: ModelOptions::DEFAULT,
+        };
+        let fused = breakdown(&spec, 0).unwrap();
+        let eager = breakdown(&with(spec, |m| m.attention = Attention::Eager), 0).unwrap();
+        let sh = shape_for(spec.params);
+        let (l, h, a, s, b) = (sh.layers, sh.hidden, sh.heads, 1024u64, 8u64);
+        assert_eq!(fused.activations, l * (s * b * h * 34 + 4 * a * s * b));
+        assert_eq!(eager.activations, l * (s * b * h * 34 + 5 * a * s * s * b));
+        assert_eq!(Attention::parse("SDPA"), Some(Attention::Fused));
+        assert_eq!(Attention::parse("eager"), Some(Attention::Eager));
+    }
+
+    #[test]
+    fn logits_cover_the_vocabulary_in_fp32_for_the_loss_and_none_without_one() {
+        let spec = ModelSpec {
+            params: 124_000_000,
+            dtype: Dtype::Bf16,
+            phase: Phase::Train,
+            batch: 8,
+            seq: 1024,
+            options: ModelOptions::DEFAULT,
+        };
+        let v = u64::from(DEFAULT_VOCAB);
+        // bf16 logits + fp32 log-softmax + its fp32 gradient.
+        assert_eq!(breakdown(&spec, 0).unwrap().logits, 8 * 1024 * v * (2 + 8));
+        let infer = ModelSpec {
+            phase: Phase::Infer,
+            ..spec
+        };
+        assert_eq!(breakdown(&infer, 0).unwrap().logits, 8 * 1024 * v * 2);
+        assert_eq!(breakdown(&with(spec, |m| m.vocab = 0), 0).unwrap().logits, 0);
+    }
+
+    #[test]
+    fn grouped_query_attention_shrinks_the_kv_cache_by_heads_over_kv_heads() {
+        let spec = ModelSpec {
+            params: 6_700_000_000,
+            dtype: Dtype::Bf16,
+            phase: Phase::Infer,
+            batch: 1,
+            seq: 4096,
+            options: ModelOptions::DEFAULT,
+        };
+        let mha = breakdown(&spec, 0).unwrap();
+        let gqa = breakdown(&with(spec, |m| m.kv_heads = Some(8)), 0).unwrap();
+        assert_eq!(mha.kv_cache, 2 * GIB);
+        assert_eq!(gqa.kv_cache * 4, mha.kv_cache, "32 heads, 8 key/value heads");
+        assert_eq!(
+            breakdown(&with(spec, |m| m.kv_heads = Some(5)), 0).unwrap_err(),
+            ModelError::KvHeads { kv_heads: 5, heads: 32 }
+        );
+        assert!(breakdown(&with(spec, |m| m.kv_heads = Some(64)), 0).is_err());
+    }
+
+    #[test]
+    fn lora_trains_only_its_adapters() {
+        let spec = ModelSpec {
+            params: 6_700_000_000,
+            dtype: Dtype::Bf16,
+            phase: Phase::Train,
+            batch: 1,
+            seq: 2048,
+            options: ModelOptions::DEFAULT,
+        };
+        let full = breakdown(&spec, 0).unwrap();
+        let lora = breakdown(&with(spec, |m| m.lora_rank = Some(16)), 0).unwrap();
+        // 4 L h r adapter parameters: 4 x 32 x 4096 x 16 = 8.4M, fp32, with AdamW.
+        let adapters = 4 * 32 * 4096 * 16;
+        assert_eq!(lora.gradients, adapters * 4);
+        assert_eq!(lora.optimizer, adapters * 8);
+        assert_eq!(lora.weights, 13_400_000_000 + adapters * 4);
+        assert_eq!(lora.activations, full.activations);
+        assert!(lora.total() < full.total() / 3, "{lora:?} vs {full:?}");
     }
 
     #[test]
