@@ -64,6 +64,54 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
     let id = c.sbatch(&["--hold", "--gres=gpu:2", "--wrap=true"]);
     assert_eq!(tres(&c.job(id)), "gres:gpu:7g.80gb:2");
 
+    // The model options reach job_submit through SPANK, and `dynmig estimate` with the same
+    // options predicts the profile sbatch gives (issue 30).
+    for opt in [
+        "--mig-optimizer",
+        "--mig-attention",
+        "--mig-vocab",
+        "--mig-kv-heads",
+        "--mig-lora-rank",
+    ] {
+        assert!(help.contains(opt), "sbatch --help does not list {opt}:\n{help}");
+    }
+    let hints = [
+        "--mig-model-params=6.7B",
+        "--mig-phase=infer",
+        "--mig-seq=8192",
+        "--mig-kv-heads=8",
+        "--mig-vocab=128256",
+    ];
+    let dynmig = bin_dir().join("dynmig");
+    let conf = c.dir.join("dynmig.toml");
+    let mut args = vec!["--config", conf.to_str().unwrap(), "estimate", "--json"];
+    args.extend(hints);
+    let out = c.cmd(dynmig.to_str().unwrap(), &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let predicted: Value = serde_json::from_slice(&out.stdout).expect("estimate --json");
+    let profile = predicted["profile"].as_str().expect("a profile").to_string();
+    let mut args = vec!["--hold", "--gres=gpu:1", "--wrap=true"];
+    args.extend(hints);
+    let id = c.sbatch(&args);
+    assert_eq!(tres(&c.job(id)), format!("gres:gpu:{profile}:1"), "{predicted}");
+    c.ok("scancel", &[&id.to_string()]);
+    // A value sbatch cannot use ends the submission with the reason.
+    let out = c.cmd(
+        "sbatch",
+        &[
+            "--gres=gpu:1",
+            "--mig-model-params=1B",
+            "--mig-optimizer=lion",
+            "--wrap=true",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "sbatch accepted --mig-optimizer=lion: {err}");
+    assert!(
+        err.contains("--mig-optimizer=lion: unknown optimizer; allowed: adamw, sgd, adam8bit"),
+        "{err}"
+    );
+
     // A job without GPUs is left alone.
     let id = c.sbatch(&["--hold", "--wrap=true"]);
     let job = c.job(id);
