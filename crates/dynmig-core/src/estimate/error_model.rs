@@ -6,7 +6,9 @@
 //!
 //! [`ErrorModel::reference`] holds:
 //! - [`EstimateSource::Model`]: the errors of the model formula against the published table
-//!   ([`super::reference::REFERENCE`]), computed here, so they change with the formula;
+//!   ([`super::reference::REFERENCE`]) and the table measured on an H100
+//!   ([`super::measured::MEASURED`], transformers only), computed here, so they change with
+//!   the formula;
 //! - [`EstimateSource::History`]: `margin - 1` (the configured margin over a quantile of past
 //!   peaks of the same job; assumes a job's peak repeats from run to run);
 //! - [`EstimateSource::MigMemHint`]: `0` (the user's number is taken as the need).
@@ -16,6 +18,7 @@
 //! relative error: the simulator uses their bytes as they are. [`ErrorModel::set`] replaces a
 //! source's samples (e.g. with a measured table).
 
+use super::measured::MEASURED;
 use super::model_formula::breakdown;
 use super::reference::{ReferencePoint, REFERENCE};
 use super::EstimatorConfig;
@@ -68,7 +71,11 @@ impl ErrorModel {
     /// The reference model (module docs) under the estimator settings `cfg`.
     pub fn reference(cfg: &EstimatorConfig) -> Self {
         let mut m = Self::default();
-        m.set(EstimateSource::Model, model_errors(cfg).iter().map(|r| r.3).collect());
+        let measured = point_errors(&MEASURED, cfg);
+        m.set(
+            EstimateSource::Model,
+            model_errors(cfg).iter().chain(measured.iter()).map(|r| r.3).collect(),
+        );
         m.set(EstimateSource::History, vec![cfg.history_margin - 1.0]);
         m.set(EstimateSource::MigMemHint, vec![0.0]);
         m

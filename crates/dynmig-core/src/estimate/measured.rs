@@ -10,8 +10,8 @@
 //! Each row's `spec` is the hints a user would give for the workload: the parameter count as
 //! a user writes it (124M, 355M, 774M, 1B, 6.7B), not the exact count, which `assumed` gives.
 //!
-//! These rows are not used by [`super::ErrorModel::reference`] (the simulator's input still
-//! comes from the published table, [`super::reference::REFERENCE`]).
+//! [`super::ErrorModel::reference`] samples the transformer rows' errors with the published
+//! table's ([`super::reference::REFERENCE`]) for the simulator's estimated requests.
 
 use super::model_formula::{Dtype, ModelOptions, ModelSpec, Phase};
 use super::reference::ReferencePoint;
