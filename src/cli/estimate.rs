@@ -16,8 +16,9 @@ use dynmig_core::config::Config;
 use dynmig_core::estimate::{estimate, next_larger_profile, EstimateContext};
 use dynmig_core::geometry::GpuModel;
 use dynmig_core::hints::{
-    hints_from_spank_env_for, smallest_fitting, MIG_ATTENTION, MIG_BATCH, MIG_DTYPE, MIG_KV_HEADS, MIG_LORA_RANK,
-    MIG_MEM, MIG_MODEL_PARAMS, MIG_OPTIMIZER, MIG_PHASE, MIG_PROFILE, MIG_SEQ, MIG_VOCAB, SPANK_ENV_PREFIX,
+    hints_from_spank_env_for, smallest_fitting, MIG_ACT_PER_SAMPLE, MIG_ATTENTION, MIG_BATCH, MIG_DTYPE, MIG_KV_HEADS,
+    MIG_LORA_RANK, MIG_MEM, MIG_MODEL_PARAMS, MIG_OPTIMIZER, MIG_PHASE, MIG_PROFILE, MIG_SEQ, MIG_VOCAB,
+    SPANK_ENV_PREFIX,
 };
 use dynmig_core::protocol::catalog::{Catalog, CATALOG_FILE, MAX_CATALOG_BYTES};
 use dynmig_core::size::{format_size, MIB};
@@ -64,6 +65,10 @@ pub struct EstimateArgs {
     /// LoRA rank of a fine-tuning job (as sbatch --mig-lora-rank).
     #[arg(long = "mig-lora-rank", value_name = "R")]
     pub mig_lora_rank: Option<String>,
+    /// Activations one sample keeps, for a model that is not a transformer, e.g. 100M (as
+    /// sbatch --mig-act-per-sample).
+    #[arg(long = "mig-act-per-sample", value_name = "SIZE")]
+    pub mig_act_per_sample: Option<String>,
     /// The GPU request as sbatch --gres gives it.
     #[arg(long, default_value = "gpu:1")]
     pub gres: String,
@@ -88,6 +93,7 @@ impl EstimateArgs {
             (MIG_VOCAB, &self.mig_vocab),
             (MIG_KV_HEADS, &self.mig_kv_heads),
             (MIG_LORA_RANK, &self.mig_lora_rank),
+            (MIG_ACT_PER_SAMPLE, &self.mig_act_per_sample),
         ]
         .into_iter()
         .filter_map(|(o, v)| v.as_deref().map(|v| (o, v)))

@@ -140,8 +140,11 @@ pub const MIG_VOCAB: &str = "mig-vocab";
 pub const MIG_KV_HEADS: &str = "mig-kv-heads";
 /// Option name (without `--`) of the LoRA rank.
 pub const MIG_LORA_RANK: &str = "mig-lora-rank";
+/// Option name (without `--`) of the activations per sample (a model that is not a
+/// transformer).
+pub const MIG_ACT_PER_SAMPLE: &str = "mig-act-per-sample";
 /// Every option of dynmig, without `--`, in the order `sbatch --help` lists them.
-pub const OPTIONS: [&str; 12] = [
+pub const OPTIONS: [&str; 13] = [
     MIG_MEM,
     MIG_PROFILE,
     MIG_MODEL_PARAMS,
@@ -154,6 +157,7 @@ pub const OPTIONS: [&str; 12] = [
     MIG_VOCAB,
     MIG_KV_HEADS,
     MIG_LORA_RANK,
+    MIG_ACT_PER_SAMPLE,
 ];
 
 /// One hint, as read from one option.
@@ -183,6 +187,8 @@ pub enum Hint {
     KvHeads(u32),
     /// `--mig-lora-rank`.
     LoraRank(u32),
+    /// `--mig-act-per-sample`, bytes.
+    ActPerSample(u64),
 }
 
 /// The model description hints; all `None` when not given.
@@ -208,6 +214,8 @@ pub struct ModelHints {
     pub kv_heads: Option<u32>,
     /// `--mig-lora-rank`.
     pub lora_rank: Option<u32>,
+    /// `--mig-act-per-sample`, bytes.
+    pub act_per_sample: Option<u64>,
 }
 
 impl ModelHints {
@@ -228,6 +236,7 @@ impl ModelHints {
             (MIG_VOCAB, self.vocab.is_some()),
             (MIG_KV_HEADS, self.kv_heads.is_some()),
             (MIG_LORA_RANK, self.lora_rank.is_some()),
+            (MIG_ACT_PER_SAMPLE, self.act_per_sample.is_some()),
         ]
         .into_iter()
         .find_map(|(o, given)| given.then_some(o))
@@ -249,6 +258,7 @@ impl ModelHints {
                 vocab: self.vocab.unwrap_or(d.vocab),
                 kv_heads: self.kv_heads,
                 lora_rank: self.lora_rank,
+                act_per_sample: self.act_per_sample,
             },
         })
     }
@@ -325,7 +335,7 @@ pub enum HintError {
         formats: String,
     },
     /// The option is not one of dynmig's.
-    #[error("dynmig: unknown option --{option}; dynmig's options are --mig-mem, --mig-profile, --mig-model-params, --mig-dtype, --mig-phase, --mig-batch, --mig-seq, --mig-optimizer, --mig-attention, --mig-vocab, --mig-kv-heads and --mig-lora-rank")]
+    #[error("dynmig: unknown option --{option}; dynmig's options are --mig-mem, --mig-profile, --mig-model-params, --mig-dtype, --mig-phase, --mig-batch, --mig-seq, --mig-optimizer, --mig-attention, --mig-vocab, --mig-kv-heads, --mig-lora-rank and --mig-act-per-sample")]
     UnknownOption {
         /// The option name.
         option: String,
@@ -435,6 +445,23 @@ pub fn parse_hint_for(option: &str, value: &str, cluster: Option<&[&'static GpuM
         },
         MIG_KV_HEADS => count(MIG_KV_HEADS, value, MAX_HEADS_OR_RANK).map(Hint::KvHeads),
         MIG_LORA_RANK => count(MIG_LORA_RANK, value, MAX_HEADS_OR_RANK).map(Hint::LoraRank),
+        MIG_ACT_PER_SAMPLE => parse_size(value)
+            .map_err(|e| e.to_string())
+            .and_then(|b| {
+                if b == 0 {
+                    Err("must be more than 0".into())
+                } else {
+                    Ok(b)
+                }
+            })
+            .map(Hint::ActPerSample)
+            .map_err(|why| {
+                bad_model(
+                    MIG_ACT_PER_SAMPLE,
+                    value,
+                    format!("{why}; give the activations one sample keeps, e.g. 100M (K/M/G, binary units)"),
+                )
+            }),
         _ => Err(HintError::UnknownOption {
             option: shorten(option, MAX_QUOTED),
         }),
@@ -597,6 +624,7 @@ impl Hints {
             Hint::Vocab(n) => self.model.vocab = Some(n),
             Hint::KvHeads(n) => self.model.kv_heads = Some(n),
             Hint::LoraRank(n) => self.model.lora_rank = Some(n),
+            Hint::ActPerSample(b) => self.model.act_per_sample = Some(b),
         }
     }
 
@@ -763,6 +791,12 @@ mod tests {
         assert_eq!(parse_hint("mig-vocab", "0"), Ok(Hint::Vocab(0)));
         assert_eq!(parse_hint("mig_kv_heads", "8"), Ok(Hint::KvHeads(8)));
         assert_eq!(parse_hint("mig-lora-rank", "16"), Ok(Hint::LoraRank(16)));
+        assert_eq!(
+            parse_hint("mig-act-per-sample", "100M"),
+            Ok(Hint::ActPerSample(100 * MIB))
+        );
+        let e = parse_hint("mig-act-per-sample", "0").unwrap_err().to_string();
+        assert!(e.contains("more than 0") && e.contains("e.g. 100M"), "{e}");
         let e = parse_hint("mig-optimizer", "lion").unwrap_err().to_string();
         assert_eq!(
             e,

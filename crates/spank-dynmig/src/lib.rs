@@ -33,8 +33,8 @@ use std::ffi::OsStr;
 
 use dynmig_core::geometry::MODELS;
 use dynmig_core::hints::{
-    parse_hint, Hints, MIG_ATTENTION, MIG_BATCH, MIG_DTYPE, MIG_KV_HEADS, MIG_LORA_RANK, MIG_MEM, MIG_MODEL_PARAMS,
-    MIG_OPTIMIZER, MIG_PHASE, MIG_PROFILE, MIG_SEQ, MIG_VOCAB, OPTIONS,
+    parse_hint, Hints, MIG_ACT_PER_SAMPLE, MIG_ATTENTION, MIG_BATCH, MIG_DTYPE, MIG_KV_HEADS, MIG_LORA_RANK, MIG_MEM,
+    MIG_MODEL_PARAMS, MIG_OPTIMIZER, MIG_PHASE, MIG_PROFILE, MIG_SEQ, MIG_VOCAB, OPTIONS,
 };
 use slurm_spank::{
     spank_log_error, Context, OptionValidator, Plugin, SpankHandle, SpankOption, SLURM_VERSION_NUMBER, SPANK_PLUGIN,
@@ -70,6 +70,10 @@ pub fn usage(option: &str) -> (&'static str, &'static str) {
             "key/value heads, for grouped-query attention (default: as many as attention heads)",
         ),
         MIG_LORA_RANK => ("r", "LoRA rank of a fine-tuning job (default: every weight trained)"),
+        MIG_ACT_PER_SAMPLE => (
+            "size",
+            "activations one sample keeps, for a model that is not a transformer (e.g. a CNN: 100M)",
+        ),
         _ => ("value", "dynmig option"),
     }
 }
@@ -106,7 +110,7 @@ pub fn check_value<const I: usize>(value: Option<&OsStr>) -> Result<(), String> 
 }
 
 /// The validator of each option, in [`OPTIONS`] order.
-pub const VALIDATORS: [OptionValidator; 12] = [
+pub const VALIDATORS: [OptionValidator; 13] = [
     check_value::<0>,
     check_value::<1>,
     check_value::<2>,
@@ -119,6 +123,7 @@ pub const VALIDATORS: [OptionValidator; 12] = [
     check_value::<9>,
     check_value::<10>,
     check_value::<11>,
+    check_value::<12>,
 ];
 
 /// The plugin; holds nothing between callbacks.

@@ -300,6 +300,11 @@ pub struct ModelOptions {
     /// `--mig-lora-rank`: LoRA fine-tuning of rank r (Hu et al., "LoRA", ICLR 2022); `None`:
     /// every weight is trained.
     pub lora_rank: Option<u32>,
+    /// `--mig-act-per-sample`: bytes of activations one sample (image, sequence) keeps, for a
+    /// model that is not a transformer (a CNN); `None`: a transformer of [`shape_for`]'s
+    /// shape. Given, the activations are `b x` this, and the transformer's terms (attention,
+    /// KV cache, logits) are not counted.
+    pub act_per_sample: Option<u64>,
 }
 
 impl ModelOptions {
@@ -310,6 +315,7 @@ impl ModelOptions {
         vocab: DEFAULT_VOCAB,
         kv_heads: None,
         lora_rank: None,
+        act_per_sample: None,
     };
 }
 
@@ -507,6 +513,10 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
             };
             let per_layer_2byte = s * b * h * 34 + attention;
             out.activations = clamp(l * per_layer_2byte * w / 2);
+            if let Some(per_sample) = opts.act_per_sample {
+                out.activations = clamp(b * u128::from(per_sample));
+                return Ok(out);
+            }
             // The logits over the vocabulary in the activation format, their fp32 log-softmax
             // kept for the backward (Hugging Face transformers' ForCausalLMLoss upcasts the
             // logits to fp32; PyTorch's cross_entropy is log_softmax + nll_loss) and its fp32
@@ -514,6 +524,10 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
             out.logits = clamp(b * s * v * (w + 8));
         }
         Phase::Infer => {
+            if let Some(per_sample) = opts.act_per_sample {
+                out.activations = clamp(b * u128::from(per_sample));
+                return Ok(out);
+            }
             out.kv_cache = clamp(2 * l * h * kv / a * s * b * w);
             // One layer's largest transients, freed layer by layer: the MLP's 4h-wide input
             // and output. Inference runs fused attention (FlashAttention, Dao et al. 2022;
@@ -791,6 +805,35 @@ mod tests {
         assert_eq!(lora.weights, 13_400_000_000 + adapters * 4);
         assert_eq!(lora.activations, full.activations);
         assert!(lora.total() < full.total() / 3, "{lora:?} vs {full:?}");
+    }
+
+    #[test]
+    fn a_model_described_by_its_activations_per_sample_gets_no_transformer_terms() {
+        let spec = ModelSpec {
+            params: 25_600_000,
+            dtype: Dtype::Fp32,
+            phase: Phase::Train,
+            batch: 64,
+            seq: DEFAULT_SEQ,
+            options: ModelOptions::DEFAULT,
+        };
+        let cnn = with(spec, |m| m.act_per_sample = Some(100 * MIB));
+        let b = breakdown(&cnn, 0).unwrap();
+        assert_eq!(b.activations, 64 * 100 * MIB);
+        assert_eq!((b.kv_cache, b.logits), (0, 0));
+        assert_eq!(b.weights + b.gradients + b.optimizer, 16 * 25_600_000);
+        let infer = breakdown(
+            &ModelSpec {
+                phase: Phase::Infer,
+                ..cnn
+            },
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            (infer.activations, infer.kv_cache, infer.logits),
+            (64 * 100 * MIB, 0, 0)
+        );
     }
 
     #[test]
