@@ -72,6 +72,7 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
         "--mig-vocab",
         "--mig-kv-heads",
         "--mig-lora-rank",
+        "--mig-act-per-sample",
     ] {
         assert!(help.contains(opt), "sbatch --help does not list {opt}:\n{help}");
     }
