@@ -33,8 +33,8 @@
 //! escaped ([`shorten`], [`escape_control`]), as it may reach slurmctld's log.
 
 use crate::estimate::model_formula::{
-    breakdown, parse_params, Attention, Dtype, ModelError, ModelOptions, ModelSpec, Optimizer, Phase, DEFAULT_BATCH,
-    DEFAULT_SEQ, MAX_BATCH, MAX_HEADS_OR_RANK, MAX_SEQ, MAX_VOCAB,
+    kv_heads_for, parse_params, shape_for, Attention, Dtype, ModelError, ModelOptions, ModelSpec, Optimizer, Phase,
+    DEFAULT_BATCH, DEFAULT_SEQ, MAX_BATCH, MAX_HEADS_OR_RANK, MAX_SEQ, MAX_VOCAB,
 };
 use crate::geometry::{GpuModel, ProfileSpec, MODELS};
 use crate::size::{format_size, parse_size, SizeError, MIB};
@@ -693,7 +693,10 @@ impl Hints {
             }
         }
         if let Some(spec) = m.spec() {
-            if let Err(e @ ModelError::KvHeads { kv_heads, .. }) = breakdown(&spec, 0) {
+            // The count alone, not the whole estimate: job_submit estimates once, later.
+            if let Err(e @ ModelError::KvHeads { kv_heads, .. }) =
+                kv_heads_for(&shape_for(spec.params), spec.options.kv_heads)
+            {
                 return Err(bad_model(MIG_KV_HEADS, &kv_heads.to_string(), e.to_string()));
             }
             if spec.phase == Phase::Train && !spec.dtype.trainable() {

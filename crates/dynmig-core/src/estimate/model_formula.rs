@@ -454,19 +454,7 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
     let v = u128::from(opts.vocab);
     // Grouped-query attention keeps kv_heads of the a heads' keys and values; checked in
     // every phase, so that a bad count is refused however the job runs.
-    let kv = match opts.kv_heads {
-        None => a,
-        Some(k) => {
-            let k = u128::from(k);
-            if k > a || a % k != 0 {
-                return Err(ModelError::KvHeads {
-                    kv_heads: k as u32,
-                    heads: shape.heads,
-                });
-            }
-            k
-        }
-    };
+    let kv = u128::from(kv_heads_for(&shape, opts.kv_heads)?);
     // What is stored: fp8 training keeps bf16 weights and gradients (Dtype::Fp8).
     let stored = match spec.phase {
         Phase::Train => spec.dtype.stored_for_training(),
@@ -533,16 +521,34 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
             // and output. Inference runs fused attention (FlashAttention, Dao et al. 2022;
             // PyTorch SDPA), which never holds the a x s x s scores; eager attention holds one
             // layer's scores and softmax, 2 a s^2 b values.
-            out.activations = clamp(s * b * 8 * h * w);
-            if opts.attention == Attention::Eager {
-                out.activations = clamp(s * b * 8 * h * w + 2 * a * s * s * b * w);
-            }
+            let scores = match opts.attention {
+                Attention::Fused => 0,
+                Attention::Eager => 2 * a * s * s * b * w,
+            };
+            out.activations = clamp(s * b * 8 * h * w + scores);
             // The logits of every prompt position in the activation format (transformers'
             // forward computes all positions unless told `logits_to_keep`).
             out.logits = clamp(b * s * v * w);
         }
     }
     Ok(out)
+}
+
+/// The key/value heads of a model of `shape` given `--mig-kv-heads` (`None`: as many as
+/// attention heads).
+///
+/// # Errors
+/// [`ModelError::KvHeads`] for more key/value heads than the shape has attention heads, or a
+/// count that does not divide them.
+pub fn kv_heads_for(shape: &Shape, kv_heads: Option<u32>) -> Result<u64, ModelError> {
+    match kv_heads {
+        None => Ok(shape.heads),
+        Some(k) if u64::from(k) <= shape.heads && shape.heads.is_multiple_of(u64::from(k)) => Ok(u64::from(k)),
+        Some(k) => Err(ModelError::KvHeads {
+            kv_heads: k,
+            heads: shape.heads,
+        }),
+    }
 }
 
 /// Reads a parameter count: `7B`, `1.3b`, `350M`, `125m`, `1T`, `7e9` or a plain number.

@@ -216,7 +216,7 @@ impl Agent {
     /// nothing to do, else whether starting it again worked. Never during an apply (the
     /// journal's Wait step has its own check).
     pub fn keep_slurmd(&mut self) -> Option<Result<()>> {
-        let gres = self.serving_gres.clone()?;
+        self.serving_gres.as_ref()?;
         if self.reregister.daemon_running() != Some(false) || self.settings.paths.journal().exists() {
             self.slurmd_dead_since = None;
             return None;
@@ -226,6 +226,7 @@ impl Agent {
             return None;
         }
         self.slurmd_dead_since = None;
+        let gres = self.serving_gres.clone()?;
         let node = self.settings.node.clone();
         log::warn!("{node}: the slurmd this agent started died (its pid file names no live slurmd); starting it again with {gres}");
         let r = self
