@@ -745,17 +745,31 @@ pub fn profile_names(models: &[&'static GpuModel]) -> Vec<&'static str> {
     names
 }
 
-/// Whether a profile is one that "smallest profile that fits" may pick: not `+me` nor another
-/// variant ([`ProfileSpec::is_variant`]: `+gfx`, `-me`, `+me.all`), and not the
-/// 1-compute-slice double-memory profile ([`ProfileSpec::is_double_memory`]: ID 15 on the
-/// seven-slice boards, e.g. `1g.20gb` on A100-80GB), which Slurm sites rarely create; users
-/// get these only by naming them.
+/// Whether a profile is one that "smallest profile that fits" may pick: a classic profile
+/// ([`ProfileSpec::is_classic`]: not `+me` nor another variant, not the 1-compute-slice
+/// double-memory profile, ID 15 on the seven-slice boards, e.g. `1g.20gb` on A100-80GB, which
+/// Slurm sites rarely create); users get the others only by naming them.
 pub fn auto_selectable(p: &ProfileSpec) -> bool {
-    !p.media_extensions && !p.is_variant() && !p.is_double_memory()
+    p.is_classic()
 }
 
-/// The smallest [`auto_selectable`] profile, by memory then compute slices, over `models`
-/// whose usable memory is at least `mem_bytes`. Ties between models go to the earlier model.
+/// The one rule of "which profile serves `mem_bytes`": among `candidates` (each with a tag
+/// the caller gets back: a model, an index), the [`auto_selectable`] profile whose usable
+/// memory is at least `mem_bytes`, smallest by memory then compute slices; a tie goes to the
+/// earlier candidate. job_submit ([`smallest_fitting`], [`smallest_fitting_where`]) and the
+/// simulator (its cluster's profile indices) both ask it.
+pub fn smallest_fitting_in<'p, T>(
+    candidates: impl IntoIterator<Item = (T, &'p ProfileSpec)>,
+    mem_bytes: u64,
+) -> Option<(T, &'p ProfileSpec)> {
+    candidates
+        .into_iter()
+        .filter(|(_, p)| auto_selectable(p) && p.memory_mib.saturating_mul(MIB) >= mem_bytes)
+        .min_by_key(|(_, p)| (p.memory_mib, p.compute_slices))
+}
+
+/// [`smallest_fitting_in`] over the profiles of `models`. Ties between models go to the
+/// earlier model.
 pub fn smallest_fitting(
     models: &[&'static GpuModel],
     mem_bytes: u64,
@@ -770,11 +784,11 @@ pub fn smallest_fitting_where(
     mem_bytes: u64,
     allowed: impl Fn(&GpuModel, &ProfileSpec) -> bool,
 ) -> Option<(&'static GpuModel, &'static ProfileSpec)> {
-    models
+    let candidates = models
         .iter()
-        .flat_map(|m| m.schedulable_profiles().into_iter().map(move |p| (*m, p)))
-        .filter(|(m, p)| auto_selectable(p) && p.memory_mib * MIB >= mem_bytes && allowed(m, p))
-        .min_by_key(|(_, p)| (p.memory_mib, p.compute_slices))
+        .flat_map(|m| m.profiles.iter().map(move |p| (*m, p)))
+        .filter(|(m, p)| allowed(m, p));
+    smallest_fitting_in(candidates, mem_bytes)
 }
 
 #[cfg(test)]
@@ -989,6 +1003,21 @@ mod tests {
         let both = [&A100_40GB, &A100_80GB];
         assert_eq!(smallest_fitting(&both, 4 * GIB).unwrap().1.name, "1g.5gb");
         assert_eq!(smallest_fitting(&both, 18 * GIB).unwrap().1.name, "2g.20gb");
+    }
+
+    #[test]
+    fn smallest_fitting_in_skips_what_is_not_auto_selectable_and_keeps_the_tag() {
+        let m = &A100_80GB;
+        let tagged = || m.profiles.iter().enumerate().rev();
+        let (i, p) = smallest_fitting_in(tagged(), 9728 * MIB).unwrap();
+        assert_eq!((p.name, std::ptr::eq(p, &m.profiles[i])), ("1g.10gb", true));
+        assert!(
+            smallest_fitting_in(tagged().filter(|(_, p)| p.name != "2g.20gb"), 18 * GIB)
+                .is_some_and(|(_, p)| p.name == "3g.40gb")
+        );
+        assert_eq!(smallest_fitting_in(tagged(), 0).unwrap().1.name, "1g.10gb");
+        assert!(smallest_fitting_in(tagged(), u64::MAX).is_none());
+        assert!(smallest_fitting_in(std::iter::empty::<((), &ProfileSpec)>(), 1).is_none());
     }
 
     /// The H200's 1g.18gb holds 16384 MiB as NVML reports it (docs/results/hardware-2026-11-26.md),

@@ -9,6 +9,8 @@ use anyhow::{anyhow, Result};
 use dynmig_core::geometry::{
     check_instances, classic_profiles, place, GpuModel, NodeLayout, Placed, ProfileCounts, ProfileSpec,
 };
+use dynmig_core::hints::smallest_fitting_in;
+use dynmig_core::size::MIB;
 use std::collections::BTreeSet;
 
 /// A set of small integers (instance keys, node indices) below a fixed bound: a bit per
@@ -318,9 +320,10 @@ impl Cluster {
         self.profiles.iter().position(|p| p.name == name)
     }
 
-    /// The smallest profile (index) whose memory holds `mem_mib`, if any.
+    /// The smallest profile (index) whose memory holds `mem_mib`, if any: job_submit's rule,
+    /// [`smallest_fitting_in`], over [`Cluster::profiles`].
     pub fn smallest_fitting(&self, mem_mib: u64) -> Option<usize> {
-        self.profiles.iter().position(|p| p.memory_mib >= mem_mib)
+        smallest_fitting_in(self.profiles.iter().copied().enumerate(), mem_mib.saturating_mul(MIB)).map(|(i, _)| i)
     }
 
     /// The key of an instance.

@@ -25,6 +25,8 @@ use crate::placement::Placement;
 use crate::workload::Workload;
 use anyhow::{bail, Result};
 use dynmig_core::geometry::{classic_profiles, place_around, Placed, ProfileCounts, ProfileSpec};
+use dynmig_core::hints::smallest_fitting_in;
+use dynmig_core::size::MIB;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
@@ -123,10 +125,8 @@ pub fn simulate_per_allocation(wl: &Workload, cfg: &SimConfig, costs: InstanceCo
         let p = if j.gpus > 1 {
             full
         } else {
-            (0..profiles.len())
-                .filter(|&p| profiles[p].memory_mib >= j.mem_mib)
-                .min_by_key(|&p| (profiles[p].memory_mib, profiles[p].compute_slices))
-                .unwrap_or(full)
+            smallest_fitting_in(profiles.iter().copied().enumerate(), j.mem_mib.saturating_mul(MIB))
+                .map_or(full, |(p, _)| p)
         };
         asks.push(p);
     }

@@ -19,6 +19,7 @@ use crate::model::Job;
 use anyhow::{anyhow, bail, Result};
 use dynmig_core::estimate::{next_larger_profile, ErrorModel, EstimatorConfig};
 use dynmig_core::geometry::{GpuModel, ProfileSpec};
+use dynmig_core::hints::smallest_fitting_in;
 use dynmig_core::size::MIB;
 use dynmig_core::types::EstimateSource;
 use rand::{Rng, SeedableRng};
@@ -274,7 +275,8 @@ pub fn plan_requests(
         bail!("{} has no profiles", model.name);
     }
     let full = full_index(profiles);
-    let fit = |mib: u64| profiles.iter().position(|x| x.memory_mib >= mib);
+    let fit =
+        |mib: u64| smallest_fitting_in(profiles.iter().copied().enumerate(), mib.saturating_mul(MIB)).map(|(i, _)| i);
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0e57_1a7e);
     let mut out = Vec::with_capacity(jobs.len());
     for j in jobs {

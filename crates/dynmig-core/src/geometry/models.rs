@@ -162,6 +162,14 @@ impl ProfileSpec {
     pub fn is_double_memory(&self) -> bool {
         self.compute_slices == 1 && self.memory_slices > 1
     }
+
+    /// Whether the profile is a "classic" one: no media extensions nor another variant
+    /// ([`Self::is_variant`]) and not double-memory ([`Self::is_double_memory`]). The layout
+    /// search uses these ([`crate::geometry::classic_profiles`]), and they are the profiles
+    /// "the smallest profile that fits" may pick ([`crate::hints::auto_selectable`]).
+    pub fn is_classic(&self) -> bool {
+        !self.media_extensions && !self.is_variant() && !self.is_double_memory()
+    }
 }
 
 impl GpuModel {
