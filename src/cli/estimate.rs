@@ -50,7 +50,7 @@ pub struct EstimateArgs {
     /// Sequence length in tokens (as sbatch --mig-seq).
     #[arg(long = "mig-seq", value_name = "N")]
     pub mig_seq: Option<String>,
-    /// Optimizer of a training job: adamw, sgd, adam8bit (as sbatch --mig-optimizer).
+    /// Optimizer of a training job: adamw, sgd, adam8bit, none (as sbatch --mig-optimizer).
     #[arg(long = "mig-optimizer", value_name = "NAME")]
     pub mig_optimizer: Option<String>,
     /// Attention: fused (FlashAttention, SDPA) or eager (as sbatch --mig-attention).
@@ -177,7 +177,7 @@ pub fn report(args: &EstimateArgs, config: &Config, config_name: &str, catalog: 
         "hints": args.given().into_iter().map(|(o, v)| (o.to_string(), Value::from(v))).collect::<serde_json::Map<_, _>>(),
         "terms": terms,
         "terms_sum_bytes": est.as_ref().and_then(|e| e.breakdown.as_ref()).map(|b| b.total()),
-        "model_margin": config.estimator.model_margin,
+        "model_margin": hints.model.spec().map(|s| config.estimator.margin_for(s.phase)),
         "estimate_bytes": bytes,
         "source": source,
         "gres": gres,
@@ -236,7 +236,7 @@ pub fn text(r: &Value) -> String {
         }
         s += &format!("  {:<16} {:>10}\n", "sum", size(&r["terms_sum_bytes"]));
         s += &format!(
-            "  {:<16} {:>10}  (estimator.model_margin: the allocator's reserve)\n",
+            "  {:<16} {:>10}  (estimator.model_margin, or model_margin_infer for inference: the allocator's reserve)\n",
             "x margin",
             r["model_margin"]
                 .as_f64()
@@ -334,7 +334,7 @@ mod tests {
         let sum: u64 = terms.values().map(|v| v.as_u64().unwrap()).sum();
         assert_eq!(r["terms_sum_bytes"].as_u64(), Some(sum));
         let est = r["estimate_bytes"].as_u64().unwrap();
-        assert_eq!(est, (sum as f64 * config.estimator.model_margin).ceil() as u64);
+        assert_eq!(est, (sum as f64 * r["model_margin"].as_f64().unwrap()).ceil() as u64);
         assert_eq!(r["source"], "model");
         // The same decision as the job_submit plugin's.
         let env = [

@@ -71,10 +71,14 @@ fn formula_against_published_measurements() {
         s.worst_abs * 100.0,
         s.under_rate * 100.0
     );
-    // Large models are dominated by weights and KV cache, which the formula gets right.
+    // Large models are dominated by weights and KV cache, which the formula gets right; the
+    // fitted margins (1.34 training, 1.29 inference) put these rows up to a third over.
     for (name, est, measured, r) in &rows {
         if *measured > 12 * GIB {
-            assert!(r.abs() < 0.25, "{name}: estimate {est} vs published {measured}: {r}");
+            assert!(
+                (-0.10..0.45).contains(r),
+                "{name}: estimate {est} vs published {measured}: {r}"
+            );
         }
     }
     assert!(s.median_abs < 0.25, "median error {}", s.median_abs);
@@ -146,17 +150,18 @@ fn formula_against_gpu_measurements() {
     );
     // No measured transformer row runs out of memory on the profile its estimate chooses.
     assert_eq!(too_small, Vec::<&str>::new());
-    // And none gets a larger profile than its peak needs (before fused attention and the
-    // logits were terms, the three GPT-2 training rows got one size too many).
-    assert_eq!(oversized, Vec::<&str>::new());
+    // At most one row gets a larger profile than its peak needs, and never by more than one
+    // size: Llama 7B inference at 4096 tokens (16.5 GiB) gets a 3g.40gb for the fitted
+    // inference margin of 1.29.
+    assert!(oversized.len() <= 1, "{oversized:?}");
     for ((name, _, _, r), p) in rows.iter().zip(MEASURED.iter()) {
-        match p.spec.phase {
-            // Inference: weights and KV cache dominate; within 10%.
-            Phase::Infer => assert!(r.abs() < 0.10, "{name}: {r}"),
-            // Training: within 20% (GPT-2 fp32 training is under by 17-19%: its tanh GELU
-            // runs as separate element-wise kernels that keep more than Megatron's 34 s b h).
-            Phase::Train => assert!(r.abs() < 0.20, "{name}: {r}"),
-        }
+        // None is under (the margins were fitted so that no fit row gets too small a
+        // profile); inference within 25%, training (Llama 1B's bf16 is the widest) within 35%.
+        let top = match p.spec.phase {
+            Phase::Infer => 0.25,
+            Phase::Train => 0.35,
+        };
+        assert!((0.0..top).contains(r), "{name}: {r}");
     }
 }
 

@@ -62,7 +62,10 @@ pub fn usage(option: &str) -> (&'static str, &'static str) {
         MIG_PHASE => ("phase", "train (default; Adam) or infer"),
         MIG_BATCH => ("n", "batch size for the memory estimate (default 1)"),
         MIG_SEQ => ("n", "sequence length for the memory estimate (default 2048)"),
-        MIG_OPTIMIZER => ("name", "optimizer of a training job: adamw (default), sgd, adam8bit"),
+        MIG_OPTIMIZER => (
+            "name",
+            "optimizer of a training job: adamw (default), sgd, adam8bit, none (state off the GPU)",
+        ),
         MIG_ATTENTION => ("kind", "attention: fused (default; FlashAttention, SDPA) or eager"),
         MIG_VOCAB => ("n", "vocabulary size in tokens for the logits (default 32000)"),
         MIG_KV_HEADS => (

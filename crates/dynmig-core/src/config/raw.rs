@@ -56,6 +56,7 @@ pub(super) struct RawEstimator {
     pub default_mem: S<String>,
     pub cuda_context: S<String>,
     pub model_margin: S<f64>,
+    pub model_margin_infer: S<f64>,
     pub history_quantile: S<f64>,
     pub history_margin: S<f64>,
     pub history_min_samples: S<i64>,

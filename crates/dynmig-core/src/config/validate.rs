@@ -7,7 +7,7 @@ use super::{
     expand_hostlist, AgentConfig, AllowedLayouts, Backend, Config, ConfigError, ControllerConfig, HistoryConfig,
     HistoryStore, JobsConfig, LogConfig, LogLevel, NodeGroup, NvmlAccess, Paths, PolicyConfig, CONFIG_VERSION,
 };
-use crate::estimate::EstimatorConfig;
+use crate::estimate::{model_formula, EstimatorConfig};
 use crate::geometry::{layout_examples, model_by_name, model_names, GpuModel, LayoutParseError, ProfileCounts};
 use crate::hints::smallest_fitting;
 use crate::size::{format_size, parse_size, MIB};
@@ -67,8 +67,8 @@ pub(super) fn key_help(key: &str) -> Option<String> {
         }
         "history.store" => "\"server\" (dynmig's own service) or \"slurmdbd\" (Slurm's accounting)".into(),
         "estimator.default_mem" => size("8G"),
-        "estimator.cuda_context" => size("500M"),
-        "estimator.model_margin" | "estimator.history_margin" => float("1", "4"),
+        "estimator.cuda_context" => "\"cuda11\", \"cuda12\" (default), \"cuda13\" or a size such as \"600M\"".into(),
+        "estimator.model_margin" | "estimator.model_margin_infer" | "estimator.history_margin" => float("1", "4"),
         "estimator.history_quantile" | "estimator.oom_peak_fraction" => float("0.5", "1"),
         "estimator.history_min_samples" => int(1, 1000),
         "estimator.history_window" => int(1, 100_000),
@@ -530,17 +530,38 @@ fn fraction(
     Ok(x)
 }
 
+/// The CUDA major version of `"cudaN"` (any case), if `s` names one.
+fn cuda_major(s: &str) -> Option<u32> {
+    let t = s.trim().to_ascii_lowercase();
+    t.strip_prefix("cuda")?.parse().ok()
+}
+
 fn estimator(cx: &Ctx, e: &RawEstimator, default_mem_bytes: u64) -> Result<EstimatorConfig, ConfigError> {
     let d = EstimatorConfig::default();
     let cuda_context_bytes = match &e.cuda_context {
         None => d.cuda_context_bytes,
-        Some(v) => parse_size(v.get_ref()).map_err(|err| {
-            cx.err(
-                v,
-                "estimator.cuda_context",
-                format!("'{}': {err}, e.g. \"500M\"", cut(v.get_ref(), 100)),
-            )
-        })?,
+        Some(v) => match cuda_major(v.get_ref()) {
+            Some(major) => model_formula::cuda_context_for_major(major).ok_or_else(|| {
+                cx.err(
+                    v,
+                    "estimator.cuda_context",
+                    format!(
+                        "'{}': no CUDA context is known for CUDA {major}; allowed: \"cuda11\", \"cuda12\", \"cuda13\" or a size such as \"600M\"",
+                        cut(v.get_ref(), 100)
+                    ),
+                )
+            })?,
+            None => parse_size(v.get_ref()).map_err(|err| {
+                cx.err(
+                    v,
+                    "estimator.cuda_context",
+                    format!(
+                        "'{}': {err}; allowed: \"cuda11\", \"cuda12\", \"cuda13\" or a size such as \"600M\"",
+                        cut(v.get_ref(), 100)
+                    ),
+                )
+            })?,
+        },
     };
     if cuda_context_bytes > 16 << 30 {
         let v = e.cuda_context.as_ref().expect("set when not the default");
@@ -554,6 +575,14 @@ fn estimator(cx: &Ctx, e: &RawEstimator, default_mem_bytes: u64) -> Result<Estim
         default_mem_bytes,
         cuda_context_bytes,
         model_margin: fraction(cx, &e.model_margin, "estimator.model_margin", d.model_margin, 1.0, 4.0)?,
+        model_margin_infer: fraction(
+            cx,
+            &e.model_margin_infer,
+            "estimator.model_margin_infer",
+            d.model_margin_infer,
+            1.0,
+            4.0,
+        )?,
         history_quantile: fraction(
             cx,
             &e.history_quantile,

@@ -22,8 +22,8 @@ pub const MEASURED_SOURCE: &str = "measured: NVIDIA H100 80GB HBM3, driver 580.1
     docs/results/estimator-gpu-2026-11-26/";
 
 /// The CUDA context measured by the script (NVML used memory after CUDA init less before),
-/// bytes: 621 MiB, the same in every workload's process. The formula assumes
-/// [`super::model_formula::DEFAULT_CUDA_CONTEXT_BYTES`] (500 MiB).
+/// bytes: 621 MiB, the same in every workload's process. The formula assumes this value
+/// for CUDA 12 and 13 ([`super::model_formula::CUDA_CONTEXT_BY_MAJOR`]).
 pub const MEASURED_CUDA_CONTEXT_BYTES: u64 = 650_969_088;
 
 const fn spec(params: u64, dtype: Dtype, phase: Phase, batch: u32, seq: u32) -> ModelSpec {

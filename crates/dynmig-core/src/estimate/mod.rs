@@ -19,6 +19,7 @@ pub mod error_model;
 pub mod history;
 pub mod measured;
 pub mod model_formula;
+pub mod published;
 pub mod reference;
 
 pub use error_model::{ErrorModel, ErrorSummary};
@@ -35,13 +36,20 @@ use model_formula::{breakdown, Breakdown};
 pub struct EstimatorConfig {
     /// `default_mem`: GPU memory assumed for a job without a hint, in bytes. Default 8 GiB.
     pub default_mem_bytes: u64,
-    /// `cuda_context`: bytes the model formula adds for the CUDA context. Default 500 MiB.
+    /// `cuda_context`: bytes the model formula adds for the CUDA context: a size, or `"cudaN"`
+    /// for CUDA major version N ([`model_formula::CUDA_CONTEXT_BY_MAJOR`]). Default CUDA 12's,
+    /// 621 MiB.
     pub cuda_context_bytes: u64,
-    /// `model_margin`: factor on the model formula's total (1 to 4). Default 1.15: PyTorch's
-    /// caching allocator reserves more than the tensors hold (blocks rounded up, freed blocks
-    /// kept), and NVML counts what is reserved; 1.15 brings the formula's median error on the
-    /// published table (docs/estimator.md) near 10%.
+    /// `model_margin`: factor on the model formula's total for a training job (1 to 4).
+    /// PyTorch's caching allocator reserves more than the tensors hold (blocks rounded up,
+    /// freed blocks kept), NVML counts what is reserved, and the formula's terms are
+    /// approximate. Default 1.34: the least margin with which no training row of the fit half
+    /// of the published measurements gets a profile too small for its peak
+    /// (docs/estimator-data/split.md, step 3).
     pub model_margin: f64,
+    /// `model_margin_infer`: the same for an inference job (1 to 4). Default 1.29, fitted
+    /// likewise on the inference rows.
+    pub model_margin_infer: f64,
     /// `history_quantile`: quantile of past peaks (0.5 to 1). Default 0.95.
     pub history_quantile: f64,
     /// `history_margin`: factor on that quantile (1 to 4). Default 1.1.
@@ -62,12 +70,24 @@ pub struct EstimatorConfig {
 
 impl Eq for EstimatorConfig {}
 
+impl EstimatorConfig {
+    /// The model formula's margin for a job of `phase`: `model_margin` for training,
+    /// `model_margin_infer` for inference.
+    pub fn margin_for(&self, phase: model_formula::Phase) -> f64 {
+        match phase {
+            model_formula::Phase::Train => self.model_margin,
+            model_formula::Phase::Infer => self.model_margin_infer,
+        }
+    }
+}
+
 impl Default for EstimatorConfig {
     fn default() -> Self {
         Self {
             default_mem_bytes: 8 << 30,
             cuda_context_bytes: model_formula::DEFAULT_CUDA_CONTEXT_BYTES,
-            model_margin: 1.15,
+            model_margin: 1.34,
+            model_margin_infer: 1.29,
             history_quantile: 0.95,
             history_margin: 1.1,
             history_min_samples: 3,
@@ -127,7 +147,7 @@ pub fn estimate(hints: &Hints, cx: &EstimateContext) -> Option<Estimate> {
     if let Some(spec) = hints.model.spec() {
         let terms = breakdown(&spec, cfg.cuda_context_bytes).ok()?;
         return Some(Estimate {
-            bytes: (terms.total() as f64 * cfg.model_margin).ceil() as u64,
+            bytes: (terms.total() as f64 * cfg.margin_for(spec.phase)).ceil() as u64,
             source: EstimateSource::Model,
             breakdown: Some(terms),
         });

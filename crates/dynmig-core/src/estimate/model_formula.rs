@@ -13,7 +13,7 @@
 //! | activations | `L x s b h (34 + attention) x w/2`; attention: fused `4 a s b` (fp32 log-sum-exp), eager `5 a s^2 b` | `8 s b h x w` (one layer's MLP transients; eager adds `2 a s^2 b w`) | Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022, eq. 1; Dao et al., "FlashAttention", NeurIPS 2022, Algorithm 2 |
 //! | KV cache | - | `2 x L x h x (kv/a) x s x b x w` | two tensors (K, V) per layer and token; grouped-query attention keeps `kv` of `a` heads (Ainslie et al., "GQA", EMNLP 2023) |
 //! | logits | `b s V (w + 8)` | `b s V w` | the output layer over the vocabulary `V`; training upcasts them to fp32 for the loss and keeps the fp32 log-softmax and its gradient (transformers' `ForCausalLMLoss`, PyTorch `cross_entropy`) |
-//! | CUDA context | `C` | `C` | 500 MiB by default (`estimator.cuda_context`); 621 MiB measured with PyTorch 2.11 and CUDA 13.0 on an H100 ([`super::measured`]) |
+//! | CUDA context | `C` | `C` | per CUDA major version ([`CUDA_CONTEXT_BY_MAJOR`]: 11 1,343 MiB, 12 and 13 621 MiB; `estimator.cuda_context`, default CUDA 12's) | Hugging Face "Efficient training on a single GPU" (V100, CUDA 11.2); measured with PyTorch 2.11 and CUDA 13.0 on an H100 ([`super::measured`]) |
 //!
 //! `P` parameters, `w` bytes per value, `L` layers, `h` hidden size, `a` attention heads,
 //! `s` sequence length, `b` batch size. Training with `int8`/`int4` is refused; fp8 is for
@@ -40,10 +40,25 @@ pub const MAX_SEQ: u32 = 1 << 20;
 pub const DEFAULT_BATCH: u32 = 1;
 /// Sequence length assumed when `--mig-seq` is not given (GPT-3's context, Table 2.1).
 pub const DEFAULT_SEQ: u32 = 2048;
-/// Default CUDA context size: 500 MiB, about what a PyTorch process holds on a GPU before its
-/// first tensor (CUDA context and kernels; the Hugging Face "Model training anatomy" guide
-/// reports 1-2 GB with all of PyTorch's kernels loaded, lazy loading makes it ~0.5 GB).
-pub const DEFAULT_CUDA_CONTEXT_BYTES: u64 = 500 * MIB;
+/// GPU memory a PyTorch process holds before its first tensor (CUDA context, kernels, cuBLAS
+/// handles), bytes, per CUDA major version (`estimator.cuda_context = "cuda11"`, ...):
+/// - 11: 1,343 MiB, Hugging Face's "Efficient training on a single GPU" guide (Tesla V100,
+///   CUDA 11.2, `torch.ones((1, 1)).to("cuda")` then NVML used memory), before CUDA's lazy
+///   module loading (CUDA 11.7; PyTorch turns it on by default since 1.13);
+/// - 13: 621 MiB (650,969,088 bytes), measured by dynmig on an H100 with PyTorch 2.11 and
+///   CUDA 13.0 ([`super::measured::MEASURED_CUDA_CONTEXT_BYTES`]);
+/// - 12: no published measurement was found; it takes 13's value, as both load modules
+///   lazily.
+pub const CUDA_CONTEXT_BY_MAJOR: [(u32, u64); 3] = [(11, 1343 * MIB), (12, 650_969_088), (13, 650_969_088)];
+/// The CUDA context the estimator assumes unless `estimator.cuda_context` says otherwise:
+/// CUDA 12's ([`CUDA_CONTEXT_BY_MAJOR`]).
+pub const DEFAULT_CUDA_CONTEXT_BYTES: u64 = 650_969_088;
+
+/// The CUDA context of CUDA major version `major` ([`CUDA_CONTEXT_BY_MAJOR`]); `None` for a
+/// version the table does not hold.
+pub fn cuda_context_for_major(major: u32) -> Option<u64> {
+    CUDA_CONTEXT_BY_MAJOR.iter().find(|(m, _)| *m == major).map(|(_, b)| *b)
+}
 
 /// Number format of weights and activations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -128,7 +143,7 @@ impl Dtype {
     }
 
     /// Bytes of one activation or KV-cache value (16-bit for fp8 and the integer formats).
-    fn activation_bytes(self) -> u64 {
+    pub fn activation_bytes(self) -> u64 {
         match self {
             Dtype::Fp32 => 4,
             _ => 2,
@@ -208,18 +223,24 @@ pub enum Optimizer {
     /// 2022; bitsandbytes `Adam8bit`): two 8-bit moments, 2 bytes (the block-wise
     /// quantisation constants, one fp32 per 2048 values, are left out: under 0.2%).
     Adam8bit,
+    /// No optimizer state on the GPU (`--mig-optimizer=none`): the optimizer runs elsewhere
+    /// (DeepSpeed ZeRO-Offload keeps it and the fp32 master weights in host memory, Ren et
+    /// al., "ZeRO-Offload", USENIX ATC 2021) or the job only computes gradients. Neither
+    /// moments nor master weights are counted.
+    None,
 }
 
 impl Optimizer {
     /// Every optimizer, in the order messages list them.
-    pub const ALL: [Optimizer; 3] = [Optimizer::AdamW, Optimizer::Sgd, Optimizer::Adam8bit];
+    pub const ALL: [Optimizer; 4] = [Optimizer::AdamW, Optimizer::Sgd, Optimizer::Adam8bit, Optimizer::None];
 
-    /// Reads `adamw`/`adam`, `sgd`, `adam8bit`/`8bit-adam` (any case).
+    /// Reads `adamw`/`adam`, `sgd`, `adam8bit`/`8bit-adam`, `none` (any case).
     pub fn parse(s: &str) -> Option<Optimizer> {
         Some(match s.trim().to_ascii_lowercase().as_str() {
             "adamw" | "adam" => Optimizer::AdamW,
             "sgd" => Optimizer::Sgd,
             "adam8bit" | "8bit-adam" | "adamw8bit" => Optimizer::Adam8bit,
+            "none" => Optimizer::None,
             _ => return None,
         })
     }
@@ -230,6 +251,7 @@ impl Optimizer {
             Optimizer::AdamW => 8,
             Optimizer::Sgd => 4,
             Optimizer::Adam8bit => 2,
+            Optimizer::None => 0,
         }
     }
 }
@@ -240,6 +262,7 @@ impl fmt::Display for Optimizer {
             Optimizer::AdamW => "adamw",
             Optimizer::Sgd => "sgd",
             Optimizer::Adam8bit => "adam8bit",
+            Optimizer::None => "none",
         })
     }
 }
@@ -441,6 +464,56 @@ pub enum ModelError {
 /// [`ModelError::KvHeads`] for more key/value heads than the shape has attention heads, or a
 /// count that does not divide them.
 pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, ModelError> {
+    breakdown_with(spec, cuda_context, &ActivationCoefficients::FITTED)
+}
+
+/// Bytes of activations a training job keeps per layer and per `s x b x h` (token times
+/// hidden unit) at 16 bits, besides the attention scores: Korthikanti et al. 2022, eq. 1,
+/// derive 34 for Megatron's layer with eager attention. dynmig fits it once per attention
+/// kind on published measurements (docs/estimator-data/split.md); [`Self::FITTED`] holds
+/// the values the estimator uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ActivationCoefficients {
+    /// With fused attention ([`Attention::Fused`]).
+    pub fused: f64,
+    /// With eager attention ([`Attention::Eager`]).
+    pub eager: f64,
+}
+
+impl ActivationCoefficients {
+    /// Korthikanti et al.'s 34 for both kinds, as derived (before any fit).
+    pub const DERIVED: ActivationCoefficients = ActivationCoefficients {
+        fused: 34.0,
+        eager: 34.0,
+    };
+    /// The values fitted on the fit half of the published measurements
+    /// (docs/estimator-data/split.md, step 2; docs/results/estimator-fit-2026-11-29.md):
+    /// fused 39 (5 rows, Pythia-410m with SDPA), eager 12.5 (27 rows, OPT-350m and
+    /// Pythia-410m eager; the `5 a s^2 b` scores keep their derived factor, so the fit lowers
+    /// the rest).
+    pub const FITTED: ActivationCoefficients = ActivationCoefficients {
+        fused: 39.0,
+        eager: 12.5,
+    };
+
+    /// The coefficient for `attention`.
+    pub fn for_attention(&self, attention: Attention) -> f64 {
+        match attention {
+            Attention::Fused => self.fused,
+            Attention::Eager => self.eager,
+        }
+    }
+}
+
+/// [`breakdown`] with the activation coefficients given (the fit tries candidates).
+///
+/// # Errors
+/// As [`breakdown`].
+pub fn breakdown_with(
+    spec: &ModelSpec,
+    cuda_context: u64,
+    coefficients: &ActivationCoefficients,
+) -> Result<Breakdown, ModelError> {
     let p = u128::from(spec.params);
     let w = u128::from(spec.dtype.activation_bytes());
     let opts = &spec.options;
@@ -485,6 +558,7 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
             // autocast), the frozen weights get neither gradient nor state.
             let (grad_bytes, master) = match (opts.lora_rank, stored) {
                 (Some(_), _) | (None, Dtype::Fp32) => (4, 0),
+                (None, _) if opts.optimizer == Optimizer::None => (u128::from(stored.weight_tenths()) / 10, 0),
                 (None, _) => (u128::from(stored.weight_tenths()) / 10, 4),
             };
             out.gradients = clamp(trained * grad_bytes);
@@ -499,7 +573,9 @@ pub fn breakdown(spec: &ModelSpec, cuda_context: u64) -> Result<Breakdown, Model
                 Attention::Eager => 5 * a * s * s * b,
                 Attention::Fused => 4 * a * s * b * 2 / w,
             };
-            let per_layer_2byte = s * b * h * 34 + attention;
+            let per_token = coefficients.for_attention(opts.attention);
+            let linear = (s * b * h) as f64 * per_token;
+            let per_layer_2byte = linear as u128 + attention;
             out.activations = clamp(l * per_layer_2byte * w / 2);
             if let Some(per_sample) = opts.act_per_sample {
                 out.activations = clamp(b * u128::from(per_sample));
@@ -744,8 +820,10 @@ mod tests {
         let eager = breakdown(&with(spec, |m| m.attention = Attention::Eager), 0).unwrap();
         let sh = shape_for(spec.params);
         let (l, h, a, s, b) = (sh.layers, sh.hidden, sh.heads, 1024u64, 8u64);
-        assert_eq!(fused.activations, l * (s * b * h * 34 + 4 * a * s * b));
-        assert_eq!(eager.activations, l * (s * b * h * 34 + 5 * a * s * s * b));
+        let c = ActivationCoefficients::FITTED;
+        let linear = |k: f64| ((s * b * h) as f64 * k) as u64;
+        assert_eq!(fused.activations, l * (linear(c.fused) + 4 * a * s * b));
+        assert_eq!(eager.activations, l * (linear(c.eager) + 5 * a * s * s * b));
         assert_eq!(Attention::parse("SDPA"), Some(Attention::Fused));
         assert_eq!(Attention::parse("eager"), Some(Attention::Eager));
     }

@@ -234,6 +234,7 @@ const CONFIG_KEYS: &[&str] = &[
     "default_mem",
     "cuda_context",
     "model_margin",
+    "model_margin_infer",
     "history_quantile",
     "history_margin",
     "history_min_samples",
