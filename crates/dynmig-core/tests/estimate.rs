@@ -170,6 +170,10 @@ fn error_model_samples_are_the_distribution() {
     let cfg = EstimatorConfig::default();
     let m = ErrorModel::reference(&cfg);
     let v = m.relative_errors(EstimateSource::Model).unwrap().to_vec();
+    // The published table's whole-process rows (both halves) join the two tables.
+    let published = dynmig_core::estimate::published::nvml_errors(&cfg);
+    assert!(published.len() >= 36, "{} published rows", published.len());
+    assert_eq!(v.len(), REFERENCE.len() + MEASURED.len() + published.len());
     assert_eq!(m.sample(EstimateSource::Model, 0.0), Some(v[0]));
     assert_eq!(m.sample(EstimateSource::Model, 1.0), Some(*v.last().unwrap()));
     let mid = m.sample(EstimateSource::Model, 0.5).unwrap();

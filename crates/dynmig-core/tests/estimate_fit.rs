@@ -247,7 +247,7 @@ fn the_judged_half() {
             "{:<20} {:<48} {:>6} {:>10} {:>10} {:>8} {:>8} {:>6}",
             "source", "workload", "kind", "estimate", "measured", "before", "after", "sizes"
         );
-        let mut stats: Vec<(Phase, Kind, f64, f64, bool, Option<i64>, bool)> = Vec::new();
+        let mut stats: Vec<(Phase, Kind, f64, f64, bool, Option<i64>, bool, bool, Option<i64>)> = Vec::new();
         for r in rows.iter().filter(|r| r.fit == fit) {
             let (est, old) = match r.kind {
                 Kind::Nvml => (
@@ -258,12 +258,16 @@ fn the_judged_half() {
             };
             let err = est as f64 / r.measured as f64 - 1.0;
             let err_old = old as f64 / r.measured as f64 - 1.0;
-            let (small, over) = if r.kind == Kind::Nvml {
-                let over = MODELS.iter().filter_map(|m| sizes_over(m, est, r.measured)).max();
-                (too_small(est, r.measured), over)
-            } else {
-                (false, None)
+            let fits = |e: u64| {
+                if r.kind == Kind::Nvml {
+                    let over = MODELS.iter().filter_map(|m| sizes_over(m, e, r.measured)).max();
+                    (too_small(e, r.measured), over)
+                } else {
+                    (false, None)
+                }
             };
+            let (small, over) = fits(est);
+            let (small_old, over_old) = fits(old);
             println!(
                 "{:<20} {:<48} {:>6} {:>10} {:>10} {:>+7.1}% {:>+7.1}% {:>6}{}",
                 r.source,
@@ -282,7 +286,17 @@ fn the_judged_half() {
                     ""
                 }
             );
-            stats.push((r.spec.phase, r.kind, err, err_old, small, over, r.seen));
+            stats.push((
+                r.spec.phase,
+                r.kind,
+                err,
+                err_old,
+                small,
+                over,
+                r.seen,
+                small_old,
+                over_old,
+            ));
         }
         for kind in [Kind::Nvml, Kind::Allocated] {
             for phase in [Phase::Train, Phase::Infer] {
@@ -292,14 +306,18 @@ fn the_judged_half() {
                 }
                 let unseen: Vec<_> = s.iter().filter(|x| !x.6).collect();
                 println!(
-                    "{half} {kind:?} {phase}: n={} median |error| before {:.1}% after {:.1}% (unseen rows only: n={} after {:.1}%); too small {}; more than one size over {}; under {}",
+                    "{half} {kind:?} {phase}: n={} median |error| before {:.1}% after {:.1}% (unseen rows only: n={} after {:.1}%); too small {} (before {}); more than one size over {} (before {}); one size over {} (before {}); under {}",
                     s.len(),
                     median(s.iter().map(|x| x.3.abs()).collect()) * 100.0,
                     median(s.iter().map(|x| x.2.abs()).collect()) * 100.0,
                     unseen.len(),
                     median(unseen.iter().map(|x| x.2.abs()).collect()) * 100.0,
                     s.iter().filter(|x| x.4).count(),
+                    s.iter().filter(|x| x.7).count(),
                     s.iter().filter(|x| x.5.is_some_and(|o| o > 1)).count(),
+                    s.iter().filter(|x| x.8.is_some_and(|o| o > 1)).count(),
+                    s.iter().filter(|x| x.5 == Some(1)).count(),
+                    s.iter().filter(|x| x.8 == Some(1)).count(),
                     s.iter().filter(|x| x.2 < 0.0).count(),
                 );
             }

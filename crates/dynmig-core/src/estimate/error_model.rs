@@ -6,9 +6,10 @@
 //!
 //! [`ErrorModel::reference`] holds:
 //! - [`EstimateSource::Model`]: the errors of the model formula against the published table
-//!   ([`super::reference::REFERENCE`]) and the table measured on an H100
-//!   ([`super::measured::MEASURED`], transformers only), computed here, so they change with
-//!   the formula;
+//!   ([`super::reference::REFERENCE`]), the table measured on an H100
+//!   ([`super::measured::MEASURED`], transformers only) and the published peaks of kind
+//!   `nvml` that count ([`super::published::nvml_errors`], fit and judged halves alike),
+//!   computed here, so they change with the formula;
 //! - [`EstimateSource::History`]: `margin - 1` (the configured margin over a quantile of past
 //!   peaks of the same job; assumes a job's peak repeats from run to run);
 //! - [`EstimateSource::MigMemHint`]: `0` (the user's number is taken as the need).
@@ -72,9 +73,15 @@ impl ErrorModel {
     pub fn reference(cfg: &EstimatorConfig) -> Self {
         let mut m = Self::default();
         let measured = point_errors(&MEASURED, cfg);
+        let published = super::published::nvml_errors(cfg);
         m.set(
             EstimateSource::Model,
-            model_errors(cfg).iter().chain(measured.iter()).map(|r| r.3).collect(),
+            model_errors(cfg)
+                .iter()
+                .chain(measured.iter())
+                .map(|r| r.3)
+                .chain(published.iter().map(|r| r.1))
+                .collect(),
         );
         m.set(EstimateSource::History, vec![cfg.history_margin - 1.0]);
         m.set(EstimateSource::MigMemHint, vec![0.0]);

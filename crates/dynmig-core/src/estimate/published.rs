@@ -86,6 +86,31 @@ impl PublishedRow {
     }
 }
 
+/// The estimator's relative error (`estimate / measured - 1`) on every counted row of kind
+/// [`Kind::Nvml`] of the embedded table, both halves, under the settings `cfg`: the whole
+/// estimate, `(tensors + context) x` the phase's margin, with the row's CUDA context where
+/// the source states its CUDA version ([`super::model_formula::cuda_context_for_major`]) and
+/// `cfg.cuda_context_bytes` otherwise. `(name, error)` in table order; an unreadable table
+/// gives none.
+pub fn nvml_errors(cfg: &super::EstimatorConfig) -> Vec<(String, f64)> {
+    let Ok(rows) = published_rows() else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter(|r| r.counts == Counts::Yes && r.kind == Kind::Nvml)
+        .filter_map(|r| {
+            let spec = r.spec.as_ref()?;
+            let tensors = r.tensor_bytes(&ActivationCoefficients::FITTED)?;
+            let context = r
+                .cuda
+                .and_then(super::model_formula::cuda_context_for_major)
+                .unwrap_or(cfg.cuda_context_bytes);
+            let est = ((tensors + context) as f64 * cfg.margin_for(spec.phase)).ceil();
+            Some((r.name.clone(), est / r.measured_bytes as f64 - 1.0))
+        })
+        .collect()
+}
+
 /// Reads the embedded table.
 ///
 /// # Errors
