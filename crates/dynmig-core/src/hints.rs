@@ -38,6 +38,7 @@ use crate::estimate::model_formula::{
 };
 use crate::geometry::{GpuModel, ProfileSpec, MODELS};
 use crate::size::{format_size, parse_size, SizeError, MIB};
+use crate::types::{clip, Controls};
 
 /// The most characters of a user's value that a message quotes; longer values are cut and
 /// end in `...`.
@@ -45,8 +46,9 @@ pub const MAX_QUOTED: usize = 100;
 
 /// `text` for quoting in a message or a log line: its control characters escaped
 /// ([`escape_control`]), then cut to at most `max` characters (escapes included, never
-/// inside one), with `...` appended when something was cut. Every user string that a
-/// message or log line quotes (job names, hint values, GRES strings) goes through it.
+/// inside one), with `...` appended when something was cut ([`clip`] with
+/// [`Controls::Escape`]). Every user string that a message or log line quotes (job names,
+/// hint values, GRES strings) goes through it.
 ///
 /// ```
 /// use dynmig_core::hints::shorten;
@@ -55,63 +57,10 @@ pub const MAX_QUOTED: usize = 100;
 /// assert_eq!(shorten("a\nb", 10), "a\\nb");
 /// ```
 pub fn shorten(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let piece = escaped(c);
-        let n = piece.as_deref().map_or(1, |e| e.chars().count());
-        if used + n > max {
-            out.push_str("...");
-            return out;
-        }
-        match piece {
-            Some(e) => out.push_str(&e),
-            None => out.push(c),
-        }
-        used += n;
-    }
-    out
+    clip(text, max, Controls::Escape)
 }
 
-/// `text` with every character that could break a log line or drive a terminal written as
-/// an escape: newline, carriage return and tab as `\n`, `\r`, `\t`; the other ASCII
-/// control characters and DEL as `\xNN` (ESC is `\x1b`); the C1 controls (U+0080 to
-/// U+009F), the line and paragraph separators (U+2028, U+2029) and the bidirectional
-/// overrides and isolates (U+202A to U+202E, U+2066 to U+2069) as `\u{NNNN}`. Everything
-/// else, backslashes included, is kept as it is (an escape is for reading, not for parsing
-/// back). [`shorten`] applies it and cuts.
-///
-/// ```
-/// use dynmig_core::hints::escape_control;
-/// assert_eq!(escape_control("job\n\x1b[31mred"), "job\\n\\x1b[31mred");
-/// assert_eq!(escape_control("plain é"), "plain é");
-/// ```
-pub fn escape_control(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match escaped(c) {
-            Some(e) => out.push_str(&e),
-            None => out.push(c),
-        }
-    }
-    out
-}
-
-/// The escape of `c` for [`escape_control`], or `None` when `c` is kept.
-fn escaped(c: char) -> Option<String> {
-    let needs =
-        c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    if !needs {
-        return None;
-    }
-    Some(match c {
-        '\n' => "\\n".to_string(),
-        '\r' => "\\r".to_string(),
-        '\t' => "\\t".to_string(),
-        c if c.is_ascii() => format!("\\x{:02x}", c as u32),
-        c => format!("\\u{{{:04x}}}", c as u32),
-    })
-}
+pub use crate::types::escape_control;
 
 /// Prefix of the SPANK option variables of the plugin named `dynmig` in `spank_job_env`.
 pub const SPANK_ENV_PREFIX: &str = "_SLURM_SPANK_OPTION_dynmig_";
@@ -817,7 +766,7 @@ mod tests {
         let e = parse_hint("mig-optimizer", "lion").unwrap_err().to_string();
         assert_eq!(
             e,
-            "dynmig: --mig-optimizer=lion: unknown optimizer; allowed: adamw, sgd, adam8bit"
+            "dynmig: --mig-optimizer=lion: unknown optimizer; allowed: adamw, sgd, adam8bit, none"
         );
         assert!(parse_hint("mig-vocab", "-1")
             .unwrap_err()

@@ -146,13 +146,7 @@ fn attempt<T>(check: &impl Fn(&T) -> Result<(), String>, value: &T) -> (Option<(
     (failure, took)
 }
 
-/// `s` cut to `max` characters, with `...` when cut.
-pub fn cut(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
-    }
-}
+pub use dynmig_core::types::cut;
 
 /// The key two failures share when they are the same finding: the kind and the message's
 /// first 60 characters with digits folded.

@@ -14,6 +14,7 @@
 
 use crate::{BackendError, GpuBackend, GpuState, InstanceState};
 use dynmig_core::geometry::{GpuModel, NodeLayout, Placed, ProfileCounts};
+use dynmig_core::types::cut;
 use std::path::{Path, PathBuf};
 
 /// The header line of every generated gres.conf.
@@ -134,15 +135,6 @@ pub enum GresConfError {
     },
 }
 
-/// `text` cut to 100 characters, with `...` when cut.
-fn cut(text: &str) -> String {
-    if text.chars().count() > 100 {
-        format!("{}...", text.chars().take(100).collect::<String>())
-    } else {
-        text.to_string()
-    }
-}
-
 /// Every device file of each GPU line (`Name=gpu`) of a gres.conf (`File=` or all of
 /// `MultipleFiles=`), in file order: index `i` is what Slurm's GPU index `i` names when the
 /// file is dynmig's own ([`slurm_order`]). Comments (`#` to the end of the line) and other
@@ -163,14 +155,14 @@ pub fn line_files(text: &str) -> Result<Vec<Vec<PathBuf>>, GresConfError> {
         let Some(files) = files else {
             return Err(GresConfError::NoFiles {
                 line: n + 1,
-                text: cut(l),
+                text: cut(l, 100),
             });
         };
         let files: Vec<PathBuf> = files.split(',').map(PathBuf::from).collect();
         if files.iter().any(|f| f.as_os_str().is_empty()) {
             return Err(GresConfError::EmptyPath {
                 line: n + 1,
-                text: cut(l),
+                text: cut(l, 100),
             });
         }
         out.push(files);

@@ -196,14 +196,10 @@ impl JobRecord {
     }
 }
 
-/// `s` cut to 100 characters, with `...` when cut, for error messages.
+/// `s` cut to 100 characters, with `...` when cut, for error messages
+/// ([`dynmig_core::types::cut`]).
 pub(crate) fn cut(s: &str) -> String {
-    const MAX: usize = 100;
-    if s.chars().count() <= MAX {
-        s.to_string()
-    } else {
-        s.chars().take(MAX).collect::<String>() + "..."
-    }
+    dynmig_core::types::cut(s, 100)
 }
 
 impl fmt::Display for JobRecord {

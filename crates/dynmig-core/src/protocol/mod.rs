@@ -23,22 +23,16 @@ pub mod layout;
 pub mod owned;
 pub mod plan;
 
+use crate::types::Controls;
+
 /// The version tag every dynmig text field starts with.
 pub const TAG: &str = "dynmig/v1";
 
 /// Cuts `s` to at most `max` characters, adding `...` when it cut, and makes it one line
 /// (newlines and control characters become spaces): for user- or system-provided text put in
-/// a message or a Slurm field.
+/// a message or a Slurm field ([`crate::types::clip`] with [`Controls::Space`]).
 pub fn clip(s: &str, max: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if s.chars().count() > max {
-        out.push_str("...");
-    }
-    out
+    crate::types::clip(s, max, Controls::Space)
 }
 
 #[cfg(test)]
