@@ -106,7 +106,7 @@ pub fn compare_requests(
     })
 }
 
-const HEAD: [&str; 15] = [
+const HEAD: [&str; 16] = [
     "policy",
     "requests",
     "jobs/h",
@@ -119,6 +119,7 @@ const HEAD: [&str; 15] = [
     "restarted %",
     "wasted GPU-h",
     "wasted MJ",
+    "oversize GPU-h",
     "util %",
     "throughput x whole",
     "energy eff. x whole",
@@ -139,6 +140,7 @@ fn cells(r: &CompareRow) -> Vec<String> {
         format!("{:.2}", 100.0 * m.restarted_share),
         format!("{:.1}", m.wasted_gpu_s / 3600.0),
         format!("{:.2}", m.wasted_j / 1e6),
+        format!("{:.1}", m.oversize_gpu_s / 3600.0),
         format!("{:.1}", 100.0 * m.utilisation),
         format!("{:.3}x", r.throughput_vs_whole),
         format!("{:.3}x", r.energy_gain_vs_whole),

@@ -240,6 +240,10 @@ pub struct RunResult {
     pub restarted_jobs: u64,
     /// GPU-seconds of failed attempts: compute slices / the GPU's compute slices x seconds.
     pub wasted_gpu_s: f64,
+    /// GPU-seconds held beyond need: for each single-GPU attempt that completes, the compute
+    /// slices of its instance less those of the smallest profile that holds its memory (the
+    /// profile an exact request gets) / the GPU's compute slices x its run time.
+    pub oversize_gpu_s: f64,
     /// Energy of failed attempts: each one's instance power above idle
     /// ([`PowerModel::instance_w`], before the board cap) times its duration, J.
     pub wasted_j: f64,
@@ -525,6 +529,7 @@ struct Sim<'a> {
     failing: Vec<bool>,
     oom_restarts: u64,
     wasted_slice_ms: f64,
+    oversize_slice_ms: f64,
     wasted_j: f64,
     window_energy_j: f64,
     drain_waste_gpu_s: f64,
@@ -694,6 +699,7 @@ impl<'a> Sim<'a> {
             failing: vec![false; wl.jobs.len()],
             oom_restarts: 0,
             wasted_slice_ms: 0.0,
+            oversize_slice_ms: 0.0,
             wasted_j: 0.0,
             window_energy_j: 0.0,
             drain_waste_gpu_s: 0.0,
@@ -1419,6 +1425,15 @@ impl<'a> Sim<'a> {
             slices = self.c.occupy(*key, job, until, end, asked);
         }
         self.failing[job as usize] = self.fails_on(job, p);
+        let j = &self.jobs[job as usize];
+        if !self.failing[job as usize] && j.gpus == 1 {
+            let exact = self
+                .c
+                .smallest_fitting(j.mem_mib)
+                .map_or(self.cfg.model.compute_slices, |e| self.c.profiles[e].compute_slices);
+            let over = f64::from(self.c.profiles[p].compute_slices.saturating_sub(exact));
+            self.oversize_slice_ms += over * (end - self.now) as f64;
+        }
         self.out[job as usize] = Some(JobOutcome {
             start_ms: self.now,
             end_ms: end,
@@ -1473,6 +1488,7 @@ impl<'a> Sim<'a> {
             oom_restarts: self.oom_restarts,
             restarted_jobs: self.attempt.iter().filter(|a| **a > 0).count() as u64,
             wasted_gpu_s: self.wasted_slice_ms / 1000.0 / f64::from(self.cfg.model.compute_slices),
+            oversize_gpu_s: self.oversize_slice_ms / 1000.0 / f64::from(self.cfg.model.compute_slices),
             wasted_j: self.wasted_j,
             window_energy_j: self.window_energy_j,
             drain_waste_gpu_s: self.drain_waste_gpu_s,

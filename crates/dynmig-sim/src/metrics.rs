@@ -245,6 +245,9 @@ pub struct Metrics {
     pub restarted_share: f64,
     /// GPU-seconds of failed attempts (compute slices / the GPU's slices x seconds).
     pub wasted_gpu_s: f64,
+    /// GPU-seconds held beyond need by completed single-GPU attempts (instance slices beyond
+    /// the exact request's profile, [`crate::engine::RunResult::oversize_gpu_s`]).
+    pub oversize_gpu_s: f64,
     /// Energy of failed attempts above idle, J (docs/model.md).
     pub wasted_j: f64,
     /// Throughput: jobs completed per hour of makespan.
@@ -430,6 +433,7 @@ pub fn metrics(wl: &Workload, r: &RunResult, b: &Bounds, detail: &str, wall_s: f
         oom_restarts: r.oom_restarts,
         restarted_share: r.restarted_jobs as f64 / wl.jobs.len().max(1) as f64,
         wasted_gpu_s: r.wasted_gpu_s,
+        oversize_gpu_s: r.oversize_gpu_s,
         wasted_j: r.wasted_j,
         jobs_per_hour: wl.jobs.len() as f64 / hours,
         work_per_hour: work_h / hours,

@@ -237,6 +237,7 @@ pub fn simulate_per_allocation(wl: &Workload, cfg: &SimConfig, costs: InstanceCo
         oom_restarts: 0,
         restarted_jobs: 0,
         wasted_gpu_s: 0.0,
+        oversize_gpu_s: 0.0,
         wasted_j: 0.0,
         window_energy_j: s.window_energy_j,
         drain_waste_gpu_s: 0.0,

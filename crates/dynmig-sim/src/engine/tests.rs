@@ -267,3 +267,25 @@ fn backfill_tries_the_jobs_behind_a_blocked_job_of_the_same_type() {
         r.jobs[3].start_ms
     );
 }
+
+#[test]
+fn a_job_on_a_larger_instance_than_its_memory_needs_counts_the_extra_slices_as_oversize() {
+    // 4,000 MiB fits a 1g.5gb (1 slice); on a whole 7g.40gb it holds 6 slices too many for
+    // 1,000 s: 6/7 x 1,000 GPU-s.
+    let whole = run(
+        vec![job(0.0, 1000.0, 4_000, 1.0)],
+        &PolicySpec::Static(layout(1, "1x7g.40gb")),
+        &cfg(1),
+    );
+    assert!(
+        (whole.oversize_gpu_s - 6.0 / 7.0 * 1000.0).abs() < 1.0,
+        "{}",
+        whole.oversize_gpu_s
+    );
+    let exact = run(
+        vec![job(0.0, 1000.0, 4_000, 1.0)],
+        &PolicySpec::Static(layout(1, "7x1g.5gb")),
+        &cfg(1),
+    );
+    assert_eq!(exact.oversize_gpu_s, 0.0);
+}
