@@ -696,8 +696,9 @@ pub fn profile_names(models: &[&'static GpuModel]) -> Vec<&'static str> {
 
 /// Whether a profile is one that "smallest profile that fits" may pick: a classic profile
 /// ([`ProfileSpec::is_classic`]: not `+me` nor another variant, not the 1-compute-slice
-/// double-memory profile, ID 15 on the seven-slice boards, e.g. `1g.20gb` on A100-80GB, which
-/// Slurm sites rarely create); users get the others only by naming them.
+/// double-memory profile, ID [`crate::geometry::DOUBLE_MEMORY_1G_PROFILE_ID`] on the
+/// seven-slice boards, e.g. `1g.20gb` on A100-80GB, which Slurm sites rarely create); users
+/// get the others only by naming them.
 pub fn auto_selectable(p: &ProfileSpec) -> bool {
     p.is_classic()
 }

@@ -23,7 +23,8 @@
 //!    slices, over all configured models, whose memory holds `--mig-mem` (within the
 //!    controller's catalog, [`SubmitPolicy::catalog`], when one allows a profile that holds
 //!    it). The
-//!    1-compute-slice double-memory profile (ID 15, `1g.20gb` on A100-80GB) and `+me`
+//!    1-compute-slice double-memory profile (ID [`crate::geometry::DOUBLE_MEMORY_1G_PROFILE_ID`],
+//!    `1g.20gb` on A100-80GB) and `+me`
 //!    profiles are never picked this way, only when named ([`crate::hints::auto_selectable`]).
 //!    Without `--mig-mem`, the estimator ([`crate::estimate`]) tries a model description and
 //!    then the history of the same user and job name ([`decide_with`]); with none of them,

@@ -24,8 +24,8 @@ use std::collections::BTreeSet;
 /// The "classic" profiles of `model` ([`ProfileSpec::is_classic`]): no `+me` profiles nor
 /// other variants ([`ProfileSpec::is_variant`]: `+gfx`, `-me`, `+me.all`) and no double-memory
 /// 1-compute-slice profile ([`ProfileSpec::is_double_memory`]: `1g.10gb` on an A100-40GB,
-/// ID 15). On the seven-slice models these are the IDs 0, 5, 9, 14 and 19, the profiles
-/// NVIDIA's table of 19 A100 configurations uses.
+/// ID [`super::DOUBLE_MEMORY_1G_PROFILE_ID`]). On the seven-slice models these are the IDs
+/// 0, 5, 9, 14 and 19, the profiles NVIDIA's table of 19 A100 configurations uses.
 pub fn classic_profiles(model: &GpuModel) -> Vec<&'static ProfileSpec> {
     model.profiles.iter().filter(|p| p.is_classic()).collect()
 }

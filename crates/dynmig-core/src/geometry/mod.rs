@@ -24,8 +24,8 @@ pub use enumerate::{
 pub use layout::{NodeLayout, Placed, ProfileCounts};
 pub use models::{
     model_by_name, model_by_pci_id, model_for_device, model_names, nominal_mib, BoardPower, GpuModel, ProfileSpec,
-    A100_40GB, A100_80GB, A100_IDLE_W, A100_TDP_W, A30_24GB, B200_180GB, B300_269GB, GB200_186GB, GH200_144GB,
-    GH200_96GB, H100_80GB, H100_NVL_94GB, H200_141GB, MAX_PROFILES, MAX_SLICES, MODELS,
+    A100_40GB, A100_80GB, A100_IDLE_W, A100_TDP_W, A30_24GB, B200_180GB, B300_269GB, DOUBLE_MEMORY_1G_PROFILE_ID,
+    GB200_186GB, GH200_144GB, GH200_96GB, H100_80GB, H100_NVL_94GB, H200_141GB, MAX_PROFILES, MAX_SLICES, MODELS,
     NVIDIA_MIG_PARTED_DEFAULT_CONFIG, NVML_PROBE_2026_11_26, RTX_PRO_5000_48GB, RTX_PRO_6000_96GB,
 };
 pub use nvml::{cross_check, NvmlGeometry, NvmlProfile};

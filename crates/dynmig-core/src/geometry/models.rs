@@ -158,7 +158,7 @@ impl ProfileSpec {
     }
 
     /// Whether the profile has one compute slice but more than one memory slice (`1g.20gb`
-    /// on an A100-80GB, NVIDIA's profile ID 15 on the seven-slice boards).
+    /// on an A100-80GB, profile ID [`DOUBLE_MEMORY_1G_PROFILE_ID`] on the seven-slice boards).
     pub fn is_double_memory(&self) -> bool {
         self.compute_slices == 1 && self.memory_slices > 1
     }
@@ -199,6 +199,17 @@ impl GpuModel {
             .expect("every model table has a full-GPU profile")
     }
 }
+
+/// The profile ID (`nvmlGpuInstanceProfileInfo_t.id`, what the create calls take) of the
+/// 1-compute-slice double-memory profile of the seven-slice boards
+/// ([`ProfileSpec::is_double_memory`]: `1g.10gb` on an A100-40GB, `1g.20gb` on an A100-80GB
+/// or H100, `1g.35gb` on an H200). nvml.h enumerates profile *indices*, and indexes this
+/// profile as `NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2` (0x9); the ID is what the driver
+/// reports for that index: 15 in NVIDIA's Multi-Instance GPU User Guide ("Supported MIG
+/// Profiles", the A100 and H100 tables, as `nvidia-smi mig -lgip` lists them) and in the H100
+/// and H200 captures (`crates/nvml-standin/boards/probe-h100-80gb.json`, `probe-h200.json`:
+/// index 9, ID 15).
+pub const DOUBLE_MEMORY_1G_PROFILE_ID: u32 = 15;
 
 const A100_STARTS_1: &[u8] = &[0, 1, 2, 3, 4, 5, 6];
 const A100_STARTS_2: &[u8] = &[0, 2, 4, 6];
@@ -251,7 +262,7 @@ macro_rules! seven_slice_profiles {
                 media_extensions: false,
             },
             ProfileSpec {
-                id: 15,
+                id: DOUBLE_MEMORY_1G_PROFILE_ID,
                 name: $one_dm,
                 compute_slices: 1,
                 memory_slices: 2,
@@ -857,6 +868,27 @@ mod tests {
         assert_eq!(model_by_name("a100-80gb").unwrap().name, "A100-80GB");
         assert_eq!(model_by_name("NVIDIA A100-SXM4-40GB").unwrap().name, "A100-40GB");
         assert!(model_by_name("V100").is_none());
+    }
+
+    /// The double-memory profile is found by its shape ([`ProfileSpec::is_double_memory`]);
+    /// on every seven-slice table that shape has NVML's ID, and no other profile has it.
+    #[test]
+    fn the_double_memory_profile_has_nvmls_id() {
+        for m in MODELS.iter().filter(|m| m.compute_slices == 7) {
+            let dm: Vec<_> = m.profiles.iter().filter(|p| p.is_double_memory()).collect();
+            assert_eq!(dm.len(), 1, "{}", m.name);
+            assert_eq!(dm[0].id, DOUBLE_MEMORY_1G_PROFILE_ID, "{}", m.name);
+            assert_eq!(
+                m.profiles
+                    .iter()
+                    .filter(|p| p.id == DOUBLE_MEMORY_1G_PROFILE_ID)
+                    .count(),
+                1,
+                "{}",
+                m.name
+            );
+        }
+        assert_eq!(A100_40GB.profile("1g.10gb").unwrap().id, DOUBLE_MEMORY_1G_PROFILE_ID);
     }
 
     #[test]
