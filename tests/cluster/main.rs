@@ -95,7 +95,18 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
     args.extend(hints);
     let id = c.sbatch(&args);
     assert_eq!(tres(&c.job(id)), format!("gres:gpu:{profile}:1"), "{predicted}");
-    c.ok("scancel", &[&id.to_string()]);
+    // And it runs to its end once a node offers that profile: n2 is repartitioned for it as
+    // the controller would (the drain with the intent, then the agent's apply), and the job
+    // released.
+    c.drain_for("n2", &format!("1x{profile},1x{profile}"));
+    c.wait_for(&format!("n2 back with 2 x {profile}"), Duration::from_secs(60), || {
+        let n = c.node("n2");
+        n["gres"].as_str().unwrap_or("").contains(&format!("{profile}:2"))
+            && n["reason"].as_str().unwrap_or("").is_empty()
+    });
+    c.ok("scontrol", &["release", &id.to_string()]);
+    c.wait_ends(id, "COMPLETED", Duration::from_secs(60));
+    assert!(c.job(id).contains("NodeList=n2"), "{}", c.job(id));
     // A value sbatch cannot use ends the submission with the reason.
     let out = c.cmd(
         "sbatch",
@@ -109,7 +120,7 @@ fn hints_become_typed_gres_and_the_decision_is_recorded() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "sbatch accepted --mig-optimizer=lion: {err}");
     assert!(
-        err.contains("--mig-optimizer=lion: unknown optimizer; allowed: adamw, sgd, adam8bit"),
+        err.contains("--mig-optimizer=lion: unknown optimizer; allowed: adamw, sgd, adam8bit, none"),
         "{err}"
     );
 
