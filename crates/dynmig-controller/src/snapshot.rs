@@ -2,7 +2,7 @@
 
 use dynmig_core::config::{expand_hostlist, AllowedLayouts, Config};
 use dynmig_core::geometry::{all_layouts, GpuModel, NodeLayout, ProfileCounts};
-use dynmig_core::gres::TresList;
+use dynmig_core::gres::{shows_totals, TresList};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_core::protocol::layout::PublishedLayout;
 use dynmig_core::snapshot::{ClusterSnapshot, NodeSnapshot, Pending};
@@ -149,16 +149,6 @@ pub fn work_ends(jobs: &[JobInfo]) -> HashMap<String, i64> {
     ends
 }
 
-fn totals(gres: &str) -> BTreeMap<String, u32> {
-    let mut t: BTreeMap<String, u32> = BTreeMap::new();
-    for (p, c) in parse_node_gres(gres) {
-        let e = t.entry(p).or_insert(0);
-        *e = e.saturating_add(c);
-    }
-    t.retain(|_, c| *c > 0);
-    t
-}
-
 /// One node's snapshot (`None`: not the policy's to see, e.g. a failed repartition) and role.
 fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<NodeSnapshot>, NodeRole) {
     let empty = || NodeLayout {
@@ -202,7 +192,6 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
         Ok(None) if n.is_drain() || n.is_down() => NodeRole::Unavailable(n.reason.clone()),
         Ok(None) => NodeRole::InService,
     };
-    let gres = totals(&n.gres);
     for (p, c) in parse_node_gres(&n.gres_used) {
         let e = snap.busy.entry(p).or_insert(0);
         *e = e.saturating_add(c);
@@ -210,10 +199,7 @@ fn node_snapshot(m: &ManagedNode, info: Option<&NodeInfo>, now: i64) -> (Option<
     snap.running = snap.busy.clone();
     snap.layout_age = Duration::from_secs(u64::try_from(now - n.slurmd_start_time).unwrap_or(0));
     let published = PublishedLayout::parse(&n.extra, m.model, m.gpus).ok().flatten();
-    let known = published.filter(|p| {
-        let t: BTreeMap<String, u32> = p.0.totals().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        t == gres
-    });
+    let known = published.filter(|p| shows_totals(&n.gres, &p.0.totals()));
     match known {
         Some(p) => snap.layout = p.0,
         None if role == NodeRole::InService => {

@@ -22,7 +22,13 @@
 //! t.set_gpu(Some("2g.20gb"), 1);
 //! assert_eq!(t.render(), "gres/gpu:2g.20gb:1,gres/shard:4");
 //! ```
+//!
+//! A node's GRES as Slurm shows it (`sinfo --json`'s `gres`, `gpu:3g.40gb:2(S:0),...`) is
+//! another form, read by [`parse_node_gres`]; [`shows_totals`] is the one rule for "does
+//! Slurm show this node with these GPU instances", which the controller, the agent and the
+//! agent's re-registration all ask.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// How a GRES entry starts.
@@ -334,9 +340,99 @@ fn parse_count(text: &str) -> Result<u64, String> {
     Ok(n)
 }
 
+/// A node's GRES string (`gpu:3g.40gb:2(S:0),gpu:1g.10gb:1`, or `gres/gpu:...` forms) as
+/// `(type, count)` pairs; entries of other GRES and untyped GPUs are left out.
+pub fn parse_node_gres(gres: &str) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    // Commas inside parentheses ("(IDX:0,2)") do not separate entries.
+    let mut depth = 0usize;
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    for c in gres.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                cur.push(c);
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                cur.push(c);
+            }
+            ',' if depth == 0 => parts.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    parts.push(cur);
+    for part in parts {
+        let part = part.split('(').next().unwrap_or("").trim();
+        let part = part
+            .strip_prefix("gres/")
+            .or_else(|| part.strip_prefix("gres:"))
+            .unwrap_or(part);
+        let fields: Vec<&str> = part.split(':').collect();
+        // An empty type is no profile (found by fuzzing: `gpu::22` gave 22 instances of "").
+        if fields.len() == 3 && fields[0] == "gpu" && !fields[1].is_empty() {
+            if let Ok(n) = fields[2].parse() {
+                out.push((fields[1].to_string(), n));
+            }
+        }
+    }
+    out
+}
+
+/// The GPU instances per type a node's GRES string shows ([`parse_node_gres`]): the counts
+/// of one type added (saturating at `u32::MAX`), types with none left out.
+pub fn node_gres_totals(gres: &str) -> BTreeMap<String, u32> {
+    let mut t: BTreeMap<String, u32> = BTreeMap::new();
+    for (ty, n) in parse_node_gres(gres) {
+        let e = t.entry(ty).or_insert(0);
+        *e = e.saturating_add(n);
+    }
+    t.retain(|_, n| *n > 0);
+    t
+}
+
+/// Whether Slurm shows a node with exactly `want` GPU instances: the per-type totals of its
+/// GRES string `gres` ([`node_gres_totals`]) are `want`'s, with no other type. A type `want`
+/// asks 0 of never matches (a node's totals leave such a type out); a layout's totals
+/// ([`crate::geometry::NodeLayout::totals`]) have none.
+///
+/// ```
+/// use dynmig_core::gres::shows_totals;
+/// use std::collections::BTreeMap;
+/// let want = BTreeMap::from([("3g.40gb", 2), ("1g.10gb", 1)]);
+/// assert!(shows_totals("gpu:3g.40gb:1(S:0),gpu:1g.10gb:1,gpu:3g.40gb:1", &want));
+/// assert!(!shows_totals("gpu:3g.40gb:2", &want));
+/// ```
+pub fn shows_totals<K: AsRef<str>>(gres: &str, want: &BTreeMap<K, u32>) -> bool {
+    let have = node_gres_totals(gres);
+    have.len() == want.len() && want.iter().all(|(t, n)| have.get(t.as_ref()) == Some(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shows_totals_compares_per_type_sums_and_nothing_else() {
+        let want = BTreeMap::from([("3g.40gb", 2u32), ("1g.10gb", 1)]);
+        assert!(shows_totals("gpu:3g.40gb:2(IDX:0,1),gres/gpu:1g.10gb:1", &want));
+        assert!(shows_totals("gpu:1g.10gb:1,gpu:3g.40gb:1,gpu:3g.40gb:1,shard:4", &want));
+        assert!(shows_totals("gpu:1g.10gb:1,gpu:3g.40gb:2,gpu:7g.80gb:0", &want));
+        assert!(!shows_totals("gpu:3g.40gb:2", &want));
+        assert!(!shows_totals("gpu:3g.40gb:2,gpu:1g.10gb:1,gpu:7g.80gb:1", &want));
+        assert!(!shows_totals("gpu:3g.40gb:3,gpu:1g.10gb:1", &want));
+        assert!(shows_totals("(null)", &BTreeMap::<&str, u32>::new()));
+        assert!(!shows_totals("", &BTreeMap::from([("1g.10gb", 0u32)])));
+        // Sums saturate instead of overflowing.
+        let big = format!("gpu:1g.10gb:{m},gpu:1g.10gb:{m}", m = u32::MAX);
+        assert_eq!(
+            node_gres_totals(&big),
+            BTreeMap::from([("1g.10gb".to_string(), u32::MAX)])
+        );
+        let texts = node_gres_totals("gpu:2g.20gb:1,gpu:2g.20gb:2");
+        assert!(shows_totals("gpu:2g.20gb:3", &texts));
+    }
 
     fn gpu(text: &str) -> GresEntry {
         TresList::parse(text).unwrap().gpu_entries().next().unwrap().clone()

@@ -33,15 +33,14 @@ use crate::reregister::Reregister;
 use crate::testpoints::TestPoints;
 use anyhow::{anyhow, bail, Context, Result};
 use dynmig_core::geometry::{GpuModel, NodeLayout};
+use dynmig_core::gres::shows_totals;
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_core::protocol::journal::{Journal, JournalStep};
 use dynmig_core::protocol::layout::PublishedLayout;
 use dynmig_gpu::{apply_transition, GpuBackend, Ownership};
 use dynmig_host::fs::{read_text_bounded, remove_if_present, write_atomically, LineLog};
-use dynmig_slurm::json::parse_node_gres;
 use dynmig_slurm::{NodeInfo, SlurmApi};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -50,7 +49,7 @@ mod run;
 mod steps;
 
 pub use run::{run_forever, Control, InstanceLock, WakeOn};
-pub use steps::{same_gres, StepTimes, STEP_NAMES};
+pub use steps::{StepTimes, STEP_NAMES};
 
 /// How long the node's daemon must be seen gone during the Wait step before the agent
 /// registers the node again.
@@ -352,7 +351,7 @@ impl Agent {
             return Ok(());
         }
         let back_with_it =
-            !n.is_drain() && j.step >= JournalStep::Register && same_gres(&parse_node_gres(&n.gres), &j.target);
+            !n.is_drain() && j.step >= JournalStep::Register && shows_totals(&n.gres, &j.target.totals());
         if back_with_it {
             return Ok(());
         }

@@ -2,6 +2,7 @@
 
 use crate::pidfile;
 use anyhow::{bail, Context, Result};
+use dynmig_core::gres::{node_gres_totals, shows_totals};
 use dynmig_slurm::SlurmApi;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -70,7 +71,7 @@ impl Reregister for DynamicNode {
                 .node(node)
                 .ok()
                 .flatten()
-                .is_some_and(|n| same_gres_text(&n.gres, gres))
+                .is_some_and(|n| shows_totals(&n.gres, &node_gres_totals(gres)))
         };
         if self.daemon_running() == Some(false) && registered() {
             return self.start(node, gres, checkpoint);
@@ -84,19 +85,6 @@ impl Reregister for DynamicNode {
         checkpoint("register:deleted");
         self.start(node, gres, checkpoint)
     }
-}
-
-/// Whether two GRES texts (`gpu:3g.40gb:2,gpu:7g.80gb:1(S:0)`) hold the same type counts.
-fn same_gres_text(a: &str, b: &str) -> bool {
-    let counts = |t: &str| {
-        let mut m = std::collections::BTreeMap::new();
-        for (ty, n) in dynmig_slurm::json::parse_node_gres(t) {
-            *m.entry(ty).or_insert(0u32) += n;
-        }
-        m.retain(|_, n| *n > 0);
-        m
-    };
-    counts(a) == counts(b)
 }
 
 impl DynamicNode {

@@ -206,45 +206,8 @@ pub fn parse_nodes(json: &str) -> Result<Vec<NodeInfo>, SlurmError> {
         .collect())
 }
 
-/// A node's GRES string (`gpu:3g.40gb:2(S:0),gpu:1g.10gb:1`, or `gres/gpu:...` forms) as
-/// `(type, count)` pairs; entries of other GRES and untyped GPUs are left out.
-pub fn parse_node_gres(gres: &str) -> Vec<(String, u32)> {
-    let mut out = Vec::new();
-    // Commas inside parentheses ("(IDX:0,2)") do not separate entries.
-    let mut depth = 0usize;
-    let mut parts = Vec::new();
-    let mut cur = String::new();
-    for c in gres.chars() {
-        match c {
-            '(' => {
-                depth += 1;
-                cur.push(c);
-            }
-            ')' => {
-                depth = depth.saturating_sub(1);
-                cur.push(c);
-            }
-            ',' if depth == 0 => parts.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    parts.push(cur);
-    for part in parts {
-        let part = part.split('(').next().unwrap_or("").trim();
-        let part = part
-            .strip_prefix("gres/")
-            .or_else(|| part.strip_prefix("gres:"))
-            .unwrap_or(part);
-        let fields: Vec<&str> = part.split(':').collect();
-        // An empty type is no profile (found by fuzzing: `gpu::22` gave 22 instances of "").
-        if fields.len() == 3 && fields[0] == "gpu" && !fields[1].is_empty() {
-            if let Ok(n) = fields[2].parse() {
-                out.push((fields[1].to_string(), n));
-            }
-        }
-    }
-    out
-}
+/// A node's GRES string as `(type, count)` pairs: [`dynmig_core::gres::parse_node_gres`].
+pub use dynmig_core::gres::parse_node_gres;
 
 #[cfg(test)]
 mod tests {

@@ -30,7 +30,7 @@ impl Agent {
         let layout = NodeLayout {
             gpus: gpus.iter().map(|g| g.layout()).collect(),
         };
-        if !same_gres(&parse_node_gres(&n.gres), &layout) {
+        if !shows_totals(&n.gres, &layout.totals()) {
             return; // Slurm has not caught up with the GPUs: not ours to claim yet.
         }
         let text = PublishedLayout(layout).encode();
@@ -117,7 +117,7 @@ impl Agent {
             && self
                 .slurm
                 .node(&s.node)?
-                .is_some_and(|n| !n.is_drain() && same_gres(&parse_node_gres(&n.gres), target));
+                .is_some_and(|n| !n.is_drain() && shows_totals(&n.gres, &target.totals()));
         if !already {
             self.reregister_timed(&s.node, &gres, &mut times)?;
         }
@@ -134,7 +134,7 @@ impl Agent {
         let back_at = loop {
             let running = self.reregister.daemon_running();
             if let Some(n) = self.slurm.node(&s.node)? {
-                let back = !n.is_drain() && !n.is_down() && same_gres(&parse_node_gres(&n.gres), target);
+                let back = !n.is_drain() && !n.is_down() && shows_totals(&n.gres, &target.totals());
                 // Running before the read and still after it: a daemon killed while Slurm
                 // answered is not taken for the one that registered.
                 if back && running != Some(false) && self.reregister.daemon_running() != Some(false) {

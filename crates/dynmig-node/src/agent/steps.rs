@@ -1,17 +1,6 @@
-//! The step times of an apply, and whether Slurm shows a node with a layout's GRES.
+//! The step times of an apply.
 
 use super::*;
-
-/// Whether a node's GRES `(type, count)` list holds exactly the target's instances.
-pub fn same_gres(gres: &[(String, u32)], target: &NodeLayout) -> bool {
-    let mut have: BTreeMap<&str, u32> = BTreeMap::new();
-    for (t, n) in gres {
-        *have.entry(t.as_str()).or_insert(0) += n;
-    }
-    have.retain(|_, n| *n > 0);
-    let want = target.totals();
-    have.len() == want.len() && want.iter().all(|(t, n)| have.get(t) == Some(n))
-}
 
 /// The steps of an apply whose time the agent records, in order ([`StepTimes`]):
 /// - `idle_wait`: from the first look that found the node drained for this target (with jobs
