@@ -232,6 +232,19 @@ fn the_estimators_constants_are_what_the_fit_half_gives() {
     assert_eq!(cuda_context_for_major(11), Some(ctx11.measured_bytes));
 }
 
+/// One row's result in [`the_judged_half`]: after the fit and before it (`_old`).
+struct Judged {
+    phase: Phase,
+    kind: Kind,
+    err: f64,
+    err_old: f64,
+    small: bool,
+    over: Option<i64>,
+    seen: bool,
+    small_old: bool,
+    over_old: Option<i64>,
+}
+
 #[test]
 fn the_judged_half() {
     let rows = rows();
@@ -247,7 +260,7 @@ fn the_judged_half() {
             "{:<20} {:<48} {:>6} {:>10} {:>10} {:>8} {:>8} {:>6}",
             "source", "workload", "kind", "estimate", "measured", "before", "after", "sizes"
         );
-        let mut stats: Vec<(Phase, Kind, f64, f64, bool, Option<i64>, bool, bool, Option<i64>)> = Vec::new();
+        let mut stats: Vec<Judged> = Vec::new();
         for r in rows.iter().filter(|r| r.fit == fit) {
             let (est, old) = match r.kind {
                 Kind::Nvml => (
@@ -286,39 +299,39 @@ fn the_judged_half() {
                     ""
                 }
             );
-            stats.push((
-                r.spec.phase,
-                r.kind,
+            stats.push(Judged {
+                phase: r.spec.phase,
+                kind: r.kind,
                 err,
                 err_old,
                 small,
                 over,
-                r.seen,
+                seen: r.seen,
                 small_old,
                 over_old,
-            ));
+            });
         }
         for kind in [Kind::Nvml, Kind::Allocated] {
             for phase in [Phase::Train, Phase::Infer] {
-                let s: Vec<_> = stats.iter().filter(|x| x.0 == phase && x.1 == kind).collect();
+                let s: Vec<_> = stats.iter().filter(|x| x.phase == phase && x.kind == kind).collect();
                 if s.is_empty() {
                     continue;
                 }
-                let unseen: Vec<_> = s.iter().filter(|x| !x.6).collect();
+                let unseen: Vec<_> = s.iter().filter(|x| !x.seen).collect();
                 println!(
                     "{half} {kind:?} {phase}: n={} median |error| before {:.1}% after {:.1}% (unseen rows only: n={} after {:.1}%); too small {} (before {}); more than one size over {} (before {}); one size over {} (before {}); under {}",
                     s.len(),
-                    median(s.iter().map(|x| x.3.abs()).collect()) * 100.0,
-                    median(s.iter().map(|x| x.2.abs()).collect()) * 100.0,
+                    median(s.iter().map(|x| x.err_old.abs()).collect()) * 100.0,
+                    median(s.iter().map(|x| x.err.abs()).collect()) * 100.0,
                     unseen.len(),
-                    median(unseen.iter().map(|x| x.2.abs()).collect()) * 100.0,
-                    s.iter().filter(|x| x.4).count(),
-                    s.iter().filter(|x| x.7).count(),
-                    s.iter().filter(|x| x.5.is_some_and(|o| o > 1)).count(),
-                    s.iter().filter(|x| x.8.is_some_and(|o| o > 1)).count(),
-                    s.iter().filter(|x| x.5 == Some(1)).count(),
-                    s.iter().filter(|x| x.8 == Some(1)).count(),
-                    s.iter().filter(|x| x.2 < 0.0).count(),
+                    median(unseen.iter().map(|x| x.err.abs()).collect()) * 100.0,
+                    s.iter().filter(|x| x.small).count(),
+                    s.iter().filter(|x| x.small_old).count(),
+                    s.iter().filter(|x| x.over.is_some_and(|o| o > 1)).count(),
+                    s.iter().filter(|x| x.over_old.is_some_and(|o| o > 1)).count(),
+                    s.iter().filter(|x| x.over == Some(1)).count(),
+                    s.iter().filter(|x| x.over_old == Some(1)).count(),
+                    s.iter().filter(|x| x.err < 0.0).count(),
                 );
             }
         }

@@ -37,8 +37,10 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// (4 MiB); a larger file is not read and the snapshot in use stays.
 pub use dynmig_core::estimate::history::MAX_SNAPSHOT_BYTES;
 
-/// What `init` installed.
+/// What `init` installed. One value per configuration read, held behind an `Arc`: the size
+/// of the `Ready` variant costs nothing, so it is not boxed.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum State {
     /// A valid configuration.
     Ready(Ready),

@@ -69,7 +69,7 @@ pub struct PublishedRow {
 impl PublishedRow {
     /// Fit half (even row) or judged half (odd row).
     pub fn is_fit(&self) -> bool {
-        self.row % 2 == 0
+        self.row.is_multiple_of(2)
     }
 
     /// The tensors the formula counts for this row (weights, gradients, optimizer state,
@@ -79,7 +79,7 @@ impl PublishedRow {
         let spec = self.spec.as_ref()?;
         let mut b = breakdown_with(spec, 0, coefficients).ok()?;
         if self.loss_sum && spec.options.act_per_sample.is_none() {
-            let w = u64::from(spec.dtype.activation_bytes());
+            let w = spec.dtype.activation_bytes();
             b.logits = u64::from(spec.batch) * u64::from(spec.seq) * u64::from(spec.options.vocab) * 2 * w;
         }
         Some(b.total())
