@@ -9,8 +9,8 @@
 //! of each node's layouts and the jobs on each instance is written beside it (`FILE.svg`) and
 //! linked from the report.
 
-use crate::dev::sim_compare;
-use crate::dev::trace::{demo_jobs, parse_pods, DemoJob, DemoMapping};
+use crate::dev::sim_compare::{self, quantile};
+use crate::dev::trace::{DemoJob, SliceArgs};
 use anyhow::{bail, Context, Result};
 use dynmig_core::config::Config;
 use dynmig_core::protocol::event::{Event, EventKind};
@@ -19,52 +19,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// Which jobs the demo submits: the trace slice and how it is compressed.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SliceArgs {
-    /// Trace slice (CSV in the trace's own format).
-    #[arg(long)]
-    pub trace: PathBuf,
-    /// Trace seconds per demo second, for arrivals.
-    #[arg(long, default_value_t = 90.0)]
-    pub time_compression: f64,
-    /// Trace seconds per demo second, for run times.
-    #[arg(long, default_value_t = 240.0)]
-    pub duration_compression: f64,
-    /// Longest run time of a demo job, in seconds.
-    #[arg(long, default_value_t = 15.0)]
-    pub max_run: f64,
-    /// Submit only the first N pods.
-    #[arg(long)]
-    pub limit: Option<usize>,
-    /// Each job's time limit (`sbatch --time`): its run time x this, rounded up to whole
-    /// minutes, at least 1 minute.
-    #[arg(long, default_value_t = 2.0)]
-    pub time_limit_factor: f64,
-}
-
-impl SliceArgs {
-    /// The demo jobs of the slice.
-    ///
-    /// # Errors
-    /// The trace cannot be read or parsed.
-    pub fn jobs(&self) -> Result<Vec<DemoJob>> {
-        let text =
-            std::fs::read_to_string(&self.trace).with_context(|| format!("cannot read {}", self.trace.display()))?;
-        let mut pods = parse_pods(&text)?;
-        if let Some(n) = self.limit {
-            pods.truncate(n);
-        }
-        let mapping = DemoMapping {
-            time_compression: self.time_compression,
-            duration_compression: self.duration_compression,
-            max_run: Duration::from_secs_f64(self.max_run),
-            ..DemoMapping::default()
-        };
-        Ok(demo_jobs(&pods, &mapping))
-    }
-}
 
 /// `dynmig demo` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -266,17 +220,6 @@ pub fn write_timeline(
     Ok(format!(
         "\n## Timeline\n\n![each node's layouts per GPU and the jobs on each instance over time]({name})\n"
     ))
-}
-
-/// The `p`-quantile (0..=1) of `v` by the nearest-rank method; 0 for an empty list.
-pub fn quantile(v: &[f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let rank = ((p * s.len() as f64).ceil() as usize).clamp(1, s.len());
-    s[rank - 1]
 }
 
 fn profile_of(tres: &str) -> String {

@@ -9,7 +9,6 @@
 //! dynmig.toml ([`spec_for`], [`sim_config`]), so that the prediction runs the same policy
 //! code with the same settings as the controller did (docs/demo.md, "Simulator vs. real").
 
-use crate::dev::demo::quantile;
 use crate::dev::trace::DemoJob;
 use anyhow::{bail, Context, Result};
 use dynmig_core::config::{Config, PolicyConfig};
@@ -316,7 +315,7 @@ pub enum CompareCmd {
     Setup {
         /// The slice and its compression.
         #[command(flatten)]
-        slice: crate::dev::demo::SliceArgs,
+        slice: crate::dev::trace::SliceArgs,
         /// Nodes of the demo cluster.
         #[arg(long, default_value_t = 2)]
         nodes: usize,
@@ -372,6 +371,17 @@ pub fn run(cmd: &CompareCmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The `p`-quantile (0..=1) of `v` by the nearest-rank method; 0 for an empty list.
+pub fn quantile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let rank = ((p * s.len() as f64).ceil() as usize).clamp(1, s.len());
+    s[rank - 1]
 }
 
 #[cfg(test)]
@@ -430,7 +440,7 @@ mod demo_slice {
              gpus = 2\nbackend = \"simulated\"\ninitial_layout = \"1x7g.80gb\"\nallowed_layouts = [{layouts}]\n"
         );
         let config = dynmig_core::config::parse_config(&toml).unwrap();
-        let slice = crate::dev::demo::SliceArgs {
+        let slice = crate::dev::trace::SliceArgs {
             trace: concat!(env!("CARGO_MANIFEST_DIR"), "/slurm/demo/trace-slice.csv").into(),
             time_compression: 90.0,
             duration_compression: 240.0,

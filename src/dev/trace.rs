@@ -17,7 +17,8 @@
 //!   taken as the share of its memory) and is submitted with `--mig-mem`; a whole-GPU pod asks
 //!   `--gres=gpu:1` with no hint; a multi-GPU pod asks `--gres=gpu:N`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use dynmig_sim::workload::alibaba::{parse_pods, Pod};
@@ -113,6 +114,52 @@ pub fn demo_jobs(pods: &[Pod], m: &DemoMapping) -> Vec<DemoJob> {
             }
         })
         .collect()
+}
+
+/// Which jobs the demo submits: the trace slice and how it is compressed.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SliceArgs {
+    /// Trace slice (CSV in the trace's own format).
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// Trace seconds per demo second, for arrivals.
+    #[arg(long, default_value_t = 90.0)]
+    pub time_compression: f64,
+    /// Trace seconds per demo second, for run times.
+    #[arg(long, default_value_t = 240.0)]
+    pub duration_compression: f64,
+    /// Longest run time of a demo job, in seconds.
+    #[arg(long, default_value_t = 15.0)]
+    pub max_run: f64,
+    /// Submit only the first N pods.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Each job's time limit (`sbatch --time`): its run time x this, rounded up to whole
+    /// minutes, at least 1 minute.
+    #[arg(long, default_value_t = 2.0)]
+    pub time_limit_factor: f64,
+}
+
+impl SliceArgs {
+    /// The demo jobs of the slice.
+    ///
+    /// # Errors
+    /// The trace cannot be read or parsed.
+    pub fn jobs(&self) -> Result<Vec<DemoJob>> {
+        let text =
+            std::fs::read_to_string(&self.trace).with_context(|| format!("cannot read {}", self.trace.display()))?;
+        let mut pods = parse_pods(&text)?;
+        if let Some(n) = self.limit {
+            pods.truncate(n);
+        }
+        let mapping = DemoMapping {
+            time_compression: self.time_compression,
+            duration_compression: self.duration_compression,
+            max_run: Duration::from_secs_f64(self.max_run),
+            ..DemoMapping::default()
+        };
+        Ok(demo_jobs(&pods, &mapping))
+    }
 }
 
 #[cfg(test)]

@@ -40,9 +40,7 @@ use crate::geometry::{GpuModel, ProfileSpec, MODELS};
 use crate::size::{format_size, parse_size, SizeError, MIB};
 use crate::types::{clip, Controls};
 
-/// The most characters of a user's value that a message quotes; longer values are cut and
-/// end in `...`.
-pub const MAX_QUOTED: usize = 100;
+pub use crate::types::MAX_QUOTED;
 
 /// `text` for quoting in a message or a log line: its control characters escaped
 /// ([`escape_control`]), then cut to at most `max` characters (escapes included, never

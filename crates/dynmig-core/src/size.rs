@@ -91,10 +91,10 @@ pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     Ok(bytes)
 }
 
-/// Text of the input quoted in an error, cut to [`crate::hints::MAX_QUOTED`] characters: a
+/// Text of the input quoted in an error, cut to [`crate::types::MAX_QUOTED`] characters: a
 /// size comes from a user or a config file and may be huge (found by fuzzing).
 fn quoted(text: &str) -> String {
-    crate::types::cut(text, crate::hints::MAX_QUOTED)
+    crate::types::cut(text, crate::types::MAX_QUOTED)
 }
 
 /// Bytes per unit for `K`, `KB`, `KiB` .. `T`, `TB`, `TiB` (any case); `""` is MiB.

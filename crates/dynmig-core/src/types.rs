@@ -7,6 +7,10 @@
 
 use std::fmt;
 
+/// The most characters of a user's value that a message quotes; longer values are cut and
+/// end in `...`.
+pub const MAX_QUOTED: usize = 100;
+
 /// `[jobs] whole_gpu`: what to do with a job that asks for one GPU and gives no hint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]

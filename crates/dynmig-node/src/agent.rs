@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 mod apply;
 mod run;
-mod steps;
+pub mod steps;
 
 pub use run::{run_forever, Control, InstanceLock, WakeOn};
 pub use steps::{StepTimes, STEP_NAMES};

@@ -31,7 +31,7 @@ type Labels = Vec<(&'static str, String)>;
 /// GPUs; a re-registration with a slurmd restart tens of seconds.
 pub const APPLY_BUCKETS: [f64; 10] = [1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 
-/// The buckets of one step of an apply, seconds ([`crate::agent::StepTimes`]): most steps
+/// The buckets of one step of an apply, seconds ([`crate::agent::steps::StepTimes`]): most steps
 /// take milliseconds; the registration about a second; waiting for jobs up to their limits.
 pub const STEP_BUCKETS: [f64; 12] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 60.0, 600.0];
 
@@ -164,7 +164,7 @@ impl AgentMetrics {
     }
 
     /// The step times of a finished apply.
-    pub fn steps(&self, times: &crate::agent::StepTimes) {
+    pub fn steps(&self, times: &crate::agent::steps::StepTimes) {
         for (step, took) in &times.0 {
             self.step_seconds
                 .get_or_create(&vec![("step", (*step).to_string())])

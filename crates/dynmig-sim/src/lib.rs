@@ -28,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod args;
 pub mod backfill;
 pub mod bounds;
 pub mod ceilings;

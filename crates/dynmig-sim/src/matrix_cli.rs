@@ -1,7 +1,7 @@
 //! `dynmig simulate --matrix` and `--sensitivity`: builds the cells from the command line,
 //! runs them ([`crate::matrix`]) and prints and writes the tables ([`crate::matrix_report`]).
 
-use crate::cli::{eval_options, parse_drain, parse_model, SimulateArgs};
+use crate::args::{eval_options, parse_drain, parse_model, SimulateArgs};
 use crate::engine::{DrainScope, SimConfig};
 use crate::matrix::{
     grid_cells, matrix_cells, parse_seeds, run_cells, summarise, synthetic_family, Cell, CellOutcome, Setup, SYNTHETIC,
@@ -68,7 +68,7 @@ pub fn setup(a: &SimulateArgs, load: Load, model: &'static GpuModel) -> Result<S
     // Every cell schedules with the what-ifs and backfill settings given (`--what-if`,
     // `--bf-window`, `--bf-resolution`; default: Slurm's).
     let mut sched = SimConfig::new(model, 1, 1);
-    crate::cli::scheduling(a, &mut sched)?;
+    crate::args::scheduling(a, &mut sched)?;
     Ok(Setup {
         nodes: a.nodes,
         gpus_per_node: a.gpus_per_node,

@@ -1,6 +1,6 @@
 //! The step times of an apply.
 
-use super::*;
+use std::time::Duration;
 
 /// The steps of an apply whose time the agent records, in order ([`StepTimes`]):
 /// - `idle_wait`: from the first look that found the node drained for this target (with jobs
@@ -8,7 +8,7 @@ use super::*;
 ///   when the node was idle at that first look, or the apply resumes a journal);
 /// - `instances`: GPU instances deleted and created;
 /// - `gres_conf`: gres.conf written;
-/// - `slurmd_stop`, `delete`, `slurmd_start`: the re-registration ([`Reregister`]; the
+/// - `slurmd_stop`, `delete`, `slurmd_start`: the re-registration ([`crate::reregister::Reregister`]; the
 ///   `register:*` points of the module docs), each until its point;
 /// - `registration`: from the started slurmd until Slurm shows the node in service with the
 ///   new GRES (the Wait step);
