@@ -6,11 +6,10 @@
 //! A job that ran out of memory counts with the memory of the instance it had (its true need
 //! is at least that), so one out-of-memory run moves the next estimate past that instance.
 //!
-//! Snapshot format, one line per (user, job name), tab separated:
-//! `uid <TAB> samples <TAB> quantile_peak_bytes <TAB> max_peak_bytes <TAB> ooms <TAB> job_name`
-//! (the name last, so it may hold any character but a tab or newline). Lines starting with
-//! `#` are comments.
+//! The snapshot's text is the versioned codec [`crate::protocol::history_snapshot`]
+//! (`# dynmig-history-snapshot/v1`, then one tab-separated line per user and job name).
 
+use crate::protocol::history_snapshot;
 use std::collections::HashMap;
 
 /// Largest snapshot file, bytes (4 MiB): the history service never writes a larger one
@@ -20,13 +19,7 @@ use std::collections::HashMap;
 /// names.
 pub const MAX_SNAPSHOT_BYTES: u64 = 4 << 20;
 
-/// Most bytes one snapshot line takes besides its job name: five numbers of at most 20 digits,
-/// five tabs and the newline (an upper bound; real lines are shorter).
-pub const LINE_OVERHEAD_BYTES: u64 = 5 * 20 + 6;
-
-/// The snapshot's first line (a comment naming the columns), as [`HistorySnapshot::render`]
-/// writes it.
-pub const SNAPSHOT_HEADER: &str = "# dynmig history snapshot: uid samples quantile_peak max_peak ooms job_name\n";
+pub use crate::protocol::history_snapshot::{LINE_OVERHEAD_BYTES, SNAPSHOT_HEADER};
 
 /// The summary of one user's jobs of one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,54 +121,21 @@ impl HistorySnapshot {
         self.entries.is_empty()
     }
 
-    /// The snapshot text (module docs), sorted by uid then name.
+    /// The snapshot text, sorted by uid then name ([`history_snapshot::encode`]).
     pub fn render(&self) -> String {
-        let mut keys: Vec<_> = self.entries.keys().collect();
-        keys.sort();
-        let mut out = String::from(SNAPSHOT_HEADER);
-        for k in keys {
-            let e = &self.entries[k];
-            let name: String =
-                k.1.chars()
-                    .map(|c| if c == '\t' || c == '\n' { ' ' } else { c })
-                    .collect();
-            out += &format!(
-                "{}\t{}\t{}\t{}\t{}\t{}\n",
-                k.0, e.samples, e.quantile_peak_bytes, e.max_peak_bytes, e.ooms, name
-            );
-        }
-        out
+        history_snapshot::encode(self.entries.iter().map(|((uid, name), e)| (*uid, name.as_str(), e)))
     }
 
-    /// Reads the snapshot text.
+    /// Reads the snapshot text, versioned or not ([`history_snapshot::decode`]).
     ///
     /// # Errors
     /// The 1-based line number and what is wrong with it.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut entries = HashMap::new();
-        for (i, line) in text.lines().enumerate() {
-            if line.starts_with('#') || line.trim().is_empty() {
-                continue;
-            }
-            let f: Vec<&str> = line.splitn(6, '\t').collect();
-            let bad = || {
-                format!(
-                    "line {}: expected 6 tab-separated fields (uid samples quantile_peak max_peak ooms job_name)",
-                    i + 1
-                )
-            };
-            if f.len() != 6 {
-                return Err(bad());
-            }
-            let n = |s: &str| s.parse::<u64>().map_err(|_| bad());
-            let entry = HistoryEntry {
-                samples: n(f[1])? as u32,
-                quantile_peak_bytes: n(f[2])?,
-                max_peak_bytes: n(f[3])?,
-                ooms: n(f[4])? as u32,
-            };
-            entries.insert((n(f[0])? as u32, f[5].to_string()), entry);
-        }
+        history_snapshot::decode(text, |l| {
+            entries.insert((l.uid, l.job_name.to_string()), l.entry);
+        })
+        .map_err(|e| e.to_string())?;
         Ok(Self { entries })
     }
 }

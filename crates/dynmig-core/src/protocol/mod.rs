@@ -10,6 +10,9 @@
 //! | [`plan::Plans`] | the controller -> itself after a restart (`controller-plans.json`) | JSON, versioned |
 //! | [`catalog::Catalog`] | the controller -> job_submit/dynmig (`catalog.json`) | JSON, versioned |
 //! | [`owned::OwnedInstances`] | the agent and `init-node` -> the agent (`owned-instances.json`) | JSON, versioned |
+//! | [`history_record::JobRecord`] | the Epilog -> the history server (spool file, munge payload) | JSON, versioned (`"v":1`) |
+//! | [`system_comment`] | the Epilog -> the history service, through the job's SystemComment in slurmdbd | `dynmig-history/v1 key=value ... end` |
+//! | [`history_snapshot`] | the history service -> job_submit/dynmig (the snapshot file) | TSV, versioned header `# dynmig-history-snapshot/v1` |
 //!
 //! Every codec is versioned (`dynmig/v1`), so that an administrator's own reason or comment
 //! is never taken for ours, and a later dynmig can tell an old record from a new one.
@@ -17,11 +20,14 @@
 pub mod catalog;
 pub mod decision;
 pub mod event;
+pub mod history_record;
+pub mod history_snapshot;
 pub mod intent;
 pub mod journal;
 pub mod layout;
 pub mod owned;
 pub mod plan;
+pub mod system_comment;
 
 use crate::types::Controls;
 
