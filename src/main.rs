@@ -717,29 +717,11 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
             name,
             limit,
             json,
-        } if config.history.store == dynmig_core::config::HistoryStore::Slurmdbd => {
-            print!(
-                "{}",
-                dynmig_history::accounting::show(
-                    &config.paths.sacct,
-                    config.history.sacct_window,
-                    user.as_deref(),
-                    name.as_deref(),
-                    limit,
-                    json
-                )?
-            );
-            Ok(())
-        }
-        HistoryCmd::Show {
-            user,
-            name,
-            limit,
-            json,
         } => {
+            let store = dynmig_history::history_store::open(config, true)?;
             print!(
                 "{}",
-                dynmig_history::service::show(&p.history_db, user.as_deref(), name.as_deref(), limit, json)?
+                dynmig_history::service::show_records(&*store, user.as_deref(), name.as_deref(), limit, json)?
             );
             Ok(())
         }

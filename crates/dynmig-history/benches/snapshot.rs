@@ -3,7 +3,7 @@
 
 use dynmig_core::estimate::EstimatorConfig;
 use dynmig_history::store::{Retention, Store};
-use dynmig_history::JobRecord;
+use dynmig_history::{HistoryStore, JobRecord};
 use std::time::Instant;
 
 fn main() {

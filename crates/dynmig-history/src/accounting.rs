@@ -163,10 +163,9 @@ pub fn flush_spool(
 }
 
 /// `dynmig history show` with `store = "slurmdbd"`: the records [`read_sacct`] finds within
-/// `window` of `user` (name or uid) and `job_name` when given: the newest `limit` (by end
-/// time), oldest first as with the own service's database, as a table or JSON ([`crate::service::render`],
-/// [`crate::service::render_json`]); records sacct's output had but dynmig skipped are
-/// counted on stderr.
+/// `window` of `user` (name or uid) and `job_name` when given, as a table or JSON
+/// ([`crate::service::show_records`] of an [`Accounting`] store: the newest `limit` by end
+/// time, oldest first; records sacct's output had but dynmig skipped are counted on stderr).
 ///
 /// # Errors
 /// sacct fails, times out or prints too much; its output is not sacct's JSON.
@@ -178,27 +177,83 @@ pub fn show(
     limit: usize,
     json: bool,
 ) -> Result<String, Error> {
-    let read = read_sacct(sacct, window)?;
-    if !read.skipped.is_empty() {
-        eprintln!(
-            "dynmig: {} dynmig comments in sacct's output skipped (malformed or not the job's)",
-            read.skipped.len()
-        );
+    let store = Accounting::new(sacct, window, crate::store::Retention::default());
+    crate::service::show_records(&store, user, job_name, limit, json)
+}
+
+/// Slurm's accounting as the history's store (`[history] store = "slurmdbd"`): a record is
+/// put into its job's SystemComment with sacctmgr ([`write_record`]), listed from a fresh
+/// `sacct` read of the window ([`read_sacct`]), and the snapshot's past jobs are the records
+/// held between incremental reads ([`Accounting::refresh`], [`Incremental`]).
+pub struct Accounting {
+    sacct: std::path::PathBuf,
+    sacctmgr: Option<std::path::PathBuf>,
+    window: Duration,
+    held: Incremental,
+}
+
+impl Accounting {
+    /// A store that reads with `sacct` the records of jobs that ended within `window`,
+    /// holding what `retention` allows between reads; it puts nothing until given sacctmgr
+    /// ([`Accounting::with_sacctmgr`]).
+    pub fn new(sacct: &Path, window: Duration, retention: crate::store::Retention) -> Self {
+        Self {
+            sacct: sacct.to_path_buf(),
+            sacctmgr: None,
+            window,
+            held: Incremental::new(sacct, window, retention),
+        }
     }
-    let mut records: Vec<JobRecord> = read
-        .records
-        .into_iter()
-        .filter(|r| user.is_none_or(|u| r.user == u || r.uid.to_string() == u))
-        .filter(|r| job_name.is_none_or(|n| r.job_name == n))
-        .collect();
-    records.sort_by_key(|r| std::cmp::Reverse((r.end_time, r.job_id, r.restart)));
-    records.truncate(limit);
-    records.reverse();
-    Ok(if json {
-        crate::service::render_json(&records)
-    } else {
-        crate::service::render(&records)
-    })
+
+    /// The same store, putting records with `sacctmgr`.
+    pub fn with_sacctmgr(mut self, sacctmgr: &Path) -> Self {
+        self.sacctmgr = Some(sacctmgr.to_path_buf());
+        self
+    }
+
+    /// Reads what changed in Slurm's accounting up to `now` (seconds since the Unix epoch)
+    /// into the records held ([`Incremental::refresh`]).
+    pub fn refresh(&mut self, now: i64) -> Refreshed {
+        self.held.refresh(now)
+    }
+}
+
+impl crate::HistoryStore for Accounting {
+    /// [`write_record`] with [`WRITE_BUDGET`]; always `Ok(true)` (a run's record replaces
+    /// the one its SystemComment held).
+    fn put(&self, r: &JobRecord) -> Result<bool, Error> {
+        let sacctmgr = self
+            .sacctmgr
+            .as_deref()
+            .ok_or_else(|| Error::Accounting("this accounting store was opened without sacctmgr".into()))?;
+        write_record(sacctmgr, &self.sacct, r, WRITE_BUDGET).map(|()| true)
+    }
+
+    /// One [`read_sacct`] of the window; the skipped comments are counted on stderr.
+    fn list(&self, user: Option<&str>, job_name: Option<&str>, limit: usize) -> Result<Vec<JobRecord>, Error> {
+        let read = read_sacct(&self.sacct, self.window)?;
+        if !read.skipped.is_empty() {
+            eprintln!(
+                "dynmig: {} dynmig comments in sacct's output skipped (malformed or not the job's)",
+                read.skipped.len()
+            );
+        }
+        let mut records: Vec<JobRecord> = read
+            .records
+            .into_iter()
+            .filter(|r| user.is_none_or(|u| r.user == u || r.uid.to_string() == u))
+            .filter(|r| job_name.is_none_or(|n| r.job_name == n))
+            .collect();
+        records.sort_by_key(|r| std::cmp::Reverse((r.end_time, r.job_id, r.restart)));
+        records.truncate(limit);
+        records.reverse();
+        Ok(records)
+    }
+
+    /// The records held since the last [`Accounting::refresh`] ([`past_jobs`]).
+    fn past_jobs(&self) -> Result<Vec<PastJob>, Error> {
+        Ok(past_jobs(self.held.records()))
+    }
 }
 
 /// `sacct --json`: only what dynmig reads. Unknown fields are ignored (sacct has hundreds,
@@ -523,13 +578,12 @@ impl Incremental {
     }
 }
 
-/// The snapshot of `records` under the estimator settings, as [`crate::store::Store::snapshot`]
-/// builds it (an out-of-memory run counts its instance's memory), oldest first, within
-/// [`crate::snapshot::MAX_SNAPSHOT_BYTES`].
-pub fn snapshot(records: &[JobRecord], cfg: &EstimatorConfig) -> HistorySnapshot {
-    let mut sorted: Vec<&JobRecord> = records.iter().collect();
+/// The past jobs of `records`, by end time (then job and run): an out-of-memory run counts
+/// its instance's memory. Unnamed runs stay (sacct names them from their job).
+pub fn past_jobs<'a>(records: impl IntoIterator<Item = &'a JobRecord>) -> Vec<PastJob> {
+    let mut sorted: Vec<&JobRecord> = records.into_iter().collect();
     sorted.sort_by_key(|r| (r.end_time, r.job_id, r.restart));
-    let jobs: Vec<PastJob> = sorted
+    sorted
         .iter()
         .map(|r| PastJob {
             uid: r.uid,
@@ -541,15 +595,14 @@ pub fn snapshot(records: &[JobRecord], cfg: &EstimatorConfig) -> HistorySnapshot
             },
             oom: r.oom,
         })
-        .collect();
-    let (jobs, dropped) = crate::snapshot::bound(jobs, crate::snapshot::MAX_SNAPSHOT_BYTES);
-    if dropped > 0 {
-        log::warn!(
-            "snapshot: {dropped} (user, job name) entries left out to stay within {} bytes",
-            crate::snapshot::MAX_SNAPSHOT_BYTES
-        );
-    }
-    HistorySnapshot::from_jobs(&jobs, cfg.history_quantile, cfg.history_window as usize)
+        .collect()
+}
+
+/// The snapshot of `records` under the estimator settings ([`past_jobs`], then
+/// [`crate::snapshot::build`], as for every store), within
+/// [`crate::snapshot::MAX_SNAPSHOT_BYTES`].
+pub fn snapshot(records: &[JobRecord], cfg: &EstimatorConfig) -> HistorySnapshot {
+    crate::snapshot::build(past_jobs(records), cfg)
 }
 
 /// One rebuild from a whole read of `window` (what [`serve`] did before it read
@@ -579,18 +632,14 @@ pub fn rebuild(
 /// The file cannot be written; the old snapshot then stays.
 pub fn write_snapshot(records: &[JobRecord], snapshot_path: &Path, cfg: &EstimatorConfig) -> Result<usize, Error> {
     let snap = snapshot(records, cfg);
-    if let Some(dir) = snapshot_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
-    }
-    dynmig_host::fs::write_atomically(snapshot_path, snap.render().as_bytes(), 0o600)
-        .map_err(Error::io("write snapshot", snapshot_path))?;
+    crate::snapshot::write(&snap, snapshot_path, None)?;
     Ok(snap.len())
 }
 
 /// `dynmig history serve` with `store = "slurmdbd"`: reads Slurm's accounting at once and
 /// then every `interval`, each time only what changed ([`Incremental`], bounded by
-/// `retention`), and writes the snapshot ([`write_snapshot`]; a failed write is logged, the
-/// old snapshot kept). On SIGHUP it calls
+/// `retention`, an [`Accounting`] store), and writes the snapshot
+/// ([`crate::HistoryStore::write_snapshot`]; a failed write is logged, the old snapshot kept). On SIGHUP it calls
 /// `reload` (which reads the config again, or keeps the old one and says why) and rebuilds
 /// with the estimator settings it returns. Runs until SIGTERM or SIGINT.
 ///
@@ -612,17 +661,16 @@ pub fn serve(
         snapshot_path.display()
     );
     let mut cfg = *estimator;
-    let mut held = Incremental::new(sacct, window, retention);
+    let mut store = Accounting::new(sacct, window, retention);
     while !signals.stopping() {
-        let r = held.refresh(crate::now());
+        let r = store.refresh(crate::now());
         for f in &r.failed {
             log::error!("sacct: {f}");
         }
         for s in &r.skipped {
             log::warn!("sacct: skipped {s}");
         }
-        let records: Vec<JobRecord> = held.records().cloned().collect();
-        match write_snapshot(&records, snapshot_path, &cfg) {
+        match crate::HistoryStore::write_snapshot(&store, &cfg, snapshot_path, None) {
             Ok(entries) => log::debug!(
                 "snapshot: {} sacct reads{}, {} records, {entries} entries",
                 r.reads,

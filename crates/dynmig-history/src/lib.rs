@@ -6,7 +6,8 @@
 //! ([`transport::flush`]), each sealed afresh with munge ([`auth::Munge`], a [`auth::Sealer`]).
 //! The server ([`transport::Server`], started by [`service::serve`]) checks the credential
 //! ([`auth::Verifier`]: valid under the cluster's munge key and made by uid 0), decodes the
-//! record ([`JobRecord::from_wire`], versioned), stores it ([`store::Store`]), answers, and
+//! record ([`JobRecord::from_wire`], versioned), stores it ([`store::Store`], one
+//! [`HistoryStore`]; Slurm's accounting is the other, [`accounting::Accounting`]), answers, and
 //! rebuilds the snapshot that job_submit/dynmig reads on a cadence
 //! ([`transport::SnapshotCadence`]), keeping a bounded history ([`store::Retention`]). A record
 //! leaves the spool only after the server's `OK`, so nothing is lost while the controller host
@@ -32,6 +33,7 @@
 pub mod accounting;
 pub mod auth;
 mod error;
+pub mod history_store;
 pub mod metrics;
 pub mod naming;
 pub mod record;
@@ -42,6 +44,7 @@ pub mod store;
 pub mod transport;
 
 pub use error::Error;
+pub use history_store::HistoryStore;
 pub use record::{JobRecord, RecordError};
 
 /// Seconds since the Unix epoch, now (0 if the clock is before 1970).

@@ -6,6 +6,7 @@ use crate::record::{cut, JobRecord};
 use crate::store::{Retention, Store};
 use crate::transport::{self, CheckRate, ConnectionLimits, Flushed, Server, ServerSettings};
 use crate::Error;
+use crate::HistoryStore;
 use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::size::format_size;
 use dynmig_host::signals::Signals;
@@ -119,7 +120,8 @@ pub fn serve(
 }
 
 /// `dynmig history show`: the last `limit` records of `db_path` (of `user`, a name or uid,
-/// and `job_name` when given), as a table ([`render`]) or JSON ([`render_json`]).
+/// and `job_name` when given), as a table ([`render`]) or JSON ([`render_json`])
+/// ([`show_records`] of the database opened read-only).
 ///
 /// # Errors
 /// There is no database, or it cannot be read.
@@ -130,7 +132,23 @@ pub fn show(
     limit: usize,
     json: bool,
 ) -> Result<String, Error> {
-    let records = Store::open_read_only(db_path)?.list(user, job_name, limit)?;
+    show_records(&Store::open_read_only(db_path)?, user, job_name, limit, json)
+}
+
+/// `dynmig history show` on any store ([`crate::history_store::open`] picks it from the
+/// config): `store`'s last `limit` records (of `user`, a name or uid, and `job_name` when
+/// given), oldest first, as a table ([`render`]) or JSON ([`render_json`]).
+///
+/// # Errors
+/// The store cannot be read ([`HistoryStore::list`]).
+pub fn show_records(
+    store: &dyn HistoryStore,
+    user: Option<&str>,
+    job_name: Option<&str>,
+    limit: usize,
+    json: bool,
+) -> Result<String, Error> {
+    let records = store.list(user, job_name, limit)?;
     Ok(if json { render_json(&records) } else { render(&records) })
 }
 

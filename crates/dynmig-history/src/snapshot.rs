@@ -1,4 +1,5 @@
-//! The bound on the snapshot file job_submit/dynmig re-reads inside slurmctld:
+//! The snapshot file job_submit/dynmig re-reads inside slurmctld, built ([`build`]) and
+//! written ([`write`]) the same way from either store, and its bound:
 //! [`MAX_SNAPSHOT_BYTES`] (4 MiB), shared with the reader.
 //!
 //! When the entries (one per user and job name) do not all fit, [`bound`] keeps them fairly
@@ -7,9 +8,48 @@
 //! bound. A user who runs jobs under thousands of names so loses their own least recent
 //! names, never another user's only one.
 
+use crate::Error;
 pub use dynmig_core::estimate::history::MAX_SNAPSHOT_BYTES;
-use dynmig_core::estimate::history::{PastJob, LINE_OVERHEAD_BYTES, SNAPSHOT_HEADER};
+use dynmig_core::estimate::history::{HistorySnapshot, PastJob, LINE_OVERHEAD_BYTES, SNAPSHOT_HEADER};
+use dynmig_core::estimate::EstimatorConfig;
 use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// The snapshot of `jobs` (oldest first, as [`crate::HistoryStore::past_jobs`] gives them)
+/// under the estimator settings: the `history_quantile` of each (user, job name)'s last
+/// `history_window` runs, within [`MAX_SNAPSHOT_BYTES`] of text ([`bound`]; a warning says
+/// how many entries were left out). Both stores' snapshots are built here.
+pub fn build(jobs: Vec<PastJob>, cfg: &EstimatorConfig) -> HistorySnapshot {
+    let (jobs, dropped) = bound(jobs, MAX_SNAPSHOT_BYTES);
+    if dropped > 0 {
+        log::warn!("snapshot: {dropped} (user, job name) entries left out to stay within {MAX_SNAPSHOT_BYTES} bytes");
+    }
+    HistorySnapshot::from_jobs(&jobs, cfg.history_quantile, cfg.history_window as usize)
+}
+
+/// Writes `snap`'s text ([`HistorySnapshot::render`], versioned) to `path` atomically (a
+/// reader never sees half a file), mode 0600, creating its folder; with `reader_group`, the
+/// file gets that group and mode 0640 (so that slurmctld, running as `SlurmUser`, can read a
+/// snapshot written by root).
+///
+/// # Errors
+/// [`Error::Io`] naming the folder or file that could not be created, written, given its
+/// group or its mode.
+pub fn write(snap: &HistorySnapshot, path: &Path, reader_group: Option<u32>) -> Result<(), Error> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
+    }
+    dynmig_host::fs::write_atomically(path, snap.render().as_bytes(), 0o600)
+        .map_err(Error::io("write snapshot", path))?;
+    if let Some(gid) = reader_group {
+        // The file is ours and private until here: give it to the group, then open it.
+        std::os::unix::fs::lchown(path, None, Some(gid)).map_err(Error::io("set the group of", path))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640))
+            .map_err(Error::io("set the mode of", path))?;
+    }
+    Ok(())
+}
 
 /// The jobs of `jobs` (oldest first) whose (uid, job name) entry fits in a snapshot of at most
 /// `max_bytes` (module docs), in the same order, and how many entries were left out. Each
@@ -62,7 +102,6 @@ pub fn bound(jobs: Vec<PastJob>, max_bytes: u64) -> (Vec<PastJob>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dynmig_core::estimate::history::HistorySnapshot;
 
     fn job(uid: u32, name: &str) -> PastJob {
         PastJob {

@@ -1,14 +1,15 @@
 //! The history database: SQLite (rusqlite, SQLite bundled) on the controller host, one row per
-//! run of a job, bounded by a [`Retention`], and the snapshot file job_submit/dynmig reads.
+//! run of a job, bounded by a [`Retention`]: the [`HistoryStore`] of `[history] store =
+//! "server"`, from which the snapshot file job_submit/dynmig reads is built.
 //!
 //! The database file is created with mode 0600 and set to 0600 each time it is opened (SQLite
 //! gives its journal the database's mode); the snapshot is written with
 //! [`dynmig_host::fs::write_atomically`], mode 0600 (or 0640 with a reader group).
 
+use crate::history_store::HistoryStore;
 use crate::record::JobRecord;
 use crate::Error;
-use dynmig_core::estimate::history::{HistorySnapshot, PastJob};
-use dynmig_core::estimate::EstimatorConfig;
+use dynmig_core::estimate::history::PastJob;
 use rusqlite::{params, Connection, OpenFlags};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -370,16 +371,25 @@ impl Store {
         v.reverse();
         Ok(v)
     }
+}
 
-    /// The per-(user, job name) snapshot under the estimator settings, bounded so that its
-    /// text is at most [`crate::snapshot::MAX_SNAPSHOT_BYTES`] ([`crate::snapshot::bound`]).
-    ///
-    /// # Errors
-    /// SQLite errors.
-    pub fn snapshot(&self, cfg: &EstimatorConfig) -> Result<HistorySnapshot, Error> {
+/// dynmig's own database as the history's store (`[history] store = "server"`).
+impl HistoryStore for Store {
+    /// [`Store::insert`].
+    fn put(&self, r: &JobRecord) -> Result<bool, Error> {
+        self.insert(r)
+    }
+
+    /// [`Store::list`].
+    fn list(&self, user: Option<&str>, job_name: Option<&str>, limit: usize) -> Result<Vec<JobRecord>, Error> {
+        Store::list(self, user, job_name, limit)
+    }
+
+    /// Every named run, in the order stored; a run not yet named (the Epilog does not know
+    /// the name, [`crate::naming`]) is no estimate's evidence and is left out.
+    fn past_jobs(&self) -> Result<Vec<PastJob>, Error> {
         let mut stmt = self
             .conn
-            // A run not yet named (the Epilog does not know the name) is no estimate's evidence.
             .prepare("SELECT uid, job_name, peak_bytes, limit_bytes, oom FROM jobs WHERE job_name != '' ORDER BY id")
             .map_err(self.db())?;
         let jobs = stmt
@@ -397,51 +407,15 @@ impl Store {
             .map_err(self.db())?
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.db())?;
-        let (jobs, dropped) = crate::snapshot::bound(jobs, crate::snapshot::MAX_SNAPSHOT_BYTES);
-        if dropped > 0 {
-            log::warn!(
-                "snapshot: {dropped} (user, job name) entries left out to stay within {} bytes",
-                crate::snapshot::MAX_SNAPSHOT_BYTES
-            );
-        }
-        Ok(HistorySnapshot::from_jobs(
-            &jobs,
-            cfg.history_quantile,
-            cfg.history_window as usize,
-        ))
-    }
-
-    /// Writes the snapshot to `path` atomically (a reader never sees half a file), mode 0600;
-    /// with `reader_group`, the file gets that group and mode 0640 (so that slurmctld, running
-    /// as `SlurmUser`, can read a snapshot written by root). Returns the number of entries.
-    ///
-    /// # Errors
-    /// SQLite or file errors.
-    pub fn write_snapshot(
-        &self,
-        cfg: &EstimatorConfig,
-        path: &Path,
-        reader_group: Option<u32>,
-    ) -> Result<usize, Error> {
-        let snap = self.snapshot(cfg)?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(Error::io("create folder", dir))?;
-        }
-        dynmig_host::fs::write_atomically(path, snap.render().as_bytes(), 0o600)
-            .map_err(Error::io("write snapshot", path))?;
-        if let Some(gid) = reader_group {
-            // The file is ours and private until here: give it to the group, then open it.
-            std::os::unix::fs::lchown(path, None, Some(gid)).map_err(Error::io("set the group of", path))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640))
-                .map_err(Error::io("set the mode of", path))?;
-        }
-        Ok(snap.len())
+        Ok(jobs)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dynmig_core::estimate::history::HistorySnapshot;
+    use dynmig_core::estimate::EstimatorConfig;
 
     pub(crate) fn rec(job: u64, peak: u64, oom: bool) -> JobRecord {
         JobRecord {

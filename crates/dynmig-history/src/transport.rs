@@ -31,6 +31,7 @@ use crate::auth::{Sealer, Verifier};
 use crate::metrics::HistoryMetrics;
 use crate::record::{cut, JobRecord};
 use crate::store::{Retention, Store};
+use crate::HistoryStore;
 use crate::{now, spool, Error};
 use dynmig_core::estimate::EstimatorConfig;
 use std::collections::HashMap;
