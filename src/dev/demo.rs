@@ -185,7 +185,7 @@ fn compare(
     let wl = sim_compare::workload(jobs, cfg.model, args.slice.time_limit_factor, args.seed);
     let spec = sim_compare::spec_for(config)?;
     let predicted = sim_compare::predict(&wl, &spec, &cfg)?;
-    let layouts = dynmig_sim::engine::initial_layouts(&spec, &cfg)
+    let layouts = dynmig_sim::policies::run::initial_layouts(&spec, &cfg)
         .iter()
         .map(|l| l.gpus.iter().map(ToString::to_string).collect::<Vec<_>>().join(" | "))
         .collect();

@@ -8,13 +8,9 @@ use crate::backfill::{Resv, WhatIfs, BF_INTERVAL_S, BF_MAX_JOB_TEST, BF_RESOLUTI
 use crate::cluster::{Cluster, GpuState, Hold, SHAPE};
 use crate::model::Job;
 use crate::placement::Placement;
-use crate::policies::adaptive::Adaptive;
-use crate::policies::clairvoyant::Clairvoyant;
-use crate::policies::guarded::Guarded;
-use crate::policies::mpc::Mpc;
+use crate::policies::mix;
 use crate::policies::views::node_name;
 use crate::policies::views::{node_index, View};
-use crate::policies::{mix, DemandDriven, Learned, NoChange, Planner, Policy, PolicySpec, Scheduled};
 use crate::power::PowerModel;
 use crate::requests::{plan_requests, restart_profile, RequestParams};
 use crate::workload::Workload;
@@ -23,6 +19,7 @@ use dynmig_core::geometry::{
     distinct_multisets, plan_transition, GpuModel, NodeLayout, Placed, ProfileCounts, Transition, TransitionError,
 };
 use dynmig_core::policy::events::JobEvent;
+use dynmig_core::policy::Policy;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -279,31 +276,68 @@ enum Ev {
     Up { lo: u32, hi: u32 },
 }
 
-enum Driver {
-    Fixed,
-    Plain(Box<dyn Policy>, bool),
-    Learned(Learned),
-    /// The guarded default, whose GRES types follow its layouts ([`Sim::set_catalog`]).
-    Guarded(Box<Guarded>),
+/// A policy as the engine drives it: the [`Policy`] that plans, and the hooks a few policies
+/// need besides (the time-of-day policy learns from arrivals and relearns at midnight).
+/// [`Plain`] drives any [`Policy`]; a [`RunSpec`] makes the driver of a run.
+pub trait Driven {
+    /// The policy that plans.
+    fn policy(&mut self) -> &mut dyn Policy;
+    /// Plan only while jobs are pending (the demand-driven policy).
+    fn only_when_pending(&self) -> bool {
+        false
+    }
+    /// Whether [`Driven::arrival`] is wanted.
+    fn wants_arrivals(&self) -> bool {
+        false
+    }
+    /// A job arrives: `pidx` the profile it asks for, `run_s` its run time there, s.
+    fn arrival(&mut self, _job: &Job, _pidx: usize, _run_s: f64) {}
+    /// Midnight (each after the first), before the policy plans: `now_s` the time, s.
+    fn midnight(&mut self, _now_s: f64, _c: &Cluster, _candidates: &[ProfileCounts]) {}
 }
 
-/// The initial layouts of a policy on a cluster.
-pub fn initial_layouts(spec: &PolicySpec, cfg: &SimConfig) -> Vec<NodeLayout> {
-    match spec {
-        PolicySpec::Static(l) => l.clone(),
-        PolicySpec::Guarded(s) => s.base.clone(),
-        PolicySpec::Scheduled(p) => p.first().map(|x| x.1.clone()).unwrap_or_default(),
-        _ => {
-            let full = ProfileCounts::parse(cfg.model, &format!("1x{}", cfg.model.full_profile().name))
-                .expect("full profile parses");
-            vec![
-                NodeLayout {
-                    gpus: vec![full; cfg.gpus_per_node]
-                };
-                cfg.nodes
-            ]
-        }
+/// A [`Policy`] driven as it is: every interval (or only while jobs are pending).
+pub struct Plain {
+    /// The policy.
+    pub policy: Box<dyn Policy>,
+    /// [`Driven::only_when_pending`].
+    pub only_when_pending: bool,
+}
+
+impl Driven for Plain {
+    fn policy(&mut self) -> &mut dyn Policy {
+        self.policy.as_mut()
     }
+    fn only_when_pending(&self) -> bool {
+        self.only_when_pending
+    }
+}
+
+/// What the engine needs to know of a run's policy ([`crate::policies::PolicySpec`]
+/// implements it): the layouts it starts from, the GRES types jobs may ask for, how often it
+/// is asked, and the driver that plans (`None`: the layouts never change).
+pub trait RunSpec {
+    /// Short name for reports.
+    fn name(&self) -> &'static str;
+    /// The layouts of every node at the start.
+    fn initial_layouts(&self, cfg: &SimConfig) -> Vec<NodeLayout>;
+    /// The profiles jobs may ask for on cluster `c` (one flag per profile of `c`).
+    fn catalog(&self, c: &Cluster) -> Vec<bool>;
+    /// A policy from elsewhere, which may never let some job run: the run is capped
+    /// [`EXTERNAL_STOP_AFTER_S`] after the last arrival.
+    fn is_external(&self) -> bool;
+    /// The GRES types follow the policy's layouts ([`Policy::catalog`]).
+    fn dynamic_catalog(&self) -> bool;
+    /// The ages at which a layout may change again (the demand-driven policy's lifetime and
+    /// payback hold); empty: no such rule.
+    fn quiet_ages(&self) -> Vec<Duration>;
+    /// The driver of a run of `wl` under `cfg` on `c`; `None`: fixed layouts.
+    ///
+    /// # Errors
+    /// A policy that cannot be made for this cluster (an external model that does not fit).
+    fn driver(&self, wl: &Workload, cfg: &SimConfig, c: &Cluster) -> Result<Option<Box<dyn Driven>>>;
+    /// Milliseconds between two decisions of `driver` (`i64::MAX`: never).
+    fn interval_ms(&self, cfg: &SimConfig, driver: Option<&dyn Driven>) -> i64;
 }
 
 /// Runs `wl` under `spec`. `progress` is told each completion.
@@ -315,12 +349,12 @@ pub fn initial_layouts(spec: &PolicySpec, cfg: &SimConfig) -> Vec<NodeLayout> {
 /// # Errors
 /// A job fits no profile of the model or needs more GPUs than a node has; an invariant
 /// broke (with `audit`); a policy asked for an impossible layout.
-pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dyn Fn(u64)) -> Result<RunResult> {
+pub fn simulate(wl: &Workload, spec: &dyn RunSpec, cfg: &SimConfig, progress: &dyn Fn(u64)) -> Result<RunResult> {
     // A policy from elsewhere (a learned model) may keep changing layouts so that some job
     // never runs and the run never ends: stop it 14 days after the last arrival, the jobs
     // not done ending there (their tardiness counts).
     let capped;
-    let cfg = if matches!(spec, PolicySpec::External(_)) && !cfg.stop_s.is_finite() {
+    let cfg = if spec.is_external() && !cfg.stop_s.is_finite() {
         let last = wl.jobs.last().map_or(0.0, |j| j.release);
         capped = SimConfig {
             stop_s: last + EXTERNAL_STOP_AFTER_S,
@@ -330,7 +364,7 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
     } else {
         cfg
     };
-    let layouts = initial_layouts(spec, cfg);
+    let layouts = spec.initial_layouts(cfg);
     if layouts.len() != cfg.nodes {
         bail!(
             "policy {} gives {} node layouts for {} nodes",
@@ -340,104 +374,22 @@ pub fn simulate(wl: &Workload, spec: &PolicySpec, cfg: &SimConfig, progress: &dy
         );
     }
     let cluster = Cluster::new(cfg.model, cfg.gpus_per_node, &layouts, cfg.power.clone())?;
-    let catalog = catalog(spec, &cluster);
+    let catalog = spec.catalog(&cluster);
     let mut sim = Sim::new(wl, cfg, cluster, &catalog)?;
-    if let PolicySpec::Dynamic(limits) = spec {
-        // The ages at which a layout may change again: its lifetime, and the end of the
-        // payback rule's hold on a layout the policy made that has not served yet.
-        let hold = limits.min_layout_lifetime * dynmig_core::policy::payback::Payback::default().hold_factor;
-        sim.quiet_ages = vec![limits.min_layout_lifetime, hold];
-    }
+    sim.quiet_ages = spec.quiet_ages();
+    sim.dynamic_catalog = spec.dynamic_catalog();
     let candidates: Arc<[ProfileCounts]> = distinct_multisets(cfg.model).into();
-    // The planners are told the placement rule they run under, as the controller tells them
-    // Slurm's (typed: `exact_profiles`); only the `spill-up` what-if leaves it as they have it.
-    let typed = !cfg.what_if.spill_up;
-    let mut driver = match spec {
-        PolicySpec::None | PolicySpec::Static(_) => Driver::Plain(Box::new(NoChange), false),
-        PolicySpec::Scheduled(p) => Driver::Plain(Box::new(Scheduled { periods: p.clone() }), false),
-        PolicySpec::Dynamic(limits) => Driver::Plain(Box::new(DemandDriven::new(limits.clone())), true),
-        PolicySpec::Plan(s) => {
-            let mut s = s.clone();
-            s.exact_profiles |= typed;
-            Driver::Plain(Box::new(Planner::new(s)), false)
-        }
-        PolicySpec::Mpc(s) => {
-            let mut s = s.clone();
-            s.planner.exact_profiles |= typed;
-            Driver::Plain(Box::new(Mpc::new(s, cfg)), false)
-        }
-        PolicySpec::Adaptive(s) => {
-            // Its searches run this engine, which types the jobs itself.
-            let mut s = s.clone();
-            if let Some(p) = s.planner.as_mut() {
-                p.exact_profiles |= typed;
-            }
-            Driver::Plain(Box::new(Adaptive::new(s, cfg)), false)
-        }
-        PolicySpec::Guarded(s) => {
-            sim.dynamic_catalog = true;
-            Driver::Guarded(Box::new(Guarded::new(s.clone(), cfg)))
-        }
-        PolicySpec::Clairvoyant(s) => {
-            let mut s = s.clone();
-            s.planner.exact_profiles |= typed;
-            Driver::Plain(Box::new(Clairvoyant::new(s, cfg, &wl.jobs)), false)
-        }
-        PolicySpec::External(e) => Driver::Plain((e.make)(cfg)?, false),
-        PolicySpec::Learned { periods } => Driver::Learned(Learned::new(*periods, &sim.c)),
-    };
-    let interval_ms: i64 = match (&driver, spec) {
-        (_, PolicySpec::None | PolicySpec::Static(_)) => i64::MAX,
-        (Driver::Plain(_, true), _)
-        | (
-            _,
-            PolicySpec::Plan(_)
-            | PolicySpec::Mpc(_)
-            | PolicySpec::Adaptive(_)
-            | PolicySpec::Guarded(_)
-            | PolicySpec::Clairvoyant(_)
-            | PolicySpec::External(_),
-        ) => (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64,
-        _ => 3_600_000,
-    };
-    if matches!(spec, PolicySpec::None | PolicySpec::Static(_)) {
-        driver = Driver::Fixed;
-    }
-    sim.observe = match &driver {
-        Driver::Plain(p, _) => p.observes_jobs(),
-        Driver::Guarded(g) => g.observes_jobs(),
-        _ => false,
+    let mut driver = spec.driver(wl, cfg, &sim.c)?;
+    let interval_ms = spec.interval_ms(cfg, driver.as_deref());
+    sim.observe = match driver.as_mut() {
+        Some(d) => d.policy().observes_jobs(),
+        None => false,
     };
     sim.run(&mut driver, interval_ms, &candidates, progress)?;
     Ok(sim.finish(spec.name()))
 }
 
-/// The profiles jobs may ask for under `spec` (the GRES types Slurm knows, from which the
-/// job_submit plugin picks the smallest that holds a job's request): under a policy that
-/// never changes the layouts (none, static, scheduled) the types its layouts have, as on a
-/// cluster without dynmig; under the others every profile of the model, as dynmig's catalog
-/// node offers them (a job of a type no node has waits for a repartition).
-fn catalog(spec: &PolicySpec, c: &Cluster) -> Vec<bool> {
-    let fixed: Vec<&NodeLayout> = match spec {
-        PolicySpec::None | PolicySpec::Static(_) => {
-            return (0..c.profiles.len()).map(|p| c.inst_count[p] > 0).collect();
-        }
-        PolicySpec::Scheduled(periods) => periods.iter().flat_map(|(_, l)| l.iter()).collect(),
-        PolicySpec::Guarded(s) => s.base.iter().collect(),
-        _ => return vec![true; c.profiles.len()],
-    };
-    let mut on = vec![false; c.profiles.len()];
-    for g in fixed.iter().flat_map(|l| l.gpus.iter()) {
-        for (name, n) in g.iter() {
-            if let (Some(p), true) = (c.pidx(name), n > 0) {
-                on[p] = true;
-            }
-        }
-    }
-    on
-}
-
-/// How long after the last arrival a run of a [`PolicySpec::External`] policy stops, s (14 days).
+/// How long after the last arrival a run of an external policy ([`RunSpec::is_external`]) stops, s (14 days).
 pub const EXTERNAL_STOP_AFTER_S: f64 = 14.0 * 86_400.0;
 
 /// Where a lookahead run starts ([`simulate_from`]): the cluster as a policy sees it now.
@@ -481,7 +433,7 @@ pub fn simulate_from(wl: &Workload, start: &StartState, cfg: &SimConfig) -> Resu
     for (node, target) in &start.changes {
         sim.repartition(*node, target)?;
     }
-    sim.run(&mut Driver::Fixed, i64::MAX, &Arc::from(Vec::new()), &|_| {})?;
+    sim.run(&mut None, i64::MAX, &Arc::from(Vec::new()), &|_| {})?;
     Ok(sim.finish("lookahead"))
 }
 
@@ -758,7 +710,7 @@ impl<'a> Sim<'a> {
 
     fn run(
         &mut self,
-        driver: &mut Driver,
+        driver: &mut Option<Box<dyn Driven>>,
         interval_ms: i64,
         cands: &Arc<[ProfileCounts]>,
         progress: &dyn Fn(u64),
@@ -835,10 +787,10 @@ impl<'a> Sim<'a> {
             while next_arrival < n && ta == now && (self.jobs[next_arrival].release * 1000.0).round() as i64 == now {
                 let j = &self.jobs[next_arrival];
                 self.enqueue(j.id);
-                if let Driver::Learned(l) = driver {
+                if let Some(d) = driver.as_mut().filter(|d| d.wants_arrivals()) {
                     let p = (self.class[j.id as usize] as usize).min(self.c.full);
                     let slices = self.c.profiles[p].compute_slices;
-                    l.observe(j, p, j.time_on(slices, self.cfg.model.compute_slices));
+                    d.arrival(j, p, j.time_on(slices, self.cfg.model.compute_slices));
                 }
                 next_arrival += 1;
                 self.events += 1;
@@ -1021,24 +973,18 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn tick(&mut self, driver: &mut Driver, cands: &Arc<[ProfileCounts]>) -> Result<()> {
+    fn tick(&mut self, driver: &mut Option<Box<dyn Driven>>, cands: &Arc<[ProfileCounts]>) -> Result<()> {
         let tod = Duration::from_millis((self.now % 86_400_000) as u64);
-        let policy: &mut dyn Policy = match driver {
-            Driver::Fixed => return Ok(()),
-            Driver::Plain(p, only_pending) => {
-                if *only_pending && self.queued == 0 {
-                    return Ok(());
-                }
-                p.as_mut()
-            }
-            Driver::Learned(l) => {
-                if self.now > 0 && self.now % 86_400_000 == 0 {
-                    l.relearn(self.now as f64 / 1000.0, &self.c, cands);
-                }
-                l
-            }
-            Driver::Guarded(g) => g.as_mut(),
+        let Some(d) = driver.as_mut() else {
+            return Ok(());
         };
+        if d.only_when_pending() && self.queued == 0 {
+            return Ok(());
+        }
+        if self.now > 0 && self.now % 86_400_000 == 0 {
+            d.midnight(self.now as f64 / 1000.0, &self.c, cands);
+        }
+        let policy = d.policy();
         self.events += 1;
         let np = self.c.profiles.len();
         let widest = (np..self.queues.len())
@@ -1077,8 +1023,7 @@ impl<'a> Sim<'a> {
                 .ok_or_else(|| anyhow!("policy names unknown node {}", r.node))?;
             self.repartition(node, &r.target)?;
         }
-        if let Driver::Guarded(g) = driver {
-            let types = g.catalog().unwrap_or_default();
+        if let Some(types) = policy.catalog() {
             let on: Vec<bool> = self.c.profiles.iter().map(|p| types.contains(p.name)).collect();
             self.set_catalog(on);
         }

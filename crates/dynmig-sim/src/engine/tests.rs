@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::model::JobKind;
+use crate::policies::PolicySpec;
 use dynmig_core::geometry::A100_40GB;
 
 /// A single-GPU job released at `release` s, `work` s long on any instance (gamma 0), with

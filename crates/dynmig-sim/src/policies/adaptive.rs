@@ -21,7 +21,7 @@
 
 use super::joblog::JobLog;
 use super::move_toward;
-use super::{Objective, Planner, PlannerSettings, Policy, PolicyLimits, PolicySpec};
+use super::{Planner, PlannerSettings, Policy, PolicySpec};
 use crate::engine::SimConfig;
 use crate::search::Searcher;
 use crate::workload::Workload;
@@ -32,62 +32,7 @@ use dynmig_core::policy::{NodeSnapshot, Repartition};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Settings of [`Adaptive`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct AdaptiveSettings {
-    /// Concurrency and hysteresis (`max_concurrent`, `min_layout_lifetime`).
-    pub limits: PolicyLimits,
-    /// Jobs submitted this far back are searched on (7 days: a week's pattern, half the fair
-    /// baseline's 14 days so that a shift of the mix is followed within days).
-    pub history: Duration,
-    /// Time between searches (1 day).
-    pub every: Duration,
-    /// No search before this much history (1 day).
-    pub min_history: Duration,
-    /// The best candidate replaces the current target when its ET is below
-    /// `(1 - min_gain)` x the current target's on the same jobs (0.02).
-    pub min_gain: f64,
-    /// Speed-up exponent of the jobs searched on (0.7, the planner's `speedup`).
-    pub speedup: f64,
-    /// Jobs run only on the GRES type they asked for (true in a controller, as in Slurm).
-    pub exact_profiles: bool,
-    /// Most nodes with a planned change at once (4 x `max_concurrent`, as the planner).
-    pub max_planned: usize,
-    /// A node changes only if its running work ends within this (4 h, the planner's
-    /// `max_wait`); later ones are taken at a later call.
-    pub max_wait: Duration,
-    /// The planner, a candidate beside the static layouts: when its run on the history
-    /// beats the best static layout's, the planner decides until the next search (`None`:
-    /// static layouts only). Default: the planner's defaults with `limits`, speed objective.
-    pub planner: Option<PlannerSettings>,
-    /// Search on a thread of its own (true in a controller: a search of a week's jobs on a
-    /// large cluster takes seconds to minutes, and no pass may wait for it; its result is
-    /// taken at the first call after it ends). False (the default, the simulator): the
-    /// search runs inside the call and its result applies at once, so that a run in
-    /// virtual time is reproducible.
-    pub background: bool,
-}
-
-impl AdaptiveSettings {
-    /// The defaults above with `limits`.
-    pub fn new(limits: PolicyLimits) -> Self {
-        let max_planned = 4 * limits.max_concurrent.max(1);
-        let planner = Some(PlannerSettings::new(limits.clone(), Objective::Speed));
-        Self {
-            limits,
-            history: Duration::from_secs(7 * 86_400),
-            every: Duration::from_secs(86_400),
-            min_history: Duration::from_secs(86_400),
-            min_gain: 0.02,
-            speedup: 0.7,
-            exact_profiles: false,
-            max_planned,
-            max_wait: Duration::from_secs(4 * 3600),
-            planner,
-            background: false,
-        }
-    }
-}
+pub use super::settings::AdaptiveSettings;
 
 /// What the nodes follow between two searches.
 #[derive(Debug, Clone, PartialEq)]
@@ -316,6 +261,7 @@ impl Policy for Adaptive {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::policies::PolicyLimits;
     use dynmig_core::geometry::{all_layouts, A100_40GB};
     use std::collections::BTreeMap;
     use std::sync::Arc;

@@ -22,9 +22,12 @@ pub(crate) mod joblog;
 pub mod mix;
 pub mod mpc;
 pub mod residual;
+pub mod run;
+pub mod settings;
 pub mod views;
 
 use crate::cluster::Cluster;
+use crate::engine::{Driven, SimConfig};
 use crate::model::Job;
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::{NodeLayout, ProfileCounts};
@@ -83,10 +86,10 @@ pub enum PolicySpec {
     Mpc(mpc::MpcSettings),
     /// The best static layout re-searched every day on the past days ([`adaptive::Adaptive`]),
     /// starting from whole GPUs.
-    Adaptive(adaptive::AdaptiveSettings),
+    Adaptive(settings::AdaptiveSettings),
     /// The guarded default ([`guarded::Guarded`]), starting from its base layout (the fair
     /// static's), jobs asking only for the base's GRES types.
-    Guarded(guarded::GuardedSettings),
+    Guarded(settings::GuardedSettings),
     /// The clairvoyant planner ([`clairvoyant::Clairvoyant`]): knows every job of the run,
     /// starting from whole GPUs. A ceiling, not a policy a site can run.
     Clairvoyant(clairvoyant::ClairvoyantSettings),
@@ -96,7 +99,7 @@ pub enum PolicySpec {
 }
 
 /// Makes a policy for a simulated cluster (its [`crate::engine::SimConfig`]).
-pub type MakePolicy = dyn Fn(&crate::engine::SimConfig) -> anyhow::Result<Box<dyn Policy>> + Send + Sync;
+pub type MakePolicy = dyn Fn(&SimConfig) -> anyhow::Result<Box<dyn Policy>> + Send + Sync;
 
 /// A policy the simulator does not define, by name and maker ([`PolicySpec::External`]).
 #[derive(Clone)]
@@ -251,6 +254,21 @@ impl Learned {
                 (Duration::from_secs_f64(p as f64 * len), layouts)
             })
             .collect();
+    }
+}
+
+impl Driven for Learned {
+    fn policy(&mut self) -> &mut dyn Policy {
+        self
+    }
+    fn wants_arrivals(&self) -> bool {
+        true
+    }
+    fn arrival(&mut self, job: &Job, pidx: usize, run_s: f64) {
+        Learned::observe(self, job, pidx, run_s);
+    }
+    fn midnight(&mut self, now_s: f64, c: &Cluster, candidates: &[ProfileCounts]) {
+        self.relearn(now_s, c, candidates);
     }
 }
 

@@ -1,0 +1,146 @@
+//! How a [`PolicySpec`] runs in the engine ([`crate::engine::RunSpec`]): its first layouts,
+//! the GRES types jobs may ask for, how often it is asked, and the policy that plans.
+
+use super::{adaptive, clairvoyant, guarded, mpc, DemandDriven, Learned, Planner, Policy, PolicySpec, Scheduled};
+use crate::cluster::Cluster;
+use crate::engine::{Driven, Plain, RunSpec, SimConfig};
+use crate::workload::Workload;
+use dynmig_core::geometry::{NodeLayout, ProfileCounts};
+use std::time::Duration;
+
+/// The initial layouts of a policy on a cluster: a fixed or scheduled policy's own, the
+/// guarded default's base, otherwise whole GPUs.
+pub fn initial_layouts(spec: &PolicySpec, cfg: &SimConfig) -> Vec<NodeLayout> {
+    match spec {
+        PolicySpec::Static(l) => l.clone(),
+        PolicySpec::Guarded(s) => s.base.clone(),
+        PolicySpec::Scheduled(p) => p.first().map(|x| x.1.clone()).unwrap_or_default(),
+        _ => {
+            let full = ProfileCounts::parse(cfg.model, &format!("1x{}", cfg.model.full_profile().name))
+                .expect("full profile parses");
+            vec![
+                NodeLayout {
+                    gpus: vec![full; cfg.gpus_per_node]
+                };
+                cfg.nodes
+            ]
+        }
+    }
+}
+
+impl RunSpec for PolicySpec {
+    fn name(&self) -> &'static str {
+        PolicySpec::name(self)
+    }
+
+    fn initial_layouts(&self, cfg: &SimConfig) -> Vec<NodeLayout> {
+        initial_layouts(self, cfg)
+    }
+
+    /// The GRES types Slurm knows, from which the job_submit plugin picks the smallest that
+    /// holds a job's request: under a policy that never changes the layouts (none, static,
+    /// scheduled) the types its layouts have, as on a cluster without dynmig; the guarded
+    /// default starts with its base's; under the others every profile of the model, as
+    /// dynmig's catalog node offers them (a job of a type no node has waits for a
+    /// repartition).
+    fn catalog(&self, c: &Cluster) -> Vec<bool> {
+        let fixed: Vec<&NodeLayout> = match self {
+            PolicySpec::None | PolicySpec::Static(_) => {
+                return (0..c.profiles.len()).map(|p| c.inst_count[p] > 0).collect();
+            }
+            PolicySpec::Scheduled(periods) => periods.iter().flat_map(|(_, l)| l.iter()).collect(),
+            PolicySpec::Guarded(s) => s.base.iter().collect(),
+            _ => return vec![true; c.profiles.len()],
+        };
+        let mut on = vec![false; c.profiles.len()];
+        for g in fixed.iter().flat_map(|l| l.gpus.iter()) {
+            for (name, n) in g.iter() {
+                if let (Some(p), true) = (c.pidx(name), n > 0) {
+                    on[p] = true;
+                }
+            }
+        }
+        on
+    }
+
+    fn is_external(&self) -> bool {
+        matches!(self, PolicySpec::External(_))
+    }
+
+    fn dynamic_catalog(&self) -> bool {
+        matches!(self, PolicySpec::Guarded(_))
+    }
+
+    fn quiet_ages(&self) -> Vec<Duration> {
+        match self {
+            // The ages at which a layout may change again: its lifetime, and the end of the
+            // payback rule's hold on a layout the policy made that has not served yet.
+            PolicySpec::Dynamic(limits) => {
+                let hold = limits.min_layout_lifetime * dynmig_core::policy::payback::Payback::default().hold_factor;
+                vec![limits.min_layout_lifetime, hold]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn driver(&self, wl: &Workload, cfg: &SimConfig, c: &Cluster) -> anyhow::Result<Option<Box<dyn Driven>>> {
+        // The planners are told the placement rule they run under, as the controller tells
+        // them Slurm's (typed: `exact_profiles`); only the `spill-up` what-if leaves it as they
+        // have it.
+        let typed = !cfg.what_if.spill_up;
+        let plain = |policy: Box<dyn Policy>, only_when_pending: bool| -> Option<Box<dyn Driven>> {
+            Some(Box::new(Plain {
+                policy,
+                only_when_pending,
+            }))
+        };
+        Ok(match self {
+            PolicySpec::None | PolicySpec::Static(_) => None,
+            PolicySpec::Scheduled(p) => plain(Box::new(Scheduled { periods: p.clone() }), false),
+            PolicySpec::Dynamic(limits) => plain(Box::new(DemandDriven::new(limits.clone())), true),
+            PolicySpec::Plan(s) => {
+                let mut s = s.clone();
+                s.exact_profiles |= typed;
+                plain(Box::new(Planner::new(s)), false)
+            }
+            PolicySpec::Mpc(s) => {
+                let mut s = s.clone();
+                s.planner.exact_profiles |= typed;
+                plain(Box::new(mpc::Mpc::new(s, cfg)), false)
+            }
+            PolicySpec::Adaptive(s) => {
+                // Its searches run the engine, which types the jobs itself.
+                let mut s = s.clone();
+                if let Some(p) = s.planner.as_mut() {
+                    p.exact_profiles |= typed;
+                }
+                plain(Box::new(adaptive::Adaptive::new(s, cfg)), false)
+            }
+            PolicySpec::Guarded(s) => plain(Box::new(guarded::Guarded::new(s.clone(), cfg)), false),
+            PolicySpec::Clairvoyant(s) => {
+                let mut s = s.clone();
+                s.planner.exact_profiles |= typed;
+                plain(Box::new(clairvoyant::Clairvoyant::new(s, cfg, &wl.jobs)), false)
+            }
+            PolicySpec::External(e) => plain((e.make)(cfg)?, false),
+            PolicySpec::Learned { periods } => Some(Box::new(Learned::new(*periods, c))),
+        })
+    }
+
+    fn interval_ms(&self, cfg: &SimConfig, driver: Option<&dyn Driven>) -> i64 {
+        match self {
+            PolicySpec::None | PolicySpec::Static(_) => i64::MAX,
+            PolicySpec::Dynamic(_)
+            | PolicySpec::Plan(_)
+            | PolicySpec::Mpc(_)
+            | PolicySpec::Adaptive(_)
+            | PolicySpec::Guarded(_)
+            | PolicySpec::Clairvoyant(_)
+            | PolicySpec::External(_) => (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64,
+            _ if driver.is_some_and(|d| d.only_when_pending()) => {
+                (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64
+            }
+            _ => 3_600_000,
+        }
+    }
+}
