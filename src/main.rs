@@ -718,7 +718,7 @@ fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option
             limit,
             json,
         } => {
-            let store = dynmig_history::history_store::open(config, true)?;
+            let store = dynmig_history::stores::open(config, true)?;
             print!(
                 "{}",
                 dynmig_history::service::show_records(&*store, user.as_deref(), name.as_deref(), limit, json)?

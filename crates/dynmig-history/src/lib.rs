@@ -41,6 +41,7 @@ pub mod service;
 pub mod snapshot;
 pub mod spool;
 pub mod store;
+pub mod stores;
 pub mod transport;
 
 pub use error::Error;

@@ -135,7 +135,7 @@ pub fn show(
     show_records(&Store::open_read_only(db_path)?, user, job_name, limit, json)
 }
 
-/// `dynmig history show` on any store ([`crate::history_store::open`] picks it from the
+/// `dynmig history show` on any store ([`crate::stores::open`] picks it from the
 /// config): `store`'s last `limit` records (of `user`, a name or uid, and `job_name` when
 /// given), oldest first, as a table ([`render`]) or JSON ([`render_json`]).
 ///

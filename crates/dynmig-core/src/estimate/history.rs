@@ -19,20 +19,7 @@ use std::collections::HashMap;
 /// names.
 pub const MAX_SNAPSHOT_BYTES: u64 = 4 << 20;
 
-pub use crate::protocol::history_snapshot::{LINE_OVERHEAD_BYTES, SNAPSHOT_HEADER};
-
-/// The summary of one user's jobs of one name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HistoryEntry {
-    /// Jobs counted.
-    pub samples: u32,
-    /// The configured quantile of their peaks, in bytes.
-    pub quantile_peak_bytes: u64,
-    /// The largest peak, in bytes.
-    pub max_peak_bytes: u64,
-    /// Jobs that ran out of memory.
-    pub ooms: u32,
-}
+pub use crate::protocol::history_snapshot::{HistoryEntry, LINE_OVERHEAD_BYTES, SNAPSHOT_HEADER};
 
 /// One past job, as the summary needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,7 +37,18 @@
 //! assert_eq!((version, back), (1, vec![(1000, "train".to_string(), e)]));
 //! ```
 
-use crate::estimate::history::HistoryEntry;
+/// The summary of one user's jobs of one name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// Jobs counted.
+    pub samples: u32,
+    /// The configured quantile of their peaks, in bytes.
+    pub quantile_peak_bytes: u64,
+    /// The largest peak, in bytes.
+    pub max_peak_bytes: u64,
+    /// Jobs that ran out of memory.
+    pub ooms: u32,
+}
 
 /// The snapshot format version this code writes, and the newest it reads.
 pub const SNAPSHOT_VERSION: u32 = 1;
