@@ -1,3 +1,4 @@
+// One piece: the table of every `--mig-*` option (`OPTIONS`) with the parser and the check of each, which must stay in step with the table; its tests are in hints/.
 //! The users' hints: `--mig-mem=<size>`, `--mig-profile=<name>`, and a model description
 //! for the estimator: `--mig-model-params=7B --mig-dtype=bf16 --mig-phase=train|infer
 //! --mig-batch=N --mig-seq=N` ([`crate::estimate::model_formula`]).

@@ -1,3 +1,4 @@
+// One piece: the whole slurmdbd store: the sacctmgr write, the sacct read and the incremental poll share its bounds and the records it holds between reads (`Incremental`); its tests are in accounting/.
 //! The history in Slurm's own accounting (`[history] store = "slurmdbd"`, docs/history.md).
 //!
 //! The Epilog writes each [`JobRecord`] into the job's **SystemComment** in slurmdbd with

@@ -1,3 +1,4 @@
+// One piece: both ends of one TCP protocol (client delivery and server), whose framing, limits and rate checks must match; split, the pair would drift.
 //! Delivery of history records from the nodes to the controller host over TCP.
 //!
 //! Protocol, one record per connection: the node sends one credential line (a munge

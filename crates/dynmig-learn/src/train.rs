@@ -1,3 +1,4 @@
+// One piece: the training loop of the learned policy: environment, episode, update and checkpoint, one algorithm in order.
 //! `dynmig train`: the learned policy trained in the simulator (docs/learned.md).
 //!
 //! - **Environment**: one episode is three days of the training days of the workload

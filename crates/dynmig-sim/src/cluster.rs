@@ -1,3 +1,4 @@
+// One piece: the simulated cluster's state and the operations that keep its free-instance pools and power in step; split, the invariants would span files.
 //! The simulated cluster's state: nodes of GPUs, each GPU's placed instances and which job
 //! runs on each, free-instance pools for fast placement, and the power drawn now.
 //!

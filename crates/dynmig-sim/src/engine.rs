@@ -1,3 +1,4 @@
+// One piece: the event loop and the one state (`Sim`) every event changes; split, its private fields would have to be opened to the other modules.
 //! The discrete-event engine: releases, starts, completions, drains and reconfigurations in
 //! virtual time (integer milliseconds), energy integrated between events.
 //!

@@ -1,3 +1,4 @@
+// One piece: the side-by-side evaluation: every policy's row built from one set of fair baselines and one evaluation window, which the rows share.
 //! Runs every policy side by side on one workload and judges each on the same evaluation
 //! window (docs/simulate.md, "Fair baselines"): `none`; the best `static` layout and the best
 //! `twice-daily` pair searched on the jobs of the search window only (fair) and, as

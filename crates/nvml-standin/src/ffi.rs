@@ -1,3 +1,4 @@
+// One piece: one exported C function per NVML call the stand-in serves, in nvml.h's order; a reader looks a function up by its NVML name, and each is short.
 //! The exported NVML functions (`#[no_mangle] extern "C"`), with nvml.h's signatures and the
 //! return codes NVIDIA's NVML API reference (<https://docs.nvidia.com/deploy/nvml-api/>)
 //! documents for each.

@@ -1,3 +1,4 @@
+// One piece: one checking function per config section, in the order of docs/config.md, sharing one error context (`Ctx`) and one table of what each key allows.
 //! Raw dynmig.toml values to a checked [`Config`], one key at a time.
 
 use super::raw::{

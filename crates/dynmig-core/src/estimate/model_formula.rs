@@ -1,3 +1,4 @@
+// One piece: the formula's terms and their inputs' types, each term beside its public source; its tests are in model_formula/.
 //! GPU memory of a transformer job from its description: parameters, data type, phase,
 //! batch size and sequence length (`--mig-model-params=7B --mig-dtype=bf16 --mig-phase=train
 //! --mig-batch=4 --mig-seq=2048`), and optionally the optimizer, the attention, the

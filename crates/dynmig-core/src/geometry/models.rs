@@ -1,3 +1,4 @@
+// One piece: data: the profile and placement tables of every GPU model, each from NVIDIA's MIG user guide; the tables are read side by side.
 //! Per-GPU-model MIG profile and placement tables.
 //!
 //! Sources:

@@ -1,3 +1,4 @@
+// One piece: one policy: the mix it aims for, the nodes it changes and the cost rule that ties them; its tests are in planner/.
 //! The planning policy: which mix of node layouts the cluster should have over the next hours,
 //! and which nodes to change to get there at the least cost (docs/policy.md).
 //!

@@ -1,3 +1,4 @@
+// One piece: one fuzz target per parser of dynmig-core, each a few lines around the same oracle; a list, read as one.
 //! Every parser of user or admin input in dynmig-core: hints, sizes, TRES, dynmig.toml,
 //! layouts, node lists, mig-parted YAML, and the protocol texts that cross a process
 //! boundary (decision records, journals, plans, drain reasons, node `Extra`, the history

@@ -1,3 +1,4 @@
+// One piece: the NVML backend's read and apply paths, which share the handles, the timeouts and the error mapping to NVML's return codes.
 //! [`NvmlBackend`]: real MIG GPUs through NVML (nvml-wrapper, and its raw bindings for the
 //! calls the safe crate lacks, kept in a private module: they take raw NVML handles).
 //!

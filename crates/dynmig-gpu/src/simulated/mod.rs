@@ -1,3 +1,4 @@
+// One piece: the simulated backend's state file and its NVML-like failure modes, which tests inject and read together.
 //! [`SimulatedBackend`]: a node's MIG GPUs simulated in a JSON state file, for tests and demos.
 //! Fault injection: [`FaultPlan`].
 //!
