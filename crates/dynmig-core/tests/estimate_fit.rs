@@ -338,3 +338,80 @@ fn the_judged_half() {
         assert!(!stats.is_empty());
     }
 }
+
+/// Activations per image for common CNNs at 224x224 in training, MiB: the slope of the
+/// GPUMemNet TIMM sweep's measured peak between batch 64 and batch 128
+/// (docs/estimator-data/published-tables-draft.md, section 1c; A100 40 GB, timm's defaults),
+/// `(peak(128) - peak(64)) / 64`. What a user gives as `--mig-act-per-sample` (docs/estimator.md).
+const CNN_PER_IMAGE_MIB: [(&str, f64, f64); 4] = [
+    // (model, parameters, MiB per image)
+    ("resnet50", 25.6e6, (15169.0 - 8465.0) / 64.0),
+    ("vgg16", 138.4e6, (24761.0 - 13123.0) / 64.0),
+    ("mobilenet_v2", 3.5e6, (12721.0 - 7299.0) / 64.0),
+    ("efficientnet_b0", 5.3e6, (13987.0 - 7931.0) / 64.0),
+];
+
+/// The CNN rows of GPUMemNet and CARMA (torchvision, fp32, Adam, 224x224), which the table
+/// marks as not counting (their sources give no activations per image), estimated with the
+/// TIMM sweep's per-image slopes: a check across two sources, not part of the fit or the
+/// judged half.
+#[test]
+fn cnn_rows_with_the_timm_sweeps_activations_per_image() {
+    use dynmig_core::estimate::model_formula::{breakdown, Dtype, ModelOptions, Optimizer};
+    let cfg = EstimatorConfig::default();
+    let mut errs = Vec::new();
+    let mut raw_errs = Vec::new();
+    for r in published_rows().unwrap() {
+        if !(r.source == "gpumemnet" || r.source == "carma") || r.counts == Counts::Yes {
+            continue;
+        }
+        let Some(&(model, params, per_image)) = CNN_PER_IMAGE_MIB
+            .iter()
+            .find(|(m, _, _)| r.name.starts_with(&format!("{m} train")))
+        else {
+            continue;
+        };
+        let batch: u32 = r
+            .name
+            .split(" b")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        let spec = ModelSpec {
+            params: params as u64,
+            dtype: Dtype::Fp32,
+            phase: Phase::Train,
+            batch,
+            seq: 224,
+            options: ModelOptions {
+                optimizer: Optimizer::AdamW,
+                act_per_sample: Some((per_image * MIB as f64) as u64),
+                ..ModelOptions::DEFAULT
+            },
+        };
+        let sum = breakdown(&spec, cfg.cuda_context_bytes).unwrap().total();
+        let est = (sum as f64 * cfg.margin_for(Phase::Train)).ceil() as u64;
+        let err = est as f64 / r.measured_bytes as f64 - 1.0;
+        let raw = sum as f64 / r.measured_bytes as f64 - 1.0;
+        println!(
+            "{:<10} {model:<16} b{batch:<4} estimate {:>10} measured {:>10} {:+6.1}% (without the margin {:+6.1}%)",
+            r.source,
+            format_size(est),
+            format_size(r.measured_bytes),
+            err * 100.0,
+            raw * 100.0
+        );
+        assert!(!too_small(est, r.measured_bytes), "{}: profile too small", r.name);
+        errs.push(err.abs());
+        raw_errs.push(raw.abs());
+    }
+    assert_eq!(errs.len(), 24);
+    println!(
+        "CNN rows: n={} median |error| {:.1}% (without the margin {:.1}%)",
+        errs.len(),
+        median(errs) * 100.0,
+        median(raw_errs) * 100.0
+    );
+}
