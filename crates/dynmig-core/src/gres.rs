@@ -23,6 +23,11 @@
 //! assert_eq!(t.render(), "gres/gpu:2g.20gb:1,gres/shard:4");
 //! ```
 //!
+//! A job's request as Slurm's JSON holds it is read once, where the JSON is read, into a
+//! [`GpuRequest`]: its text and its GPU entries, typed ([`GpuAsk`]); the controller, the
+//! node's hooks and tools read the entries from it and rewrite it with
+//! [`GpuRequest::retyped`].
+//!
 //! A node's GRES as Slurm shows it (`sinfo --json`'s `gres`, `gpu:3g.40gb:2(S:0),...`) is
 //! another form, read by [`parse_node_gres`]; [`shows_totals`] is the one rule for "does
 //! Slurm show this node with these GPU instances", which the controller, the agent and the
@@ -224,6 +229,124 @@ impl fmt::Display for TresList {
     }
 }
 
+/// One GPU entry of a job's request ([`GpuRequest`]): its type and count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuAsk<'a> {
+    /// The GRES type: a MIG profile (`2g.20gb`), another type (`a100`), or `None` for an
+    /// untyped request (`gres:gpu:2`).
+    pub gres_type: Option<&'a str>,
+    /// How many; 0 for an entry that asks for no GPU (`gres:gpu:0`).
+    pub count: u32,
+}
+
+/// A job's GPU request per node as Slurm holds it (`tres_per_node` in `squeue --json`, e.g.
+/// `gres:gpu:2g.20gb:1`), read once where Slurm's JSON is read: the text as Slurm gave it
+/// and its GPU entries ([`TresList::parse`]), which cannot disagree with it (both are set
+/// only together). A text that cannot be read is kept with its [`GresError`] and asks for no
+/// GPU ([`GpuRequest::gpus`] is empty), as a job whose request cannot be read is no demand.
+///
+/// ```
+/// use dynmig_core::gres::{GpuAsk, GpuRequest};
+/// let r = GpuRequest::parse("gres/gpu:2g.20gb:2,gres/shard:4");
+/// assert_eq!(r.typed().collect::<Vec<_>>(), [("2g.20gb", 2)]);
+/// assert_eq!(r.retyped("3g.40gb", 1).as_deref(), Some("gres/gpu:3g.40gb:1,gres/shard:4"));
+/// let untyped = GpuRequest::from("gres:gpu:1");
+/// assert_eq!(untyped.gpus().collect::<Vec<_>>(), [GpuAsk { gres_type: None, count: 1 }]);
+/// assert!(GpuRequest::parse("gres:gpu:-1").error().is_some());
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct GpuRequest {
+    text: String,
+    read: Result<TresList, GresError>,
+}
+
+impl GpuRequest {
+    /// Reads `text` (Slurm's `tres_per_node`); never fails: an unreadable text is kept with
+    /// its error ([`GpuRequest::error`]).
+    pub fn parse(text: impl Into<String>) -> Self {
+        let text = text.into();
+        let read = TresList::parse(&text);
+        Self { text, read }
+    }
+
+    /// The text as Slurm gave it.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Why the text is no request dynmig can read (a GPU entry with a bad count or too many
+    /// fields); `None` when it was read.
+    pub fn error(&self) -> Option<&GresError> {
+        self.read.as_ref().err()
+    }
+
+    /// The GPU entries in the text's order, those of count 0 included; none when the text
+    /// could not be read.
+    pub fn gpus(&self) -> impl Iterator<Item = GpuAsk<'_>> {
+        self.read.iter().flat_map(TresList::gpu_entries).map(|g| GpuAsk {
+            gres_type: g.gres_type.as_deref(),
+            // A read count is at most u32::MAX (parse_count).
+            count: u32::try_from(g.count).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// The typed GPU entries (`gres:gpu:TYPE:COUNT`) as `(type, count)`, in the text's order.
+    pub fn typed(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.gpus().filter_map(|g| Some((g.gres_type?, g.count)))
+    }
+
+    /// The text with every GPU entry of a count above 0 asking for `count` instances of
+    /// `to` ([`TresList::set_gpu`]: other entries and the `gres:`/`gres/` form kept); `None`
+    /// when the text could not be read or has no such entry.
+    pub fn retyped(&self, to: &str, count: u32) -> Option<String> {
+        let mut list = self.read.clone().ok()?;
+        list.set_gpu(Some(to), u64::from(count)).then(|| list.render())
+    }
+}
+
+impl Default for GpuRequest {
+    fn default() -> Self {
+        Self::parse(String::new())
+    }
+}
+
+impl From<&str> for GpuRequest {
+    fn from(text: &str) -> Self {
+        Self::parse(text)
+    }
+}
+
+impl From<String> for GpuRequest {
+    fn from(text: String) -> Self {
+        Self::parse(text)
+    }
+}
+
+impl PartialEq<str> for GpuRequest {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl PartialEq<&str> for GpuRequest {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
+impl fmt::Debug for GpuRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The entries follow from the text.
+        f.debug_tuple("GpuRequest").field(&self.text).finish()
+    }
+}
+
+impl fmt::Display for GpuRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// White space as C's `isspace` knows it (what Slurm skips), not Unicode's: an entry such as
 /// `gres:gpu\u{a0}` is not a GPU request to Slurm, so it is not one here either (found by
 /// fuzzing: it was trimmed, read as `gres:gpu` and rewritten).
@@ -263,7 +386,9 @@ fn parse_entry(raw: &str) -> Result<Option<GresEntry>, String> {
     let mut fields: Vec<&str> = fields_part.split(':').collect();
     let name = fields.remove(0);
     if name.is_empty() || fields.iter().any(|f| f.is_empty()) {
-        return Err("empty field".into());
+        return Err(
+            "a field is empty (`::`, or a `:` at the end); write NAME[:TYPE][:COUNT], e.g. gpu:2g.20gb:1".into(),
+        );
     }
     let (count_text, count_with_equals) = match eq_count {
         Some(c) => (Some(c), true),
@@ -273,7 +398,7 @@ fn parse_entry(raw: &str) -> Result<Option<GresEntry>, String> {
         None => (None, false),
     };
     if fields.len() > 1 {
-        return Err("expected NAME[:TYPE][:COUNT]".into());
+        return Err("too many fields; write NAME[:TYPE][:COUNT], e.g. gpu:2g.20gb:1".into());
     }
     let count = match count_text {
         Some(c) => parse_count(c)?,
@@ -410,128 +535,4 @@ pub fn shows_totals<K: AsRef<str>>(gres: &str, want: &BTreeMap<K, u32>) -> bool 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shows_totals_compares_per_type_sums_and_nothing_else() {
-        let want = BTreeMap::from([("3g.40gb", 2u32), ("1g.10gb", 1)]);
-        assert!(shows_totals("gpu:3g.40gb:2(IDX:0,1),gres/gpu:1g.10gb:1", &want));
-        assert!(shows_totals("gpu:1g.10gb:1,gpu:3g.40gb:1,gpu:3g.40gb:1,shard:4", &want));
-        assert!(shows_totals("gpu:1g.10gb:1,gpu:3g.40gb:2,gpu:7g.80gb:0", &want));
-        assert!(!shows_totals("gpu:3g.40gb:2", &want));
-        assert!(!shows_totals("gpu:3g.40gb:2,gpu:1g.10gb:1,gpu:7g.80gb:1", &want));
-        assert!(!shows_totals("gpu:3g.40gb:3,gpu:1g.10gb:1", &want));
-        assert!(shows_totals("(null)", &BTreeMap::<&str, u32>::new()));
-        assert!(!shows_totals("", &BTreeMap::from([("1g.10gb", 0u32)])));
-        // Sums saturate instead of overflowing.
-        let big = format!("gpu:1g.10gb:{m},gpu:1g.10gb:{m}", m = u32::MAX);
-        assert_eq!(
-            node_gres_totals(&big),
-            BTreeMap::from([("1g.10gb".to_string(), u32::MAX)])
-        );
-        let texts = node_gres_totals("gpu:2g.20gb:1,gpu:2g.20gb:2");
-        assert!(shows_totals("gpu:2g.20gb:3", &texts));
-    }
-
-    fn gpu(text: &str) -> GresEntry {
-        TresList::parse(text).unwrap().gpu_entries().next().unwrap().clone()
-    }
-
-    #[test]
-    fn reads_both_prefix_forms_types_and_counts() {
-        let g = gpu("gres:gpu:1");
-        assert_eq!(
-            (g.prefix, g.gres_type.as_deref(), g.count),
-            (GresPrefix::Colon, None, 1)
-        );
-        let g = gpu("gres:gpu:a100:2");
-        assert_eq!((g.gres_type.as_deref(), g.count), (Some("a100"), 2));
-        let g = gpu("gres/gpu:2");
-        assert_eq!((g.prefix, g.count), (GresPrefix::Slash, 2));
-        let g = gpu("gres/gpu:1g.10gb:3");
-        assert_eq!((g.gres_type.as_deref(), g.count), (Some("1g.10gb"), 3));
-        let g = gpu("gres/gpu=4");
-        assert_eq!((g.count, g.count_with_equals), (4, true));
-        let g = gpu("gres:gpu");
-        assert_eq!((g.count, g.count_written), (1, false));
-        let g = gpu("gres:gpu:tesla");
-        assert_eq!((g.gres_type.as_deref(), g.count), (Some("tesla"), 1));
-        let g = gpu("gpu:2");
-        assert_eq!((g.prefix, g.count), (GresPrefix::None, 2));
-    }
-
-    #[test]
-    fn renders_unchanged_entries_as_they_came() {
-        for s in [
-            "gres:gpu:1,gres:shard:4",
-            "gres:gpu:1,gres/foo:2",
-            "cpu=2,gres/gpu:1",
-            "gres:gpu",
-            "gres:mps:100k",
-            "gres:shard:00",
-        ] {
-            assert_eq!(TresList::parse(s).unwrap().render(), s);
-        }
-    }
-
-    #[test]
-    fn set_gpu_keeps_other_entries_and_prefix() {
-        let mut t = TresList::parse("gres:gpu:1,gres:shard:4").unwrap();
-        assert!(t.set_gpu(Some("2g.20gb"), 1));
-        assert_eq!(t.render(), "gres:gpu:2g.20gb:1,gres:shard:4");
-        let mut t = TresList::parse("gres/foo:2,gres/gpu").unwrap();
-        t.set_gpu(Some("7g.80gb"), 1);
-        assert_eq!(t.render(), "gres/foo:2,gres/gpu:7g.80gb:1");
-        let mut t = TresList::parse("gres:shard:4").unwrap();
-        assert!(!t.set_gpu(Some("x"), 1));
-        assert_eq!(t.render(), "gres:shard:4");
-    }
-
-    #[test]
-    fn remove_gpu_leaves_the_rest() {
-        let mut t = TresList::parse("gres/gpu:2,license/foo:1").unwrap();
-        assert_eq!(t.remove_gpu().len(), 1);
-        assert_eq!(t.render(), "license/foo:1");
-        assert_eq!(t.prefix(), None);
-        assert_eq!(
-            TresList::parse("cpu=2,gres/shard:00").unwrap().prefix(),
-            Some(GresPrefix::Slash)
-        );
-        assert_eq!(TresList::parse("").unwrap().render(), "");
-    }
-
-    #[test]
-    fn only_c_white_space_is_trimmed_around_entries() {
-        // Found by crates/dynmig-fuzz (tres): a no-break space after the name made a
-        // non-GPU entry to Slurm, yet it was read as `gres:gpu` and rewritten.
-        for s in [
-            "gres:gpu\u{a0}",
-            "\u{a0}gres:gpu:1",
-            "gres/gpu\u{2028}:1",
-            "\u{a0}",
-            "gres:gpu:1,\u{3000}",
-        ] {
-            let t = TresList::parse(s).unwrap();
-            assert_eq!(t.gpu_entries().count(), usize::from(s.ends_with('\u{3000}')), "{s:?}");
-            let mut typed = t.clone();
-            typed.set_gpu(Some("2g.20gb"), 1);
-            assert!(
-                typed.render().contains(s.trim_start_matches("gres:gpu:1,")),
-                "{s:?} kept byte for byte"
-            );
-        }
-        let g = gpu(" \tgres:gpu:2\r\n");
-        assert_eq!(g.count, 2);
-    }
-
-    #[test]
-    fn bad_gpu_entries_are_errors_and_other_bad_entries_are_kept() {
-        assert!(TresList::parse("gres:gpu:a:b:2").is_err());
-        assert!(TresList::parse("gres:gpu=1x").is_err());
-        let g = gpu("gres:gpu:1g.10gb");
-        assert_eq!((g.gres_type.as_deref(), g.count), (Some("1g.10gb"), 1));
-        assert!(TresList::parse("gres:gpu::1").is_err());
-        assert_eq!(TresList::parse("gres:foo:a:b:2").unwrap().render(), "gres:foo:a:b:2");
-    }
-}
+mod tests;
