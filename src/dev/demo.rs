@@ -13,6 +13,7 @@ use crate::dev::sim_compare::{self, quantile};
 use crate::dev::trace::{DemoJob, SliceArgs};
 use anyhow::{bail, Context, Result};
 use dynmig_core::config::Config;
+use dynmig_core::gres::GpuRequest;
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_slurm::{JobInfo, JobState, SlurmApi, SlurmCommands};
 use std::collections::BTreeMap;
@@ -222,15 +223,11 @@ pub fn write_timeline(
     ))
 }
 
-fn profile_of(tres: &str) -> String {
-    dynmig_core::gres::TresList::parse(tres)
-        .ok()
-        .and_then(|l| {
-            l.gpu_entries()
-                .next()
-                .map(|g| format!("{}x{}", g.count, g.gres_type.clone().unwrap_or_else(|| "gpu".into())))
-        })
-        .unwrap_or_else(|| "-".into())
+fn profile_of(tres: &GpuRequest) -> String {
+    tres.gpus().next().map_or_else(
+        || "-".into(),
+        |g| format!("{}x{}", g.count, g.gres_type.unwrap_or("gpu")),
+    )
 }
 
 /// The demo report (Markdown).

@@ -24,9 +24,7 @@ use std::time::Duration;
 fn my_instance(config: &Config, node: &str, job: u32) -> Result<(String, u64)> {
     let models = dynmig_core::submit::SubmitPolicy::from_config(config).models;
     if let Ok(Some(j)) = SlurmCommands::from_config(config).job(job) {
-        let typed = dynmig_core::gres::TresList::parse(&j.tres_per_node)
-            .ok()
-            .and_then(|l| l.gpu_entries().find_map(|g| g.gres_type.clone()));
+        let typed = j.tres_per_node.typed().next().map(|(t, _)| t.to_string());
         if let Some((p, b)) = typed.and_then(|p| dynmig_core::estimate::profile_bytes(&models, &p).map(|b| (p, b))) {
             return Ok((p, b));
         }

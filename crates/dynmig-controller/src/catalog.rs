@@ -14,7 +14,6 @@
 //! new jobs follow the catalog ([`PassSettings::retype`](crate::PassSettings::retype)).
 
 use dynmig_core::geometry::GpuModel;
-use dynmig_core::gres::TresList;
 use dynmig_core::hints::smallest_fitting_where;
 use dynmig_core::protocol::catalog::Catalog;
 use dynmig_core::protocol::decision::{ChangeCause, DecisionRecord};
@@ -81,10 +80,9 @@ pub fn retype_target(
     if record.source == EstimateSource::MigProfileHint || record.count != 1 {
         return None;
     }
-    let list = TresList::parse(&j.tres_per_node).ok()?;
-    let gpus: Vec<_> = list.gpu_entries().collect();
+    let gpus: Vec<_> = j.tres_per_node.gpus().collect();
     let [g] = gpus.as_slice() else { return None };
-    if g.count != 1 || g.gres_type.as_deref() != Some(record.profile.as_str()) {
+    if g.count != 1 || g.gres_type != Some(record.profile.as_str()) {
         return None;
     }
     let now = model.profile(&record.profile)?;
@@ -113,10 +111,7 @@ pub fn follow(
     todo.sort_by_key(|(j, _, _)| (j.submit_time, j.id));
     let mut out = Vec::new();
     for (j, to, record) in todo.into_iter().take(MAX_RETYPED_PER_PASS) {
-        let Some(tres) = TresList::parse(&j.tres_per_node)
-            .ok()
-            .and_then(|mut l| l.set_gpu(Some(to), 1).then(|| l.render()))
-        else {
+        let Some(tres) = j.tres_per_node.retyped(to, 1) else {
             continue;
         };
         if let Err(e) = set_type(slurm, j, &tres, &record, to) {

@@ -11,7 +11,6 @@ use crate::queue::QueueCache;
 use crate::snapshot::ManagedNode;
 use dynmig_core::config::expand_hostlist;
 use dynmig_core::geometry::ProfileSpec;
-use dynmig_core::gres::TresList;
 use dynmig_core::policy::events::JobEvent;
 use dynmig_slurm::{JobInfo, JobState};
 use std::collections::{HashMap, HashSet};
@@ -147,11 +146,7 @@ fn event_id(e: &JobEvent) -> u64 {
 /// The MIG profile (of a managed node's GPU model) and count of `job`'s first typed GPU
 /// request per node; `None` for a job asking for no MIG profile.
 pub(crate) fn mig_request(job: &JobInfo, managed: &[ManagedNode]) -> Option<(&'static ProfileSpec, u32)> {
-    let list = TresList::parse(&job.tres_per_node).ok()?;
-    let found = list.gpu_entries().find_map(|g| {
-        let t = g.gres_type.as_deref()?;
-        let spec = managed.iter().find_map(|m| m.model.profile(t))?;
-        Some((spec, u32::try_from(g.count).unwrap_or(u32::MAX)))
-    });
-    found
+    job.tres_per_node
+        .typed()
+        .find_map(|(t, n)| Some((managed.iter().find_map(|m| m.model.profile(t))?, n)))
 }

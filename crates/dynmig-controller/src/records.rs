@@ -10,7 +10,6 @@
 //! administrator's own comment (not a record) is never touched; `dynmig oom-restart` writes
 //! its own change (`by=oom-restart`) together with the request, so it is already true here.
 
-use dynmig_core::gres::TresList;
 use dynmig_core::protocol::decision::{ChangeCause, DecisionRecord};
 use dynmig_slurm::{JobInfo, JobState, SlurmApi};
 
@@ -21,10 +20,8 @@ pub fn stale_records(jobs: &[JobInfo]) -> Vec<(u32, DecisionRecord)> {
         .filter(|j| j.state == JobState::Pending)
         .filter_map(|j| {
             let record = DecisionRecord::parse(&j.admin_comment).ok()?;
-            let list = TresList::parse(&j.tres_per_node).ok()?;
-            let gpu = list.gpu_entries().find(|g| g.gres_type.is_some() && g.count > 0)?;
-            let profile = gpu.gres_type.as_deref()?.to_string();
-            let count = u32::try_from(gpu.count).ok()?;
+            let (profile, count) = j.tres_per_node.typed().find(|(_, n)| *n > 0)?;
+            let profile = profile.to_string();
             (profile != record.profile || count != record.count)
                 .then(|| (j.id, record.changed(&profile, count, j.restarts, ChangeCause::Update)))
         })

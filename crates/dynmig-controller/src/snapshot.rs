@@ -2,7 +2,7 @@
 
 use dynmig_core::config::{expand_hostlist, AllowedLayouts, Config};
 use dynmig_core::geometry::{all_layouts, GpuModel, NodeLayout, ProfileCounts};
-use dynmig_core::gres::{shows_totals, TresList};
+use dynmig_core::gres::shows_totals;
 use dynmig_core::protocol::intent::NodeIntent;
 use dynmig_core::protocol::layout::PublishedLayout;
 use dynmig_core::snapshot::{ClusterSnapshot, NodeSnapshot, Pending};
@@ -100,13 +100,8 @@ pub fn build_snapshot(
 ) -> (ClusterSnapshot, Vec<(String, NodeRole)>) {
     let mut pending = Pending::default();
     for j in jobs.iter().filter(|j| j.is_demand(now)) {
-        let Ok(list) = TresList::parse(&j.tres_per_node) else {
-            continue;
-        };
-        for g in list.gpu_entries() {
-            if let Some(t) = &g.gres_type {
-                pending.add(t, u32::try_from(g.count).unwrap_or(u32::MAX), 1);
-            }
+        for (t, n) in j.tres_per_node.typed() {
+            pending.add(t, n, 1);
         }
     }
     let by_name: HashMap<&str, &NodeInfo> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();

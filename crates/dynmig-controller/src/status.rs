@@ -270,7 +270,7 @@ pub fn read_status(
                 id: j.id,
                 user: j.user.clone(),
                 name: j.name.clone(),
-                gres: j.tres_per_node.clone(),
+                gres: j.tres_per_node.to_string(),
                 end_time: j.end_time,
             })
             .collect();

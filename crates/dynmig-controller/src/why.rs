@@ -245,7 +245,7 @@ pub fn explain(slurm: &dyn SlurmApi, inputs: WhyInputs<'_>, id: u32, caller: u32
         JobState::Pending => match (request, job.blocked(now)) {
             (_, Some(b)) => blocked(&b, now),
             (None, None) => Outcome::NotMig {
-                request: job.tres_per_node.clone(),
+                request: job.tres_per_node.to_string(),
             },
             (Some((profile, _)), None) => waiting(slurm, inputs, &mut feed, &jobs, profile.name)?,
         },
@@ -392,10 +392,7 @@ fn waiting(
         let frees_at = jobs
             .iter()
             .filter(|j| matches!(j.state, JobState::Running | JobState::Completing))
-            .filter(|j| {
-                dynmig_core::gres::TresList::parse(&j.tres_per_node)
-                    .is_ok_and(|l| l.gpu_entries().any(|g| g.gres_type.as_deref() == Some(profile)))
-            })
+            .filter(|j| j.tres_per_node.typed().any(|(t, _)| t == profile))
             .filter(|j| {
                 dynmig_core::config::expand_hostlist(&j.nodes)
                     .is_ok_and(|ns| ns.iter().any(|n| with_profile.contains(n)))

@@ -25,7 +25,7 @@
 //! finished", seen on 22.05.8).
 
 use crate::as_user::{self, UserIds};
-use dynmig_core::gres::TresList;
+use dynmig_core::gres::GpuRequest;
 use dynmig_core::modify::update_replaces_gpu_request;
 use dynmig_core::protocol::clip;
 use dynmig_core::protocol::decision::{ChangeCause, DecisionRecord};
@@ -146,10 +146,10 @@ pub fn stderr_tail(who: UserIds, path: &Path) -> String {
 
 /// The job's per-node request with its typed GPU entry moved to `to`, keeping the count and
 /// the `gres:`/`gres/` form; `None` if it holds no typed GPU entry.
-pub fn next_request(tres_per_node: &str, to: &str) -> Option<String> {
-    let mut list = TresList::parse(tres_per_node).ok()?;
-    let count = list.gpu_entries().find(|g| g.gres_type.is_some())?.count;
-    list.set_gpu(Some(to), count).then(|| list.render())
+pub fn next_request(tres_per_node: impl Into<GpuRequest>, to: &str) -> Option<String> {
+    let request = tres_per_node.into();
+    let (_, count) = request.typed().next()?;
+    request.retyped(to, count)
 }
 
 /// What `dynmig oom-restart` does (module docs).
@@ -196,11 +196,11 @@ pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result
         // Finished for good: Slurm keeps no comment change of a finished job.
         return Ok(());
     };
-    let tres = next_request(&job.tres_per_node, to).ok_or_else(|| {
+    let tres = next_request(job.tres_per_node.clone(), to).ok_or_else(|| {
         SlurmError::Refused(format!(
             "job {}: its request '{}' holds no typed GPU",
             job.id,
-            clip(&job.tres_per_node, 100)
+            clip(job.tres_per_node.as_str(), 100)
         ))
     })?;
     let until = Instant::now() + req.requeue_for;
@@ -214,10 +214,10 @@ pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result
     let update = slurm.set_job_tres_per_node(job.id, &tres);
     // The decision record follows the request (an administrator's own comment is left).
     let record = DecisionRecord::parse(&job.admin_comment).ok().map(|r| {
-        let count = TresList::parse(&tres)
-            .ok()
-            .and_then(|l| l.gpu_entries().next().map(|g| g.count))
-            .map_or(r.count, |c| u32::try_from(c).unwrap_or(r.count));
+        let count = GpuRequest::parse(tres.as_str())
+            .gpus()
+            .next()
+            .map_or(r.count, |g| g.count);
         r.changed(to, count, job.restarts + 1, ChangeCause::OomRestart)
     });
     let record = match (&update, record) {

@@ -180,7 +180,7 @@ pub fn listing_key(j: &JobInfo) -> crate::listing::JobKey {
         held: j.held,
         priority: u64::from(!j.held),
         time_limit: j.time_limit_s.map_or("UNLIMITED".into(), |s| format!("{}:00", s / 60)),
-        tres_per_node: j.tres_per_node.clone(),
+        tres_per_node: j.tres_per_node.to_string(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! `{"set":..,"number":..}` objects ([`num`]) and give states as lists.
 
 use crate::{JobInfo, JobState, NodeInfo, NodeState, SlurmError};
+use dynmig_core::gres::GpuRequest;
 use serde_json::Value;
 
 /// A number in Slurm's JSON: a plain number, or `{"set": true, "number": n}` (v0.0.39+); 0 when
@@ -127,7 +128,7 @@ pub fn parse_jobs(json: &str) -> Result<Vec<JobInfo>, SlurmError> {
                 cwd: text(j.get("current_working_directory")),
                 state: JobState::from_slurm(state),
                 reason: text(j.get("state_reason")),
-                tres_per_node: text(j.get("tres_per_node")),
+                tres_per_node: GpuRequest::parse(text(j.get("tres_per_node"))),
                 nodes: text(j.get("nodes")),
                 submit_time: num(j.get("submit_time")),
                 start_time: num(j.get("start_time")),

@@ -19,6 +19,7 @@ pub mod listing;
 pub mod plugin;
 
 pub use commands::SlurmCommands;
+use dynmig_core::gres::GpuRequest;
 use dynmig_core::protocol::intent::NodeIntent;
 
 /// A job's base state.
@@ -78,8 +79,9 @@ pub struct JobInfo {
     pub state: JobState,
     /// Why a pending job waits (`Resources`, `Priority`, ...).
     pub reason: String,
-    /// GPU request per node as Slurm holds it, e.g. `gres:gpu:2g.20gb:1`.
-    pub tres_per_node: String,
+    /// GPU request per node as Slurm holds it, e.g. `gres:gpu:2g.20gb:1`: its text and its
+    /// GPU entries, read once where the JSON is read.
+    pub tres_per_node: GpuRequest,
     /// Allocated nodes (hostlist), empty while pending.
     pub nodes: String,
     /// Submit time, seconds since the epoch (0: not set).
@@ -258,9 +260,7 @@ impl JobInfo {
     /// entries) names but its per-node request (`tres_per_node`) does not, sorted. Empty when
     /// either names no type (an untyped request, or no `tres_req_str` in the JSON).
     pub fn stale_gpu_types(&self) -> Vec<String> {
-        let asked: Vec<String> = dynmig_core::gres::TresList::parse(&self.tres_per_node)
-            .map(|l| l.gpu_entries().filter_map(|g| g.gres_type.clone()).collect())
-            .unwrap_or_default();
+        let asked: Vec<&str> = self.tres_per_node.typed().map(|(t, _)| t).collect();
         if asked.is_empty() {
             return Vec::new();
         }
