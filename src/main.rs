@@ -4,12 +4,11 @@
 use anyhow::{anyhow, Context, Result};
 use clap::{Parser, Subcommand};
 use dynmig::cli::load_config;
-use dynmig::cli::signals::Signals;
 use dynmig::dev::{demo, trace};
-use dynmig_controller::{managed_nodes, pass, policy_for_release, policy_from_config, JobFeed, PassSettings};
+use dynmig_controller::{managed_nodes, pass, policy_from_config, JobFeed, PassSettings};
 use dynmig_core::geometry::{all_layouts, maximal_layouts, model_by_name, model_names, ProfileCounts};
 use dynmig_node::hooks::{node_backend, HookEnv};
-use dynmig_node::paths::{event_log, NodePaths};
+use dynmig_node::paths::NodePaths;
 use dynmig_slurm::SlurmCommands;
 use std::path::PathBuf;
 
@@ -383,182 +382,8 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Controller { once } => {
-            let (mut config, source) = load_config(explicit)?;
-            dynmig::cli::logging::apply_config_level(config.log.level);
-            // Pending jobs follow the guarded default's catalog only where Slurm can change a
-            // submitted job's GPU type (23.02.6+); the release is asked once.
-            let release = dynmig_node::oom::running_release(&config.paths.scontrol);
-            let retype = release.is_some_and(|v| dynmig_core::modify::update_replaces_gpu_request(v.0));
-            let mut policy = policy_for_release(&config, retype).map_err(|e| anyhow!("[policy]: {e}"))?;
-            let mut slurm = SlurmCommands::from_config(&config);
-            let mut managed = managed_nodes(&config);
-            let mut events = event_log(&config);
-            let mut feed = JobFeed::new();
-            let mut first = true;
-            let mut metrics = dynmig_controller::metrics::ControllerMetrics::new();
-            let _endpoint = match config.controller.metrics_listen {
-                Some(addr) => Some(
-                    dynmig_host::metrics::serve(addr, metrics.registry(), "controller")
-                        .context("[controller] metrics_listen")?,
-                ),
-                None => None,
-            };
-            let signals = Signals::install().context("installing a signal handler")?;
-            log::info!(
-                "controller started: {} managed nodes, policy {}, every {:?}",
-                managed.len(),
-                policy.name(),
-                config.controller.interval
-            );
-            if policy.catalog().is_some() && !retype {
-                log::warn!(
-                    "Slurm {} cannot change a submitted job's GPU type (SchedMD bug 17184, fixed in 23.02.6): \
-                     new jobs follow the catalog, pending ones keep their type and no layout leaves it",
-                    release.map_or_else(|| "of unknown release".to_string(), |v| v.to_string())
-                );
-            }
-            loop {
-                if signals.take_reload() {
-                    // The policy starts afresh with the new config (its limits are in it).
-                    let new = dynmig::cli::signals::reload(source.as_deref(), |c| {
-                        policy_for_release(c, retype).map_err(|e| anyhow!("[policy]: {e}"))
-                    });
-                    if let Some((c, p)) = new {
-                        if c.controller.metrics_listen != config.controller.metrics_listen {
-                            log::warn!("[controller] metrics_listen changed: it takes effect at the next start");
-                        }
-                        policy = p;
-                        slurm = SlurmCommands::from_config(&c);
-                        managed = managed_nodes(&c);
-                        events = event_log(&c);
-                        config = c;
-                        log::info!(
-                            "controller: {} managed nodes, policy {}, every {:?}",
-                            managed.len(),
-                            policy.name(),
-                            config.controller.interval
-                        );
-                    }
-                }
-                let settings = PassSettings {
-                    sweep: first,
-                    retype,
-                    ..PassSettings::from_config(&config, dynmig_host::clock::now_secs())
-                };
-                let started = std::time::Instant::now();
-                match pass(&slurm, &managed, policy.as_mut(), &mut feed, &events, &settings) {
-                    Ok(r) => {
-                        first = false;
-                        let took = started.elapsed();
-                        metrics.pass_ok(&r, took);
-                        // One line a pass: slurm/bench/queue.sh reads the pass times from it.
-                        log::info!(
-                            "pass took {:.3} s: {} jobs listed, {} read, {} left for later passes, {} updated from the listing{}",
-                            took.as_secs_f64(),
-                            r.queue.listed,
-                            r.queue.read,
-                            r.queue.deferred,
-                            r.queue.updated,
-                            if r.queue.whole { " (whole queue)" } else { "" }
-                        );
-                        for d in &r.drained {
-                            log::info!("draining {} to repartition to {}", d.node, d.target);
-                        }
-                        dynmig_host::wake::send_all_detached(r.wake.clone(), config.agent.wake_port);
-                        for d in &r.planned {
-                            log::info!(
-                                "{} reserved from the end of its jobs, then repartition to {}",
-                                d.node,
-                                d.target
-                            );
-                        }
-                        for d in &r.moved {
-                            log::info!("plan of {} moved to {}", d.node, d.target);
-                        }
-                        for n in &r.cancelled {
-                            log::info!("plan of {n} cancelled");
-                        }
-                        for n in &r.timed_out {
-                            log::warn!("{n}: jobs outlived drain_timeout; repartition dropped");
-                        }
-                        for j in &r.retyped {
-                            log::info!("job {} moved from {} to {} (catalog)", j.job, j.from, j.to);
-                        }
-                        log::debug!(
-                            "pass: pending {:?}, drain waste {} instances",
-                            r.demand.pending,
-                            r.held_idle_instances
-                        );
-                    }
-                    Err(e) if once => return Err(e.into()),
-                    Err(e) => {
-                        metrics.pass_failed(started.elapsed());
-                        log::error!("{e}");
-                    }
-                }
-                if once {
-                    return Ok(());
-                }
-                // A pass is never cut: the stop is seen between two (the controller keeps
-                // no state of its own beyond what each pass wrote).
-                signals.sleep(config.controller.interval);
-                if signals.stopping() {
-                    log::info!("controller stopped");
-                    return Ok(());
-                }
-            }
-        }
-        Cmd::Agent { node, once } => {
-            let (config, source) = load_config(explicit)?;
-            dynmig::cli::logging::apply_config_level(config.log.level);
-            let mut a = dynmig_node::setup::make_agent(&config, &node)?;
-            if once {
-                // One agent per node, --once too: two at a time applied two targets to the
-                // same GPUs (seen in tests/cluster/faults.rs).
-                std::fs::create_dir_all(&a.settings.paths.state_dir)?;
-                let _lock = dynmig_node::agent::InstanceLock::take(&a.settings.paths.agent_lock())?;
-                println!("{:?}", a.step()?);
-                return Ok(());
-            }
-            let signals = Signals::install().context("installing a signal handler")?;
-            let metrics_listen = config.agent.metrics_listen;
-            let paths = a.settings.paths.clone();
-            let mut on_reload = |a: &mut dynmig_node::agent::Agent| {
-                let new = dynmig::cli::signals::reload(source.as_deref(), |c| {
-                    if NodePaths::of(c, &node) != paths {
-                        anyhow::bail!(
-                            "the node's paths (state_dir, gres_conf, ...) changed: restart the agent for that"
-                        );
-                    }
-                    if c.agent.metrics_listen != metrics_listen {
-                        log::warn!("[agent] metrics_listen changed: it takes effect at the next start");
-                    }
-                    dynmig_node::setup::make_agent(c, &node)
-                });
-                if let Some((_, mut new)) = new {
-                    // The metrics endpoint serves the running agent's registry: keep it,
-                    // with the new config's per-job setting.
-                    std::mem::swap(&mut new.metrics, &mut a.metrics);
-                    new.metrics.set_per_job(a.metrics.per_job());
-                    *a = new;
-                }
-            };
-            log::info!("agent of {node} started");
-            // Wake-ups from the controller on every address of the node ([agent] wake_port).
-            let wake_listen =
-                (config.agent.wake_port != 0).then_some(dynmig_node::agent::WakeOn::Port(config.agent.wake_port));
-            dynmig_node::agent::run_forever(
-                &mut a,
-                metrics_listen,
-                wake_listen,
-                dynmig_node::agent::Control {
-                    stop: &signals.stop,
-                    reload: &signals.reload,
-                    on_reload: &mut on_reload,
-                },
-            )
-        }
+        Cmd::Controller { once } => dynmig::cli::controller::run(explicit, once),
+        Cmd::Agent { node, once } => dynmig::cli::agent::run(explicit, &node, once),
         Cmd::Prolog => {
             let (config, _) = load_config(explicit)?;
             dynmig_node::hooks::prolog(&config, &HookEnv::read(|k| std::env::var(k).ok())?)

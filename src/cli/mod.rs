@@ -1,6 +1,8 @@
-//! Glue of the administrator's commands: config loading, the GPU tools, the logger, the
-//! pictures.
+//! Glue of the daemons (controller, agent) and the administrator's commands: config loading,
+//! the GPU tools, the logger, the pictures.
 
+pub mod agent;
+pub mod controller;
 pub mod doctor;
 pub mod estimate;
 pub mod gpu;

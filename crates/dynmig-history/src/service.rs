@@ -9,7 +9,7 @@ use crate::Error;
 use crate::HistoryStore;
 use dynmig_core::estimate::EstimatorConfig;
 use dynmig_core::size::format_size;
-use dynmig_host::signals::Signals;
+use dynmig_host::daemon::{Daemon, Harness, Signals};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -77,46 +77,80 @@ pub fn serve(
         addr: cut(listen_addr),
         source,
     })?;
-    let signals = Signals::install().map_err(|source| Error::Listen {
+    let mut harness = Harness::install().map_err(|source| Error::Listen {
         addr: format!("{listen_addr} (signal handler)"),
         source,
     })?;
-    let _metrics = match metrics_listen {
-        Some(addr) => {
-            Some(dynmig_host::metrics::serve(addr, server.metrics().registry(), "history").map_err(Error::Metrics)?)
-        }
-        None => None,
-    };
+    harness
+        .serve_metrics(metrics_listen, server.metrics().registry(), "history")
+        .map_err(Error::Metrics)?;
     log::info!("listening on {listen_addr}, database {}", db_path.display());
+    let stop = &harness.signals().stop;
     std::thread::scope(|s| {
+        // The harness's loop beside the connections: naming, and the reloads.
         s.spawn(|| {
-            let mut last_naming: Option<std::time::Instant> = None;
-            while !signals.stopping() {
-                std::thread::sleep(Duration::from_millis(50));
-                if last_naming.is_none_or(|t| t.elapsed() >= crate::naming::NAME_EVERY) {
-                    last_naming = Some(std::time::Instant::now());
-                    match server.name_runs(namer, crate::now()) {
-                        Ok(0) => {}
-                        Ok(n) => log::debug!("named {n} recorded runs from Slurm"),
-                        Err(e) => log::warn!("{e}; asked again in {:?}", crate::naming::NAME_EVERY),
-                    }
-                }
-                if signals.take_reload() {
-                    if let Some(e) = reload() {
-                        if let Err(err) = server.set_estimator(e) {
-                            log::error!("snapshot after a reload: {err}");
-                        }
-                    }
-                }
-            }
+            harness.run(&mut Upkeep {
+                server: &server,
+                namer,
+                reload,
+                last_naming: None,
+            })
         });
-        let r = server.serve(&listener, &signals.stop);
-        // The reload thread ends with the stop flag; a failed serve must end it too.
-        signals.stop.store(true, Ordering::SeqCst);
+        let r = server.serve(&listener, stop);
+        // The upkeep's loop ends with the stop flag; a failed serve must end it too.
+        stop.store(true, Ordering::SeqCst);
         r
     })?;
     log::info!("stopped");
     Ok(())
+}
+
+/// What [`serve`] does beside the connections, on the daemon harness: names the runs
+/// recorded without a job name every [`crate::naming::NAME_EVERY`], and takes new estimator
+/// settings on SIGHUP.
+struct Upkeep<'a> {
+    server: &'a Server,
+    namer: crate::naming::Namer<'a>,
+    reload: &'a (dyn Fn() -> Option<EstimatorConfig> + Sync),
+    last_naming: Option<Instant>,
+}
+
+impl Daemon for Upkeep<'_> {
+    type Error = Error;
+
+    fn step(&mut self, _: &Signals) -> Result<(), Error> {
+        if self
+            .last_naming
+            .is_some_and(|t| t.elapsed() < crate::naming::NAME_EVERY)
+        {
+            return Ok(());
+        }
+        self.last_naming = Some(Instant::now());
+        match self.server.name_runs(self.namer, crate::now())? {
+            0 => {}
+            n => log::debug!("named {n} recorded runs from Slurm"),
+        }
+        Ok(())
+    }
+
+    fn failed(&mut self, e: Error) -> Result<(), Error> {
+        log::warn!("{e}; asked again in {:?}", crate::naming::NAME_EVERY);
+        Ok(())
+    }
+
+    fn reload(&mut self) {
+        if let Some(e) = (self.reload)() {
+            if let Err(err) = self.server.set_estimator(e) {
+                log::error!("snapshot after a reload: {err}");
+            }
+        }
+    }
+
+    fn next_wait(&mut self) -> Duration {
+        self.last_naming.map_or(Duration::ZERO, |t| {
+            crate::naming::NAME_EVERY.saturating_sub(t.elapsed())
+        })
+    }
 }
 
 /// `dynmig history show`: the last `limit` records of `db_path` (of `user`, a name or uid,

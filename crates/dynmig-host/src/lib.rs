@@ -1,6 +1,7 @@
 //! dynmig-host: the host plumbing every dynmig process shares, and nothing else.
 //!
 //! - [`clock`]: the wall clock as epoch seconds;
+//! - [`daemon`]: the daemons' one harness: signals, reload, metrics endpoint, loop and stop;
 //! - [`fs`]: atomic replacement of a file with a chosen mode, reads with a size bound;
 //! - [`metrics`]: the daemons' Prometheus endpoint (`GET /metrics` on a thread of its own);
 //! - [`process`]: external commands run with a timeout and a cap on what they print;
@@ -12,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod daemon;
 pub mod fs;
 pub mod metrics;
 pub mod process;

@@ -48,7 +48,7 @@ mod apply;
 mod run;
 pub mod steps;
 
-pub use run::{run_forever, Control, InstanceLock, WakeOn};
+pub use run::{run_forever, InstanceLock, WakeOn};
 pub use steps::{StepTimes, STEP_NAMES};
 
 /// How long the node's daemon must be seen gone during the Wait step before the agent

@@ -254,18 +254,11 @@ fn run_agent_thread(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut a = agent(&dir, &slurm, false);
-        let reload = std::sync::atomic::AtomicBool::new(false);
-        dynmig_node::agent::run_forever(
-            &mut a,
-            None,
-            wake,
-            dynmig_node::agent::Control {
-                stop: &stop,
-                reload: &reload,
-                on_reload: &mut |_| {},
-            },
-        )
-        .unwrap();
+        let harness = dynmig_host::daemon::Harness::with_signals(dynmig_host::daemon::Signals {
+            stop,
+            reload: Arc::default(),
+        });
+        dynmig_node::agent::run_forever(&mut a, harness, None, wake, &mut |_| {}).unwrap();
     })
 }
 

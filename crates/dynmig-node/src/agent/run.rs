@@ -1,6 +1,7 @@
 //! The agent's daemon loop ([`run_forever`]): its lock, wake-ups, looks and power samples.
 
 use super::*;
+use dynmig_host::daemon::{Daemon, Signals};
 
 /// Whether the node's energy ledger lists a job (a GPU job whose Prolog ran and whose Epilog
 /// has not); a ledger that cannot be read counts as none.
@@ -29,18 +30,6 @@ impl InstanceLock {
     }
 }
 
-/// What the daemon asks of [`run_forever`] between two looks at the node: flags its signal
-/// handlers set, and what to do on a reload.
-pub struct Control<'a> {
-    /// Set (SIGTERM, SIGINT): finish the current step, remove the pid file and the waiting
-    /// marker, and return.
-    pub stop: &'a AtomicBool,
-    /// Set (SIGHUP): call `reload` before the next look.
-    pub reload: &'a AtomicBool,
-    /// Reloads the config into the agent (or keeps it, saying why).
-    pub on_reload: &'a mut dyn FnMut(&mut Agent),
-}
-
 /// Where [`run_forever`] takes the controller's wake-ups.
 pub enum WakeOn {
     /// `[agent] wake_port` on every address of the host ([`dynmig_host::wake::Listener::bind_any`]),
@@ -51,10 +40,12 @@ pub enum WakeOn {
     Listener(dynmig_host::wake::Listener),
 }
 
-/// Runs the agent until `control.stop` is set: takes the single-instance lock, writes its pid
-/// file, serves its metrics on `metrics_listen` when given, and looks at its node in Slurm at
-/// once when woken by SIGUSR1 (the Epilog sends it when a job ends on the node while the
-/// agent's waiting marker is there: while the node runs jobs).
+/// Runs the agent on `harness` ([`dynmig_host::daemon`]) until a stop is asked for: takes the
+/// single-instance lock, writes its pid file, serves its metrics on `metrics_listen` when
+/// given, calls `on_reload` on SIGHUP (which reloads the config into the agent, or keeps it,
+/// saying why), and looks at its node in Slurm at once when woken by SIGUSR1 (the Epilog sends
+/// it when a job ends on the node while the agent's waiting marker is there: while the node
+/// runs jobs).
 ///
 /// With `wake_listen` ([`WakeOn`]: `[agent] wake_port`, [`dynmig_host::wake`]) it also looks when the
 /// controller wakes it after draining the node (at most once a [`dynmig_host::wake::MIN_GAP`]),
@@ -62,25 +53,23 @@ pub enum WakeOn {
 /// [`dynmig_host::wake::FALLBACK_LOOK`]; it samples the GPUs' power every `poll` either way.
 /// Without it, it looks every `poll` ([`Agent::next_look`]: more often while its node is idle
 /// or has just freed, so that it sees a drain soon). A step under way (an apply: journalled, bounded by `register_timeout`)
-/// is finished before it stops; a stopped agent leaves the journal for the next one to
-/// resume.
+/// is finished before it stops; a stopped agent removes its pid file and waiting marker and
+/// leaves the journal for the next one to resume.
 ///
 /// # Errors
-/// Another agent runs, the metrics address cannot be bound, or the pid file or signal
+/// Another agent runs, the metrics address cannot be bound, or the pid file or the SIGUSR1
 /// handler cannot be set up.
 pub fn run_forever(
     agent: &mut Agent,
+    mut harness: dynmig_host::daemon::Harness,
     metrics_listen: Option<std::net::SocketAddr>,
     wake_listen: Option<WakeOn>,
-    control: Control<'_>,
+    on_reload: &mut dyn FnMut(&mut Agent),
 ) -> Result<()> {
     let paths = agent.settings.paths.clone();
     std::fs::create_dir_all(&paths.state_dir)?;
     let _lock = InstanceLock::take(&paths.agent_lock())?;
-    let _metrics = match metrics_listen {
-        Some(addr) => Some(dynmig_host::metrics::serve(addr, agent.metrics.registry(), "agent")?),
-        None => None,
-    };
+    harness.serve_metrics(metrics_listen, agent.metrics.registry(), "agent")?;
     // A port that cannot be bound leaves the agent polling as without wake-ups: the node
     // keeps working, and the log says why it costs slurmctld more.
     let wake = wake_listen.and_then(|on| match on {
@@ -100,64 +89,84 @@ pub fn run_forever(
     let woken = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, woken.clone())?;
     crate::pidfile::write_own(&paths.agent_pid())?;
-    let mut woke_at: Option<Instant> = None;
-    let mut last_look: Option<Instant> = None;
-    let mut waiting = false;
-    let mut waiting_backfill = false;
-    // A controller's wake-up counts once MIN_GAP has passed since the last look.
-    let wake_due = |last_look: Option<Instant>| {
-        wake.as_ref()
-            .is_some_and(|w| w.pending() && last_look.is_none_or(|t| t.elapsed() >= dynmig_host::wake::MIN_GAP))
-    };
-    let signalled = |last_look: Option<Instant>| {
-        woken.load(Ordering::SeqCst)
-            || control.stop.load(Ordering::SeqCst)
-            || control.reload.load(Ordering::SeqCst)
-            || wake_due(last_look)
-    };
-    loop {
-        if control.stop.load(Ordering::SeqCst) {
-            remove_if_present(&paths.agent_pid())?;
-            remove_if_present(&paths.waiting_marker())?;
-            log::info!("{}: stopped", agent.settings.node);
-            return Ok(());
-        }
-        if control.reload.swap(false, Ordering::SeqCst) {
-            (control.on_reload)(agent);
-        }
-        let node = agent.settings.node.clone();
+    harness.run(&mut Looks {
+        agent,
+        paths,
+        wake,
+        woken,
+        on_reload,
+        woke_at: None,
+        last_look: None,
+        waiting: false,
+        waiting_backfill: false,
+    })
+}
+
+/// The agent between two looks at its node: [`run_forever`]'s [`Daemon`].
+struct Looks<'a> {
+    agent: &'a mut Agent,
+    paths: NodePaths,
+    /// The controller's wake-ups, when taken.
+    wake: Option<dynmig_host::wake::Listener>,
+    /// Set by SIGUSR1 (an Epilog).
+    woken: std::sync::Arc<AtomicBool>,
+    on_reload: &'a mut dyn FnMut(&mut Agent),
+    /// The last SIGUSR1 seen.
+    woke_at: Option<Instant>,
+    last_look: Option<Instant>,
+    /// The last look found the node drained for the agent, jobs still running.
+    waiting: bool,
+    /// The last look found the node reserved for the agent, jobs still running.
+    waiting_backfill: bool,
+}
+
+impl Looks<'_> {
+    /// Whether a controller's wake-up counts: once MIN_GAP has passed since the last look.
+    fn wake_due(&self) -> bool {
+        self.wake
+            .as_ref()
+            .is_some_and(|w| w.pending() && self.last_look.is_none_or(|t| t.elapsed() >= dynmig_host::wake::MIN_GAP))
+    }
+}
+
+impl Daemon for Looks<'_> {
+    type Error = anyhow::Error;
+
+    fn step(&mut self, signals: &Signals) -> Result<()> {
+        let node = self.agent.settings.node.clone();
+        let woken = &self.woken;
         if woken.load(Ordering::SeqCst) {
-            woke_at = Some(Instant::now());
+            self.woke_at = Some(Instant::now());
         }
         // An Epilog's wake-up while other GPU jobs of this node still run (the energy
         // ledger: the Prolog adds each job, the Epilog removes it before it wakes the agent)
         // cannot find the node free: no read. At a few jobs' ends a second on a drained
         // node, those reads were most of the agents' RPCs in the queue campaign.
-        if woken.load(Ordering::SeqCst) && gpu_jobs_left(&paths.state_dir) {
+        if woken.load(Ordering::SeqCst) && gpu_jobs_left(&self.paths.state_dir) {
             woken.store(false, Ordering::SeqCst);
         }
         // With wake-ups, slurmctld is asked only when there may be something to see.
-        let look = match &wake {
+        let look = match &self.wake {
             None => true,
             Some(w) => {
-                let by_controller = wake_due(last_look);
+                let by_controller = self.wake_due();
                 if by_controller {
                     w.take();
                     log::info!("{node}: woken by the controller");
                 }
-                let every = if waiting_backfill {
-                    agent.settings.poll
-                } else if waiting {
+                let every = if self.waiting_backfill {
+                    self.agent.settings.poll
+                } else if self.waiting {
                     WAITING_LOOK
                 } else {
                     dynmig_host::wake::FALLBACK_LOOK
                 };
-                by_controller || woken.load(Ordering::SeqCst) || last_look.is_none_or(|t| t.elapsed() >= every)
+                by_controller || woken.load(Ordering::SeqCst) || self.last_look.is_none_or(|t| t.elapsed() >= every)
             }
         };
         let mut step = if look {
-            last_look = Some(Instant::now());
-            agent.step()
+            self.last_look = Some(Instant::now());
+            self.agent.step()
         } else {
             Ok(Step::Nothing)
         };
@@ -170,48 +179,67 @@ pub fn run_forever(
         while matches!(step, Ok(Step::WaitingForJobs))
             && Instant::now() < fast_until
             && woken.load(Ordering::SeqCst)
-            && !control.stop.load(Ordering::SeqCst)
+            && !signals.stopping()
         {
             std::thread::sleep(gap);
             gap = (gap * 2).min(Duration::from_millis(3200));
-            step = agent.step();
+            step = self.agent.step();
         }
         woken.store(false, Ordering::SeqCst);
         if look {
-            waiting = matches!(step, Ok(Step::WaitingForJobs));
-            waiting_backfill = matches!(step, Ok(Step::WaitingForBackfill));
+            self.waiting = matches!(step, Ok(Step::WaitingForJobs));
+            self.waiting_backfill = matches!(step, Ok(Step::WaitingForBackfill));
         }
-        if let Some(Err(e)) = agent.keep_slurmd() {
+        if let Some(Err(e)) = self.agent.keep_slurmd() {
             log::error!("{node}: {e:#}");
         }
         // Energy per job: charge this poll's power to the jobs on each GPU.
-        let max_dt = 2.0 * agent.settings.poll.as_secs_f64() + 1.0;
-        match dynmig_gpu::energy::sample_node(agent.backend.as_ref(), &paths.state_dir, max_dt) {
+        let max_dt = 2.0 * self.agent.settings.poll.as_secs_f64() + 1.0;
+        match dynmig_gpu::energy::sample_node(self.agent.backend.as_ref(), &self.paths.state_dir, max_dt) {
             Ok(sample) => {
-                let jobs = dynmig_gpu::energy::Ledger::in_dir(&paths.state_dir)
+                let jobs = dynmig_gpu::energy::Ledger::in_dir(&self.paths.state_dir)
                     .jobs()
                     .unwrap_or_default();
-                agent.metrics.sampled(&sample, &jobs);
+                self.agent.metrics.sampled(&sample, &jobs);
             }
             Err(e) => log::warn!("{node}: power sample: {e}"),
         }
-        match step {
-            Ok(Step::Applied(t)) => log::info!("{node}: applied {t}"),
-            Ok(Step::Failed(why)) => log::error!("{node}: repartition failed: {why}"),
-            Ok(_) => {}
-            Err(e) => log::error!("{node}: {e:#}"),
+        match step? {
+            Step::Applied(t) => log::info!("{node}: applied {t}"),
+            Step::Failed(why) => log::error!("{node}: repartition failed: {why}"),
+            _ => {}
         }
+        Ok(())
+    }
+
+    fn failed(&mut self, e: anyhow::Error) -> Result<()> {
+        log::error!("{}: {e:#}", self.agent.settings.node);
+        Ok(())
+    }
+
+    fn reload(&mut self) {
+        (self.on_reload)(self.agent);
+    }
+
+    fn next_wait(&mut self) -> Duration {
         // Soon after a job's end (a wake-up, or the node seen free of jobs) the controller may
         // drain the node: look every FAST_POLL for a while, so that the apply starts at once.
-        let until = Instant::now()
-            + if wake.is_some() {
-                agent.settings.poll
-            } else {
-                agent.next_look(woke_at)
-            };
-        while Instant::now() < until && !signalled(last_look) {
-            std::thread::sleep(Duration::from_millis(20));
+        if self.wake.is_some() {
+            self.agent.settings.poll
+        } else {
+            self.agent.next_look(self.woke_at)
         }
+    }
+
+    fn woken(&mut self) -> bool {
+        self.woken.load(Ordering::SeqCst) || self.wake_due()
+    }
+
+    fn stopped(&mut self) -> Result<()> {
+        remove_if_present(&self.paths.agent_pid())?;
+        remove_if_present(&self.paths.waiting_marker())?;
+        log::info!("{}: stopped", self.agent.settings.node);
+        Ok(())
     }
 }
 
