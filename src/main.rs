@@ -1,15 +1,10 @@
 //! `dynmig`: the command line of dynmig — controller, node agent, Prolog/Epilog, and the
 //! administrator's tools.
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use dynmig::cli::load_config;
 use dynmig::dev::{demo, trace};
-use dynmig_controller::{managed_nodes, pass, policy_from_config, JobFeed, PassSettings};
-use dynmig_core::geometry::{all_layouts, maximal_layouts, model_by_name, model_names, ProfileCounts};
-use dynmig_node::hooks::{node_backend, HookEnv};
-use dynmig_node::paths::NodePaths;
-use dynmig_slurm::SlurmCommands;
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -32,7 +27,7 @@ enum Cmd {
     /// Check a config file: prints the first error with its key, line and what is allowed.
     Config {
         #[command(subcommand)]
-        cmd: ConfigCmd,
+        cmd: dynmig::cli::admin::ConfigCmd,
     },
     /// List the valid layouts of one GPU of a model.
     Layouts {
@@ -98,7 +93,7 @@ enum Cmd {
     /// Job history: serve (controller host), show, flush a node's spool (docs/history.md).
     History {
         #[command(subcommand)]
-        cmd: HistoryCmd,
+        cmd: dynmig::cli::history::HistoryCmd,
     },
     /// A fake GPU job for the simulated backend: "allocates" --mem on its MIG instance.
     FakeJob {
@@ -182,51 +177,6 @@ enum Cmd {
 }
 
 #[derive(Subcommand)]
-enum ConfigCmd {
-    /// Check the config (the file given, or the one --config / $DYNMIG_CONFIG names).
-    Check {
-        /// File to check.
-        file: Option<PathBuf>,
-    },
-    /// Print the embedded default config's summary.
-    Defaults,
-}
-
-#[derive(Subcommand)]
-enum HistoryCmd {
-    /// Receive records from the nodes into SQLite and keep the snapshot (controller host).
-    Serve {
-        /// addr:port [default: [history] listen].
-        #[arg(long)]
-        listen: Option<String>,
-        /// munged socket [default: slurm.conf AuthInfo=socket=..., else munge's default].
-        #[arg(long)]
-        socket: Option<PathBuf>,
-    },
-    /// Show records, oldest first.
-    Show {
-        /// Only this user (name or uid).
-        #[arg(long)]
-        user: Option<String>,
-        /// Only this job name.
-        #[arg(long)]
-        name: Option<String>,
-        /// At most this many (the latest).
-        #[arg(long, default_value_t = 50)]
-        limit: usize,
-        /// JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Deliver a node's spooled records now: to the history server, or with `[history] store = "slurmdbd"` into Slurm's accounting.
-    Flush {
-        /// Node name.
-        #[arg(long)]
-        node: String,
-    },
-}
-
-#[derive(Subcommand)]
 enum TraceCmd {
     /// Cut a slice of GPU pods out of the Alibaba trace.
     Slice {
@@ -251,7 +201,7 @@ fn main() {
         Cmd::Controller { .. } => Some("controller"),
         Cmd::Agent { .. } => Some("agent"),
         Cmd::History {
-            cmd: HistoryCmd::Serve { .. },
+            cmd: dynmig::cli::history::HistoryCmd::Serve { .. },
         } => Some("history"),
         _ => None,
     };
@@ -268,222 +218,38 @@ fn main() {
     }
 }
 
+/// Dispatches the parsed command line.
 fn run(cli: Cli) -> Result<()> {
+    use dynmig::cli::{admin, learn, node};
     let explicit = cli.config.as_deref();
     match cli.cmd {
-        Cmd::Config {
-            cmd: ConfigCmd::Check { file },
-        } => {
-            let (config, source) = load_config(file.as_deref().or(explicit))?;
-            let from = source.map_or("embedded defaults".to_string(), |p| p.display().to_string());
-            println!("{from}: ok");
-            print!("{}", dynmig_controller::status::config_summary(&config));
-            Ok(())
-        }
-        Cmd::Config {
-            cmd: ConfigCmd::Defaults,
-        } => {
-            print!(
-                "{}",
-                dynmig_controller::status::config_summary(&dynmig_core::config::Config::default_embedded())
-            );
-            Ok(())
-        }
-        Cmd::Layouts { model, maximal } => {
-            let m = model_by_name(&model)
-                .with_context(|| format!("unknown GPU model '{model}'; known: {}", model_names().join(", ")))?;
-            let layouts: Vec<ProfileCounts> = if maximal {
-                maximal_layouts(m).iter().map(|l| ProfileCounts::of(l)).collect()
-            } else {
-                all_layouts(m)
-            };
-            for l in &layouts {
-                println!("{l}");
-            }
-            eprintln!("{} layouts of {}", layouts.len(), m.name);
-            Ok(())
-        }
-        Cmd::InitNode { node } => {
-            let (config, _) = load_config(explicit)?;
-            println!("{}", dynmig_node::setup::init_node(&config, &node)?);
-            Ok(())
-        }
+        Cmd::Config { cmd } => admin::config(explicit, cmd),
+        Cmd::Layouts { model, maximal } => admin::layouts(&model, maximal),
+        Cmd::InitNode { node } => node::init_node(explicit, &node),
         Cmd::GresConf {
             billing_weights: true,
             per_slice,
             ..
-        } => {
-            let (config, _) = load_config(explicit)?;
-            let models: Vec<_> = config.node_groups.iter().map(|g| g.gpu_model).collect();
-            let w = dynmig_gpu::gres_conf::BillingWeights::for_models(&models, per_slice).map_err(|e| anyhow!(e))?;
-            println!("# Bill MIG instances by memory slices (docs/gpus.md, \"Beside dcgm-exporter\").");
-            println!(
-                "# In slurm.conf: extend AccountingStorageTRES, and add TRESBillingWeights to each GPU partition."
-            );
-            println!("AccountingStorageTRES={}", w.accounting_storage_tres());
-            println!("TRESBillingWeights=\"{}\"", w.tres_billing_weights());
-            Ok(())
-        }
-        Cmd::GresConf { node, .. } => {
-            let (config, _) = load_config(explicit)?;
-            let node = node.ok_or_else(|| anyhow!("--node is required without --billing-weights"))?;
-            let backend = node_backend(&config, &node)?;
-            let gpus = backend.gpus()?;
-            let entries = dynmig_gpu::gres_conf::node_entries(&gpus, |g| backend.gpu_device_file(g));
-            print!("{}", dynmig_gpu::gres_conf::render(&entries));
-            Ok(())
-        }
+        } => admin::billing_weights(explicit, per_slice),
+        Cmd::GresConf { node, .. } => admin::gres_conf(explicit, node),
         Cmd::Doctor {
             job_submit_plugin,
             spank_plugin,
-        } => {
-            let (config, _) = load_config(explicit)?;
-            if dynmig::cli::doctor::doctor(&config, job_submit_plugin.as_deref(), spank_plugin.as_deref())? {
-                Ok(())
-            } else {
-                Err(anyhow!("a dynmig plugin does not match the running Slurm"))
-            }
-        }
-        Cmd::Plan => {
-            let (config, _) = load_config(explicit)?;
-            let mut policy = policy_from_config(&config).map_err(|e| anyhow!("[policy]: {e}"))?;
-            let r = pass(
-                &SlurmCommands::from_config(&config),
-                &managed_nodes(&config),
-                policy.as_mut(),
-                &mut JobFeed::new(),
-                &dynmig_host::fs::LineLog::none(),
-                &PassSettings {
-                    dry_run: true,
-                    ..PassSettings::from_config(&config, dynmig_host::clock::now_secs())
-                },
-            )?;
-            println!("pending demand: {:?}", r.demand.pending);
-            if r.drained.is_empty() && r.planned.is_empty() && r.moved.is_empty() && r.cancelled.is_empty() {
-                println!("no repartition");
-            }
-            for d in r.drained {
-                println!(
-                    "would drain {}: repartition to {} (serves {:?})",
-                    d.node, d.target, d.serves
-                );
-            }
-            for d in r.planned {
-                println!(
-                    "would reserve {} from the end of its jobs: repartition to {} (serves {:?})",
-                    d.node, d.target, d.serves
-                );
-            }
-            for d in r.moved {
-                println!("would move the plan of {} to {}", d.node, d.target);
-            }
-            for n in r.cancelled {
-                println!("would cancel the plan of {n}");
-            }
-            Ok(())
-        }
+        } => admin::doctor(explicit, job_submit_plugin.as_deref(), spank_plugin.as_deref()),
+        Cmd::Plan => admin::plan(explicit),
         Cmd::Controller { once } => dynmig::cli::controller::run(explicit, once),
         Cmd::Agent { node, once } => dynmig::cli::agent::run(explicit, &node, once),
-        Cmd::Prolog => {
-            let (config, _) = load_config(explicit)?;
-            dynmig_node::hooks::prolog(&config, &HookEnv::read(|k| std::env::var(k).ok())?)
-        }
-        Cmd::Epilog => {
-            let (config, _) = load_config(explicit)?;
-            let exe = std::env::current_exe().unwrap_or_else(|_| "dynmig".into());
-            let get = |k: &str| std::env::var(k).ok();
-            dynmig_node::hooks::epilog(
-                &config,
-                &HookEnv::read(get)?,
-                dynmig_node::hooks::EndedJob::read(get),
-                &exe,
-            )
-        }
-        Cmd::History { cmd } => {
-            let (config, source) = load_config(explicit)?;
-            history(cmd, &config, source.as_deref())
-        }
-        Cmd::FakeJob { mem, seconds } => {
-            let bytes = dynmig_core::size::parse_size(&mem).map_err(|e| anyhow!("--mem={mem}: {e}"))?;
-            let (config, _) = load_config(explicit)?;
-            let code = dynmig::dev::fake_job::run(&config, bytes, seconds)?;
-            std::process::exit(code)
-        }
-        Cmd::OomRestart { node, job, to, message } => {
-            let (config, _) = load_config(explicit)?;
-            let req = dynmig_node::oom::RestartRequest {
-                job,
-                to,
-                message,
-                requeue_for: std::time::Duration::from_secs(60),
-            };
-            Ok(dynmig_node::oom::restart(
-                &SlurmCommands::from_config(&config),
-                &req,
-                &node,
-            )?)
-        }
-        Cmd::Simulate(mut args) => {
-            if !args.learned_model.is_empty() {
-                let limits = dynmig_sim::cli::eval_options(&args)?.limits;
-                args.learned = dynmig_learn::load_externals(&args.learned_model, &limits)?;
-                // One cluster: a model for its GPUs is needed (the message of the load that
-                // refuses it says what each was trained for).
-                if !args.matrix && !args.sensitivity {
-                    let model = dynmig_sim::cli::parse_model(&args.model)?;
-                    if !args.learned.iter().any(|e| e.gpu_model == Some(model.name)) {
-                        let errors: Vec<String> = args
-                            .learned_model
-                            .iter()
-                            .filter_map(|p| dynmig_learn::Model::load(p, model).err().map(|e| e.to_string()))
-                            .collect();
-                        anyhow::bail!("{}", errors.join("; "));
-                    }
-                }
-            }
-            dynmig_sim::cli::run(&args)
-        }
-        Cmd::Train(args) => {
-            let t = dynmig_learn::train(&args)?;
-            let last = t.curve.last().map_or(0, |p| p.iteration);
-            println!(
-                "trained {last} iterations; model {} (greedy ET on the training days {:.4}; the warm-up's layouts kept {:.4}, plan {:.4}); curve {}",
-                t.model.display(),
-                t.best_et,
-                t.keep_et,
-                t.plan_et,
-                t.model.with_file_name("curve.svg").display()
-            );
-            Ok(())
-        }
-        Cmd::TrainResidual(args) => {
-            let t = dynmig_learn::residual::train_residual(&args, &|line| eprintln!("train-residual: {line}"))?;
-            for c in &t.checkpoints {
-                println!(
-                    "checkpoint after {} episodes: mean reward {:.4} on the checkpoint days, adjustments (follow, keep, relax, recent) {:?}",
-                    c.episodes, c.reward, c.adjusted
-                );
-            }
-            println!("kept: {}; written to {}", t.model.trained_on, args.model_out.display());
-            Ok(())
-        }
+        Cmd::Prolog => node::prolog(explicit),
+        Cmd::Epilog => node::epilog(explicit),
+        Cmd::History { cmd } => dynmig::cli::history::run(explicit, cmd),
+        Cmd::FakeJob { mem, seconds } => node::fake_job(explicit, &mem, seconds),
+        Cmd::OomRestart { node, job, to, message } => node::oom_restart(explicit, &node, job, to, message),
+        Cmd::Simulate(args) => learn::simulate(args),
+        Cmd::Train(args) => learn::train(&args),
+        Cmd::TrainResidual(args) => learn::train_residual(&args),
         Cmd::Gpu { cmd } => dynmig::cli::gpu::gpu(cmd),
         Cmd::MigParted { cmd } => dynmig::cli::gpu::mig_parted(cmd),
-        Cmd::Status { json, svg } => {
-            let (config, _) = load_config(explicit)?;
-            let st = dynmig_controller::status::read_status(
-                &SlurmCommands::from_config(&config),
-                &managed_nodes(&config),
-                &config.paths.state_dir,
-                dynmig_host::clock::now_secs(),
-            )?;
-            if let Some(path) = svg {
-                std::fs::write(&path, dynmig::cli::pictures::status_svg(&st)?)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-            }
-            print!("{}", if json { st.render_json() } else { st.render_text() });
-            Ok(())
-        }
+        Cmd::Status { json, svg } => admin::status(explicit, json, svg.as_deref()),
         Cmd::Why { job, json } => dynmig::cli::why::why(explicit, job, json),
         Cmd::Estimate(args) => dynmig::cli::estimate::run(explicit, &args),
         Cmd::Trace {
@@ -497,91 +263,6 @@ fn run(cli: Cli) -> Result<()> {
         } => trace_slice(&input, day, from_hour, to_hour),
         Cmd::Demo(args) => demo::run(&load_config(explicit)?.0, &args),
         Cmd::DemoCompare { cmd } => dynmig::dev::sim_compare::run(&cmd),
-    }
-}
-
-/// `dynmig history ...`; `source` is the config's file (a SIGHUP to `serve` reads it again).
-fn history(cmd: HistoryCmd, config: &dynmig_core::config::Config, source: Option<&std::path::Path>) -> Result<()> {
-    let p = &config.paths;
-    match cmd {
-        HistoryCmd::Serve { listen, socket } => {
-            dynmig::cli::logging::apply_config_level(config.log.level);
-            let (limits, retention) = dynmig_history::service::limits_of(&config.history);
-            if config.history.store == dynmig_core::config::HistoryStore::Slurmdbd {
-                let h = &config.history;
-                return Ok(dynmig_history::accounting::serve(
-                    &p.sacct,
-                    h.sacct_window,
-                    h.sacct_interval,
-                    retention,
-                    &p.history_snapshot,
-                    &config.estimator,
-                    &|| dynmig::cli::signals::reload(source, |c| Ok(c.estimator)).map(|(_, e)| e),
-                )?);
-            }
-            let listen = listen
-                .or_else(|| config.history.listen.clone())
-                .ok_or_else(|| anyhow!("no address: give --listen or set [history] listen"))?;
-            let socket = socket.or_else(|| dynmig_history::auth::munge_socket(None));
-            let slurm = SlurmCommands::from_config(config);
-            Ok(dynmig_history::service::serve(
-                &listen,
-                config.history.metrics_listen,
-                socket,
-                &p.history_db,
-                &p.history_snapshot,
-                &config.estimator,
-                retention,
-                limits,
-                &|| dynmig::cli::signals::reload(source, |c| Ok(c.estimator)).map(|(_, e)| e),
-                &|ids| dynmig::cli::history_names::run_names(&slurm, ids),
-            )?)
-        }
-        HistoryCmd::Show {
-            user,
-            name,
-            limit,
-            json,
-        } => {
-            let store = dynmig_history::stores::open(config, true)?;
-            print!(
-                "{}",
-                dynmig_history::service::show_records(&*store, user.as_deref(), name.as_deref(), limit, json)?
-            );
-            Ok(())
-        }
-        HistoryCmd::Flush { node } if config.history.store == dynmig_core::config::HistoryStore::Slurmdbd => {
-            let f = dynmig_history::accounting::flush_spool(
-                &config.paths.sacctmgr,
-                &config.paths.sacct,
-                &NodePaths::of(config, &node).history_spool,
-                None,
-                dynmig_history::service::EPILOG_FLUSH_BUDGET,
-            );
-            println!(
-                "delivered {}, refused {}, pending {}",
-                f.delivered, f.refused, f.pending
-            );
-            Ok(())
-        }
-        HistoryCmd::Flush { node } => {
-            let server = config
-                .history
-                .server
-                .clone()
-                .ok_or_else(|| anyhow!("no [history] server in the config"))?;
-            let f = dynmig_history::service::flush_spool(
-                &NodePaths::of(config, &node).history_spool,
-                &server,
-                dynmig_history::auth::munge_socket(None),
-                dynmig_history::service::EPILOG_FLUSH_BUDGET,
-            );
-            println!(
-                "delivered {}, refused {}, pending {}",
-                f.delivered, f.refused, f.pending
-            );
-            Ok(())
-        }
     }
 }
 

@@ -1,13 +1,18 @@
-//! Glue of the daemons (controller, agent) and the administrator's commands: config loading,
-//! the GPU tools, the logger, the pictures.
+//! What `src/main.rs` dispatches to: the daemons (controller, agent, history service), the
+//! node's commands, the administrator's commands, the simulator's; config loading, the GPU
+//! tools, the logger, the pictures.
 
+pub mod admin;
 pub mod agent;
 pub mod controller;
 pub mod doctor;
 pub mod estimate;
 pub mod gpu;
+pub mod history;
 pub mod history_names;
+pub mod learn;
 pub mod logging;
+pub mod node;
 pub mod pictures;
 pub mod signals;
 pub mod why;
