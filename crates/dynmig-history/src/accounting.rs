@@ -27,8 +27,8 @@ pub use dynmig_core::protocol::system_comment::{
     decode_comment, decode_comments, encode_comment, merge_comment, COMMENT_END, COMMENT_FAMILY, COMMENT_PREFIX,
     COMMENT_VERSION, MAX_COMMENT_BYTES, MAX_FOREIGN_BYTES, MAX_RECORDS_PER_COMMENT, SEPARATOR,
 };
+use dynmig_host::daemon::{Daemon, Harness, Signals};
 use dynmig_host::process::{run, Limits, RunError};
-use dynmig_host::signals::Signals;
 use serde::Deserialize;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -642,7 +642,8 @@ pub fn write_snapshot(records: &[JobRecord], snapshot_path: &Path, cfg: &Estimat
 /// `retention`, an [`Accounting`] store), and writes the snapshot
 /// ([`crate::HistoryStore::write_snapshot`]; a failed write is logged, the old snapshot kept). On SIGHUP it calls
 /// `reload` (which reads the config again, or keeps the old one and says why) and rebuilds
-/// with the estimator settings it returns. Runs until SIGTERM or SIGINT.
+/// with the estimator settings it returns. Runs on the daemon harness
+/// ([`dynmig_host::daemon`]) until SIGTERM or SIGINT.
 ///
 /// # Errors
 /// The signal handlers cannot be installed.
@@ -655,44 +656,70 @@ pub fn serve(
     estimator: &EstimatorConfig,
     reload: &dyn Fn() -> Option<EstimatorConfig>,
 ) -> Result<(), Error> {
-    let signals = Signals::install().map_err(|e| Error::Accounting(format!("cannot install a signal handler: {e}")))?;
+    let harness = Harness::install().map_err(|e| Error::Accounting(format!("cannot install a signal handler: {e}")))?;
     log::info!(
         "history from Slurm accounting: {} every {interval:?}, snapshot {}",
         sacct.display(),
         snapshot_path.display()
     );
-    let mut cfg = *estimator;
-    let mut store = Accounting::new(sacct, window, retention);
-    while !signals.stopping() {
-        let r = store.refresh(crate::now());
+    harness.run(&mut Refresher {
+        store: Accounting::new(sacct, window, retention),
+        cfg: *estimator,
+        snapshot_path,
+        interval,
+        reload,
+    })
+}
+
+/// [`serve`]'s [`Daemon`]: a refresh and a snapshot a step.
+struct Refresher<'a> {
+    store: Accounting,
+    cfg: EstimatorConfig,
+    snapshot_path: &'a Path,
+    interval: Duration,
+    reload: &'a dyn Fn() -> Option<EstimatorConfig>,
+}
+
+impl Daemon for Refresher<'_> {
+    type Error = Error;
+
+    fn step(&mut self, _: &Signals) -> Result<(), Error> {
+        let r = self.store.refresh(crate::now());
         for f in &r.failed {
             log::error!("sacct: {f}");
         }
         for s in &r.skipped {
             log::warn!("sacct: skipped {s}");
         }
-        match crate::HistoryStore::write_snapshot(&store, &cfg, snapshot_path, None) {
-            Ok(entries) => log::debug!(
-                "snapshot: {} sacct reads{}, {} records, {entries} entries",
-                r.reads,
-                if r.full { " (whole window)" } else { "" },
-                r.records
-            ),
-            Err(e) => log::error!("snapshot from sacct: {e}"),
-        }
-        let until = Instant::now() + interval;
-        while !signals.stopping() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(50));
-            if signals.take_reload() {
-                if let Some(e) = reload() {
-                    cfg = e;
-                }
-                break;
-            }
+        let entries = crate::HistoryStore::write_snapshot(&self.store, &self.cfg, self.snapshot_path, None)?;
+        log::debug!(
+            "snapshot: {} sacct reads{}, {} records, {entries} entries",
+            r.reads,
+            if r.full { " (whole window)" } else { "" },
+            r.records
+        );
+        Ok(())
+    }
+
+    fn failed(&mut self, e: Error) -> Result<(), Error> {
+        log::error!("snapshot from sacct: {e}");
+        Ok(())
+    }
+
+    fn reload(&mut self) {
+        if let Some(e) = (self.reload)() {
+            self.cfg = e;
         }
     }
-    log::info!("stopped");
-    Ok(())
+
+    fn next_wait(&mut self) -> Duration {
+        self.interval
+    }
+
+    fn stopped(&mut self) -> Result<(), Error> {
+        log::info!("stopped");
+        Ok(())
+    }
 }
 
 #[cfg(test)]
