@@ -1,10 +1,10 @@
 //! The daemons' config reload on SIGHUP (docs/architecture.md "Operations"); the flags the
-//! signals set are [`dynmig_host::signals::Signals`].
+//! signals set are [`dynmig_host::signals::Signals`], looked at by the daemon harness
+//! ([`dynmig_host::daemon`]).
 
 use super::load_config;
 use anyhow::Result;
 use dynmig_core::config::Config;
-pub use dynmig_host::signals::Signals;
 use std::path::Path;
 
 /// Reads the config again from `source`, the file the daemon started with, and hands it to

@@ -1,11 +1,11 @@
 //! The daemons' signals (signal-hook, docs/architecture.md "Operations"): SIGHUP asks for a
 //! config reload, SIGTERM and SIGINT for a clean stop. The handlers only set flags; the
-//! daemon's loop looks at them between two steps, so a step under way is never cut.
+//! daemon's loop ([`crate::daemon::Harness`]) looks at them between two steps, so a step under
+//! way is never cut.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// The flags the handlers set.
 #[derive(Debug, Clone)]
@@ -40,13 +40,5 @@ impl Signals {
     /// Whether a reload was asked for since the last call (clears the request).
     pub fn take_reload(&self) -> bool {
         self.reload.swap(false, Ordering::SeqCst)
-    }
-
-    /// Sleeps for `d`, or less when a signal asks for a stop or a reload.
-    pub fn sleep(&self, d: Duration) {
-        let until = Instant::now() + d;
-        while Instant::now() < until && !self.stopping() && !self.reload.load(Ordering::SeqCst) {
-            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(20)));
-        }
     }
 }
