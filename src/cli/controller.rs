@@ -46,9 +46,6 @@ pub fn run(explicit: Option<&Path>, once: bool) -> Result<()> {
     harness
         .serve_metrics(c.config.controller.metrics_listen, c.metrics.registry(), "controller")
         .context("[controller] metrics_listen")?;
-    if once {
-        return c.step(harness.signals());
-    }
     log::info!(
         "controller started: {} managed nodes, policy {}, every {:?}",
         c.managed.len(),
@@ -61,6 +58,9 @@ pub fn run(explicit: Option<&Path>, once: bool) -> Result<()> {
              new jobs follow the catalog, pending ones keep their type and no layout leaves it",
             release.map_or_else(|| "of unknown release".to_string(), |v| v.to_string())
         );
+    }
+    if once {
+        return c.step(harness.signals());
     }
     // A pass is never cut: the stop is seen between two (the controller keeps no state of its
     // own beyond what each pass wrote).
