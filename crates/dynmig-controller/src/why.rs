@@ -1,3 +1,4 @@
+// One piece: `dynmig why`'s answer, every reason a job may wait checked in one order over one read of the job, the nodes and the plans; its tests are in why/.
 //! `dynmig why JOBID`: why a job waits, in the words of its user.
 //!
 //! [`explain`] reads the job, its decision record (job_submit/dynmig's `AdminComment`,
@@ -605,13 +606,4 @@ impl WhyReport {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::when;
-
-    #[test]
-    fn times_read_as_utc_dates() {
-        assert_eq!(when(0, 0), "1970-01-01 00:00:00 UTC (in 0 s)");
-        assert_eq!(when(1_798_376_700, 1_798_376_400), "2026-12-27 13:05:00 UTC (in 300 s)");
-        assert_eq!(when(951_782_400, 951_782_410), "2000-02-29 00:00:00 UTC (10 s ago)");
-    }
-}
+mod tests;

@@ -1,3 +1,4 @@
+// One piece: the whole submit decision, from the job's request and hints to the outcome and its record, one path whose steps share the request's parsed fields; its two unit-test modules follow it.
 //! The decision job_submit/dynmig makes for each submitted job: which MIG profile its GPU
 //! request becomes.
 //!
