@@ -392,7 +392,7 @@ fn cnn_rows_with_the_timm_sweeps_activations_per_image() {
             },
         };
         let sum = breakdown(&spec, cfg.cuda_context_bytes).unwrap().total();
-        let est = (sum as f64 * cfg.margin_for(Phase::Train)).ceil() as u64;
+        let est = cfg.with_margin(sum, Phase::Train);
         let err = est as f64 / r.measured_bytes as f64 - 1.0;
         let raw = sum as f64 / r.measured_bytes as f64 - 1.0;
         println!(

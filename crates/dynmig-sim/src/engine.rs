@@ -337,8 +337,8 @@ pub trait RunSpec {
     /// # Errors
     /// A policy that cannot be made for this cluster (an external model that does not fit).
     fn driver(&self, wl: &Workload, cfg: &SimConfig, c: &Cluster) -> Result<Option<Box<dyn Driven>>>;
-    /// Milliseconds between two decisions of `driver` (`i64::MAX`: never).
-    fn interval_ms(&self, cfg: &SimConfig, driver: Option<&dyn Driven>) -> i64;
+    /// Milliseconds between two decisions of the policy (`i64::MAX`: never).
+    fn interval_ms(&self, cfg: &SimConfig) -> i64;
 }
 
 /// Runs `wl` under `spec`. `progress` is told each completion.
@@ -381,7 +381,7 @@ pub fn simulate(wl: &Workload, spec: &dyn RunSpec, cfg: &SimConfig, progress: &d
     sim.dynamic_catalog = spec.dynamic_catalog();
     let candidates: Arc<[ProfileCounts]> = distinct_multisets(cfg.model).into();
     let mut driver = spec.driver(wl, cfg, &sim.c)?;
-    let interval_ms = spec.interval_ms(cfg, driver.as_deref());
+    let interval_ms = spec.interval_ms(cfg);
     sim.observe = match driver.as_mut() {
         Some(d) => d.policy().observes_jobs(),
         None => false,

@@ -49,7 +49,7 @@ pub fn model_errors(cfg: &EstimatorConfig) -> Vec<(&'static str, u64, u64, f64)>
     point_errors(&REFERENCE, cfg)
 }
 
-/// The model formula's estimate (times the phase's margin, [`EstimatorConfig::margin_for`], with `cfg.cuda_context_bytes`)
+/// The model formula's estimate ([`EstimatorConfig::with_margin`], with `cfg.cuda_context_bytes`)
 /// against each of `points`: `(name, estimate, measured, estimate / measured - 1)`, in order;
 /// rows the formula refuses are left out.
 pub fn point_errors(points: &[ReferencePoint], cfg: &EstimatorConfig) -> Vec<(&'static str, u64, u64, f64)> {
@@ -57,7 +57,7 @@ pub fn point_errors(points: &[ReferencePoint], cfg: &EstimatorConfig) -> Vec<(&'
         .iter()
         .filter_map(|p| {
             let est = breakdown(&p.spec, cfg.cuda_context_bytes).ok()?.total();
-            let est = (est as f64 * cfg.margin_for(p.spec.phase)).ceil() as u64;
+            let est = cfg.with_margin(est, p.spec.phase);
             Some((
                 p.name,
                 est,

@@ -79,6 +79,12 @@ impl EstimatorConfig {
             model_formula::Phase::Infer => self.model_margin_infer,
         }
     }
+
+    /// The model formula's estimate from the sum of its terms, bytes: `sum_bytes` times the
+    /// margin of `phase` ([`Self::margin_for`]), rounded up.
+    pub fn with_margin(&self, sum_bytes: u64, phase: model_formula::Phase) -> u64 {
+        (sum_bytes as f64 * self.margin_for(phase)).ceil() as u64
+    }
 }
 
 impl Default for EstimatorConfig {
@@ -147,7 +153,7 @@ pub fn estimate(hints: &Hints, cx: &EstimateContext) -> Option<Estimate> {
     if let Some(spec) = hints.model.spec() {
         let terms = breakdown(&spec, cfg.cuda_context_bytes).ok()?;
         return Some(Estimate {
-            bytes: (terms.total() as f64 * cfg.margin_for(spec.phase)).ceil() as u64,
+            bytes: cfg.with_margin(terms.total(), spec.phase),
             source: EstimateSource::Model,
             breakdown: Some(terms),
         });

@@ -105,8 +105,8 @@ pub fn nvml_errors(cfg: &super::EstimatorConfig) -> Vec<(String, f64)> {
                 .cuda
                 .and_then(super::model_formula::cuda_context_for_major)
                 .unwrap_or(cfg.cuda_context_bytes);
-            let est = ((tensors + context) as f64 * cfg.margin_for(spec.phase)).ceil();
-            Some((r.name.clone(), est / r.measured_bytes as f64 - 1.0))
+            let est = cfg.with_margin(tensors + context, spec.phase);
+            Some((r.name.clone(), est as f64 / r.measured_bytes as f64 - 1.0))
         })
         .collect()
 }

@@ -161,29 +161,25 @@ fn parse_line(n: usize, l: &str) -> Result<SnapshotLine<'_>, SnapshotError> {
     let mut f = l.splitn(6, '\t');
     let mut next = || f.next().ok_or(SnapshotError::Fields { line: n });
     let (uid, samples, quantile, max, ooms, name) = (next()?, next()?, next()?, next()?, next()?, next()?);
-    let u32_of = |field, s: &str| {
-        s.parse::<u32>().map_err(|_| SnapshotError::Number {
-            line: n,
-            field,
-            value: crate::types::cut(s, 20),
-            max: u32::MAX.into(),
-        })
+    let u64_of = |field, s: &str, max: u64| {
+        s.parse::<u64>()
+            .ok()
+            .filter(|v| *v <= max)
+            .ok_or_else(|| SnapshotError::Number {
+                line: n,
+                field,
+                value: crate::types::cut(s, 20),
+                max,
+            })
     };
-    let u64_of = |field, s: &str| {
-        s.parse::<u64>().map_err(|_| SnapshotError::Number {
-            line: n,
-            field,
-            value: crate::types::cut(s, 20),
-            max: u64::MAX,
-        })
-    };
+    let u32_of = |field, s: &str| u64_of(field, s, u32::MAX.into()).map(|v| v as u32);
     Ok(SnapshotLine {
         uid: u32_of("uid", uid)?,
         job_name: name,
         entry: HistoryEntry {
             samples: u32_of("samples", samples)?,
-            quantile_peak_bytes: u64_of("quantile_peak", quantile)?,
-            max_peak_bytes: u64_of("max_peak", max)?,
+            quantile_peak_bytes: u64_of("quantile_peak", quantile, u64::MAX)?,
+            max_peak_bytes: u64_of("max_peak", max, u64::MAX)?,
             ooms: u32_of("ooms", ooms)?,
         },
     })

@@ -418,16 +418,7 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn any_valid_record_round_trips(
-            job_id: u64, restart: u32, uid: u32, estimate_bytes: u64, peak_bytes: u64,
-            limit_bytes: u64, exit_status: i32, oom: bool, end_time: i64,
-            node in "[a-z0-9][a-z0-9._-]{0,40}", user in "\\PC{0,20}", job_name in "\\PC{0,60}",
-            profile in "\\PC{0,10}", source in "\\PC{0,10}",
-        ) {
-            let r = JobRecord {
-                job_id, restart, node, uid, user, job_name, profile, estimate_bytes, source,
-                peak_bytes, limit_bytes, exit_status, oom, end_time,
-            };
+        fn any_valid_record_round_trips(r in crate::protocol::history_record::tests::any_record()) {
             let c = encode_comment(&r).unwrap();
             proptest::prop_assert!(!c.contains(['"', '\'', ',', '|']), "{}", c);
             proptest::prop_assert_eq!(decode_comment(&c).unwrap(), Some(r));

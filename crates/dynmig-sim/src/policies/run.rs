@@ -127,7 +127,7 @@ impl RunSpec for PolicySpec {
         })
     }
 
-    fn interval_ms(&self, cfg: &SimConfig, driver: Option<&dyn Driven>) -> i64 {
+    fn interval_ms(&self, cfg: &SimConfig) -> i64 {
         match self {
             PolicySpec::None | PolicySpec::Static(_) => i64::MAX,
             PolicySpec::Dynamic(_)
@@ -137,9 +137,6 @@ impl RunSpec for PolicySpec {
             | PolicySpec::Guarded(_)
             | PolicySpec::Clairvoyant(_)
             | PolicySpec::External(_) => (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64,
-            _ if driver.is_some_and(|d| d.only_when_pending()) => {
-                (cfg.policy_interval_s * 1000.0).round().max(1.0) as i64
-            }
             _ => 3_600_000,
         }
     }
