@@ -154,7 +154,7 @@ enum Cmd {
     },
     /// Simulate a cluster of MIG GPUs under every policy on the real trace (or a synthetic
     /// workload) and compare them (docs/simulate.md).
-    Simulate(Box<dynmig_sim::cli::SimulateArgs>),
+    Simulate(Box<dynmig_lab::cli::SimulateArgs>),
     /// Train the learned policy in the simulator (docs/learned.md): writes the model, its
     /// checkpoints and learning curve to --out (default ./learned).
     Train(Box<dynmig_learn::TrainArgs>),

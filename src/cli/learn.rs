@@ -4,18 +4,18 @@
 use anyhow::Result;
 
 /// `dynmig simulate`: loads the `--learned-model` files (refused with each load's message when
-/// none fits the one cluster's GPUs), then runs the simulator ([`dynmig_sim::cli::run`]).
+/// none fits the one cluster's GPUs), then runs the simulator ([`dynmig_lab::cli::run`]).
 ///
 /// # Errors
 /// A model cannot be loaded or fits no GPU model, or the simulation fails.
-pub fn simulate(mut args: Box<dynmig_sim::cli::SimulateArgs>) -> Result<()> {
+pub fn simulate(mut args: Box<dynmig_lab::cli::SimulateArgs>) -> Result<()> {
     if !args.learned_model.is_empty() {
-        let limits = dynmig_sim::cli::eval_options(&args)?.limits;
+        let limits = dynmig_lab::cli::eval_options(&args)?.limits;
         args.learned = dynmig_learn::load_externals(&args.learned_model, &limits)?;
         // One cluster: a model for its GPUs is needed (the message of the load that
         // refuses it says what each was trained for).
         if !args.matrix && !args.sensitivity {
-            let model = dynmig_sim::cli::parse_model(&args.model)?;
+            let model = dynmig_lab::cli::parse_model(&args.model)?;
             if !args.learned.iter().any(|e| e.gpu_model == Some(model.name)) {
                 let errors: Vec<String> = args
                     .learned_model
@@ -26,7 +26,7 @@ pub fn simulate(mut args: Box<dynmig_sim::cli::SimulateArgs>) -> Result<()> {
             }
         }
     }
-    dynmig_sim::cli::run(&args)
+    dynmig_lab::cli::run(&args)
 }
 
 /// `dynmig train`: trains the learned policy and prints what it kept.

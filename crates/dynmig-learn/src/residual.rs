@@ -20,9 +20,9 @@
 //!   beat the default on those days is never chosen.
 
 use anyhow::{bail, Context as _, Result};
-use dynmig_sim::cli::SimulateArgs;
-use dynmig_sim::evaluate::PolicyName;
-use dynmig_sim::matrix::{matrix_cells, parse_seeds, run_cell, Cell, Setup};
+use dynmig_lab::cli::SimulateArgs;
+use dynmig_lab::evaluate::PolicyName;
+use dynmig_lab::matrix::{matrix_cells, parse_seeds, run_cell, Cell, Setup};
 use dynmig_sim::policies::residual::{Residual, ResidualUse, Step, FEATURES, N_ADJUSTS};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -216,28 +216,28 @@ fn judge(
 /// be written.
 pub fn train_residual(a: &ResidualArgs, progress: &dyn Fn(&str)) -> Result<ResidualTrained> {
     let sim = &a.sim;
-    let model0 = dynmig_sim::cli::parse_model(&sim.model)?;
+    let model0 = dynmig_lab::cli::parse_model(&sim.model)?;
     let gpus = sim.nodes * sim.gpus_per_node;
-    let load = dynmig_sim::cli::parse_load(&sim.load, gpus)?;
-    let params = dynmig_sim::cli::model_params(sim)?;
-    let mut setup = dynmig_sim::matrix_cli::setup(sim, load, model0)?;
+    let load = dynmig_lab::cli::parse_load(&sim.load, gpus)?;
+    let params = dynmig_lab::cli::model_params(sim)?;
+    let mut setup = dynmig_lab::matrix_cli::setup(sim, load, model0)?;
     setup.opts.warn = false;
     let models = sim
         .matrix_models
         .iter()
-        .map(|m| dynmig_sim::cli::parse_model(m))
+        .map(|m| dynmig_lab::cli::parse_model(m))
         .collect::<Result<Vec<_>>>()?;
     let drains = sim
         .matrix_drains
         .iter()
-        .map(|d| dynmig_sim::cli::parse_drain(d))
+        .map(|d| dynmig_lab::cli::parse_drain(d))
         .collect::<Result<Vec<_>>>()?;
     for t in &sim.matrix_traces {
         if t.starts_with("gpushare") {
             bail!("--matrix-traces {t}: the residual trains on development data only (the default trace and the synthetic workloads)");
         }
     }
-    let pods = dynmig_sim::matrix_cli::read_traces(&sim.matrix_traces)?;
+    let pods = dynmig_lab::matrix_cli::read_traces(&sim.matrix_traces)?;
     let train = matrix_cells(
         &sim.matrix_traces,
         &models,

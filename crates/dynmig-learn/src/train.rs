@@ -37,7 +37,7 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
 use dynmig_core::demand::Demand;
 use dynmig_core::policy::events::JobEvent;
 use dynmig_core::policy::{NodeSnapshot, Repartition};
-use dynmig_sim::cli::{eval_options, workload_and_config, SimulateArgs};
+use dynmig_lab::cli::{eval_options, workload_and_config, SimulateArgs};
 use dynmig_sim::engine::{simulate, RunResult, SimConfig};
 use dynmig_sim::model::Job;
 use dynmig_sim::policies::{ExternalPolicy, Objective, Planner, PlannerSettings, Policy, PolicyLimits, PolicySpec};

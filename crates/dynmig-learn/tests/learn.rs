@@ -185,7 +185,7 @@ fn the_shield_runs_every_job_under_a_model_that_would_split_every_gpu() {
 
 #[test]
 fn each_gpu_model_gets_its_own_model_and_a_cluster_without_one_has_no_learned_row() {
-    use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
+    use dynmig_lab::evaluate::{evaluate, EvalOptions, PolicyName};
     let d = dir("per-model");
     let t = train(&tiny(&d)).unwrap();
     let limits = PolicyLimits {

@@ -1,5 +1,7 @@
-//! dynmig-sim: a deterministic discrete-event simulator of a cluster of MIG GPUs under any
-//! repartitioning policy, and the research comparisons on the real Alibaba trace.
+//! dynmig-sim: the simulator's engine, a deterministic discrete-event simulator of a cluster of
+//! MIG GPUs under any repartitioning policy. It is a library the controller may use (the
+//! `mpc`, `adaptive` and `guarded` policies run it to judge layouts); the lab that compares
+//! policies (the matrix, reports, charts and the `dynmig simulate` command) is `dynmig-lab`.
 //!
 //! - [`workload`]: the trace loader ([`workload::alibaba`], [`workload::trace`]) and a
 //!   SMART-MIG-like generator ([`workload::synthetic`]), producing [`model::Job`]s.
@@ -9,13 +11,13 @@
 //! - [`placement`]: Slurm-like, EDF, EFT, largest-first, smallest-first, random;
 //!   [`backfill`]: Slurm's typed placement and backfill on time limits, and the what-ifs.
 //! - [`policies`]: none, static, twice-daily, dynamic (the controller's
-//!   `dynmig_core::policy::DemandDriven`), learned time-of-day; all through
-//!   `dynmig_core::policy::Policy`.
+//!   `dynmig_core::policy::DemandDriven`), learned time-of-day, mpc, adaptive, guarded,
+//!   clairvoyant; all through `dynmig_core::policy::Policy`.
 //! - [`metrics`], [`bounds`]: energy, tardiness, ET, waits; lower bounds.
-//! - [`evaluate`]: every policy side by side; [`report`], [`charts`]: tables and SVG.
+//! - [`search`]: the best static layouts of a workload (the fair static baseline, and the
+//!   searches of `adaptive` and `guarded`).
 //! - [`requests`]: what jobs ask for (whole GPU, exact need, the estimator's estimate) and
-//!   out-of-memory restarts; [`compare`]: the three request modes side by side.
-//! - [`cli`]: `dynmig simulate`.
+//!   out-of-memory restarts.
 //!
 //! ```no_run
 //! use dynmig_sim::engine::{simulate, SimConfig};
@@ -28,27 +30,15 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod args;
 pub mod backfill;
 pub mod bounds;
-pub mod ceilings;
-pub mod charts;
-pub mod cli;
 pub mod cluster;
-pub mod compare;
 pub mod engine;
-pub mod evaluate;
-pub mod matrix;
-pub mod matrix_cli;
-pub mod matrix_report;
 pub mod metrics;
 pub mod model;
-pub mod per_allocation;
 pub mod placement;
 pub mod policies;
 pub mod power;
-pub mod report;
 pub mod requests;
 pub mod search;
-pub mod window;
 pub mod workload;

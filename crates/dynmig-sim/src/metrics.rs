@@ -270,7 +270,7 @@ pub struct Metrics {
     pub t_ref_s: f64,
     /// The figures a site reads, for all judged jobs first, then per [`JobClass`] (classes
     /// without judged jobs left out). Not in the CSV's own columns (see
-    /// [`crate::report::csv`]).
+    /// `dynmig_lab::report::csv`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassFigures>,
 }

@@ -6,7 +6,7 @@
 //! A candidate that cannot run some job is skipped with a warning naming the job, never a
 //! fatal error ([`unrunnable`]; a failed run is skipped the same way).
 //!
-//! [`crate::evaluate`] searches twice: on the jobs of the search window only (the fair
+//! `dynmig_lab::evaluate` searches twice: on the jobs of the search window only (the fair
 //! baselines) and on the whole workload, judged on the evaluation window (the oracles).
 
 use crate::bounds::{bounds, Bounds};
@@ -32,8 +32,9 @@ pub fn default_threads() -> usize {
 /// Runs `f` on every item on up to `threads` threads, each taking the next item not yet
 /// taken; the results come in item order, so they do not depend on the threads. `f` gets the
 /// progress to report to: `progress` itself with one thread; otherwise a relay to `progress`,
-/// which is called on this thread (every 64th completion of a run is relayed).
-pub(crate) fn par_map<T: Sync, R: Send>(
+/// which is called on this thread (every 64th completion of a run is relayed). The lab's
+/// evaluation runs its rows with it too.
+pub fn par_map<T: Sync, R: Send>(
     items: &[T],
     threads: usize,
     progress: &dyn Fn(&str, u64),

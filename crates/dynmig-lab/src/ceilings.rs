@@ -6,19 +6,19 @@
 //! - **per-GPU drain**: the best policy evaluated with only the changing GPUs drained (a
 //!   Slurm that could change one GPU's GRES in place);
 //! - **per-allocation**: [`crate::per_allocation`], each job's instance created at its start;
-//! - **clairvoyant**: [`crate::policies::clairvoyant`], node drains chosen knowing every
+//! - **clairvoyant**: [`dynmig_sim::policies::clairvoyant`], node drains chosen knowing every
 //!   future job: what foresight adds to the planners (greedy, not an optimum);
 //! - **floor** ([`floor`]): the least ET any schedule of the judged jobs could reach, online
 //!   or offline, with any layouts and no drains: the bound every design above stays above.
 
-use crate::bounds::least_per_profile;
-use crate::engine::{DrainScope, SimConfig};
 use crate::evaluate::{evaluate, EvalOptions, Evaluation, PolicyName};
-use crate::metrics::{metrics, normalise, Metrics, Norm};
 use crate::per_allocation::{simulate_per_allocation, InstanceCosts};
 use crate::report::p99_hours;
-use crate::workload::Workload;
 use anyhow::Result;
+use dynmig_sim::bounds::least_per_profile;
+use dynmig_sim::engine::{DrainScope, SimConfig};
+use dynmig_sim::metrics::{metrics, normalise, Metrics, Norm};
+use dynmig_sim::workload::Workload;
 use std::fmt::Write;
 use std::time::Instant;
 
@@ -57,7 +57,7 @@ pub struct Floor {
 /// each job gets the fitting profile that minimises its own share of ET. ET is affine in the
 /// energy per job and the mean tardiness and both are sums over jobs, so these choices
 /// together minimise the relaxed ET; every real schedule pays at least the idle energy, each
-/// job's least busy energy on the profile it ran on ([`crate::bounds`]) and a tardiness of at
+/// job's least busy energy on the profile it ran on ([`dynmig_sim::bounds`]) and a tardiness of at
 /// least `release + run time - due date`. `None` when no job is judged or a judged job
 /// fits no profile.
 pub fn floor(wl: &Workload, cfg: &SimConfig, norm: &Norm, window_start_s: f64) -> Option<Floor> {

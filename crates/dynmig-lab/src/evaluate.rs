@@ -6,21 +6,21 @@
 //! `dynamic` (the controller's policy) and the learned `time-of-day` schedule; for each
 //! placement rule; then bounds and ET.
 
-use crate::bounds::{bounds, Bounds};
-use crate::engine::{simulate, RunResult, SimConfig};
-use crate::metrics::{judged_jobs, metrics, normalise, Metrics, Norm};
-use crate::placement::Placement;
-use crate::policies::adaptive::AdaptiveSettings;
-use crate::policies::clairvoyant::ClairvoyantSettings;
-use crate::policies::guarded::{GuardedSettings, GUARD_DETAIL};
-use crate::policies::mpc::MpcSettings;
-use crate::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
-use crate::search::{
+use crate::window::{fmt_days, released_in, windows, Windows};
+use anyhow::{bail, Result};
+use dynmig_sim::bounds::{bounds, Bounds};
+use dynmig_sim::engine::{simulate, RunResult, SimConfig};
+use dynmig_sim::metrics::{judged_jobs, metrics, normalise, Metrics, Norm};
+use dynmig_sim::placement::Placement;
+use dynmig_sim::policies::adaptive::AdaptiveSettings;
+use dynmig_sim::policies::clairvoyant::ClairvoyantSettings;
+use dynmig_sim::policies::guarded::{GuardedSettings, GUARD_DETAIL};
+use dynmig_sim::policies::mpc::MpcSettings;
+use dynmig_sim::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
+use dynmig_sim::search::{
     default_threads, describe_job, par_map, spec_layouts, unrunnable, Ranked, Searcher, LOCAL_SEARCH_RUNS,
 };
-use crate::window::{fmt_days, released_in, windows, Windows};
-use crate::workload::Workload;
-use anyhow::{bail, Result};
+use dynmig_sim::workload::Workload;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -50,16 +50,16 @@ pub enum PolicyName {
     /// The best static layout re-searched every day on the past days.
     Adaptive,
     /// The fair static's layout, left only when the engine's runs on the days just past say
-    /// a change pays ([`crate::policies::guarded`]).
+    /// a change pays ([`dynmig_sim::policies::guarded`]).
     Guarded,
     /// The guarded default with a learned residual adjusting its decisions
     /// ([`EvalOptions::residual`]; not in [`ALL_POLICIES`]: it needs one;
-    /// [`crate::policies::residual`]).
+    /// [`dynmig_sim::policies::residual`]).
     GuardedResidual,
     /// A trained model ([`EvalOptions::learned`]; not in [`ALL_POLICIES`]: it needs one).
     Learned,
     /// Knows the future: a ceiling, not a policy a site can run (not in [`ALL_POLICIES`]:
-    /// `--ceilings` runs it, or name it; [`crate::policies::clairvoyant`]).
+    /// `--ceilings` runs it, or name it; [`dynmig_sim::policies::clairvoyant`]).
     Clairvoyant,
 }
 
@@ -156,18 +156,18 @@ pub struct EvalOptions {
     /// The trained models [`PolicyName::Learned`] runs (`dynmig-learn`), at most one per GPU
     /// model: a run takes the one for its cluster's GPUs ([`EvalOptions::learned_for`]); with
     /// none for them, the row is omitted with a warning.
-    pub learned: Vec<crate::policies::ExternalPolicy>,
+    pub learned: Vec<dynmig_sim::policies::ExternalPolicy>,
     /// Runs the local search over mixed node layouts may take in each static search
     /// ([`Searcher::local`]; 0: uniform layouts and the demand mix only) [default:
     /// [`LOCAL_SEARCH_RUNS`]].
     pub static_local_runs: usize,
     /// Beside each row whose layouts change, a `<policy>-frozen` row: the static layout of
-    /// its mean node mix over the judged days ([`crate::policies::mix::frozen_mix`]; issue 27,
+    /// its mean node mix over the judged days ([`dynmig_sim::policies::mix::frozen_mix`]; issue 27,
     /// item 6) [default: true].
     pub frozen: bool,
     /// The learned residual [`PolicyName::GuardedResidual`] runs on the guarded default
     /// (`dynmig-learn`'s `residual`); without one, that row is omitted with a warning.
-    pub residual: Option<crate::policies::residual::ResidualUse>,
+    pub residual: Option<dynmig_sim::policies::residual::ResidualUse>,
 }
 
 /// The suffix of a frozen-mix row's name.
@@ -181,7 +181,10 @@ fn fixed_layout(policy: &str) -> bool {
 impl EvalOptions {
     /// The learned policy for clusters of `model` GPUs: the first of [`EvalOptions::learned`]
     /// made for that GPU model or for any.
-    pub fn learned_for(&self, model: &dynmig_core::geometry::GpuModel) -> Option<&crate::policies::ExternalPolicy> {
+    pub fn learned_for(
+        &self,
+        model: &dynmig_core::geometry::GpuModel,
+    ) -> Option<&dynmig_sim::policies::ExternalPolicy> {
         self.learned
             .iter()
             .find(|e| e.gpu_model.is_none_or(|m| m == model.name))
@@ -335,13 +338,13 @@ impl Bench<'_> {
         let mut r = simulate(self.wl, spec, &self.c, &|d| progress(&label, d))?;
         let wall = t0.elapsed().as_secs_f64();
         r.policy = row.to_string();
-        // Jobs a stopped run never ran (an external policy's, crate::engine::EXTERNAL_STOP_AFTER_S)
+        // Jobs a stopped run never ran (an external policy's, dynmig_sim::engine::EXTERNAL_STOP_AFTER_S)
         // used no energy: say so next to its figures.
         let never = r.jobs.iter().filter(|o| o.slices == 0).count();
         let detail = if never > 0 {
             format!(
                 "{detail}; {never} jobs never ran (the run was stopped {} days after the last arrival): energy and ET are not comparable",
-                crate::engine::EXTERNAL_STOP_AFTER_S / 86_400.0
+                dynmig_sim::engine::EXTERNAL_STOP_AFTER_S / 86_400.0
             )
         } else {
             detail.to_string()
@@ -356,7 +359,7 @@ impl Bench<'_> {
     /// some job, said in the warning).
     fn frozen_row(&self, r: &RunResult, progress: &dyn Fn(&str, u64)) -> Result<Row> {
         let row = format!("{}{FROZEN_SUFFIX}", r.policy);
-        let Some(mix) = crate::policies::mix::frozen_mix(&r.layout_time, self.c.nodes) else {
+        let Some(mix) = dynmig_sim::policies::mix::frozen_mix(&r.layout_time, self.c.nodes) else {
             return Ok((
                 None,
                 vec![format!(
@@ -370,7 +373,7 @@ impl Bench<'_> {
                 None,
                 vec![format!(
                     "{row} row omitted: the mean mix {} cannot run {}",
-                    crate::search::describe(&mix),
+                    dynmig_sim::search::describe(&mix),
                     describe_job(j)
                 )],
             ));
@@ -378,7 +381,7 @@ impl Bench<'_> {
         let detail = format!(
             "the static layout of {}'s mean node mix over the judged days: {}",
             r.policy,
-            crate::search::describe(&mix)
+            dynmig_sim::search::describe(&mix)
         );
         Ok((
             Some(self.run(&PolicySpec::Static(mix), &row, &detail, progress)?),
@@ -539,7 +542,7 @@ impl Bench<'_> {
                 Some(PolicySpec::Static(base)) => {
                     let detail = format!(
                         "from the fair static ({}), {}",
-                        crate::search::describe(&base),
+                        dynmig_sim::search::describe(&base),
                         GUARD_DETAIL
                     );
                     let mut settings = GuardedSettings::new(base, self.opts.limits.clone());

@@ -3,8 +3,8 @@
 //! search window only, and every policy is judged on the jobs released from the evaluation
 //! window's start on.
 
-use crate::workload::Workload;
 use anyhow::{bail, Result};
+use dynmig_sim::workload::Workload;
 use serde::{Deserialize, Serialize};
 
 /// Default search window, days of the workload: `[0, 14)`.

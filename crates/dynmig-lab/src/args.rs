@@ -2,16 +2,16 @@
 //! the simulator's configuration, the evaluation's options. [`crate::cli`] runs them; the
 //! matrix ([`crate::matrix_cli`]) reads them too.
 
-use crate::engine::{DrainScope, DrainTiming, SimConfig};
 use crate::evaluate::{EvalOptions, PolicyName};
-use crate::model::{ModelParams, SpeedCurve};
-use crate::placement::{Placement, ALL_PLACEMENTS};
-use crate::policies::PolicyLimits;
-use crate::requests::{RequestParams, SourceShares};
-use crate::workload::alibaba::{pods_of, Pod};
-use crate::workload::{build_workload, Load, Source};
 use anyhow::{bail, Context, Result};
 use dynmig_core::geometry::{model_by_name, model_names, GpuModel};
+use dynmig_sim::engine::{DrainScope, DrainTiming, SimConfig};
+use dynmig_sim::model::{ModelParams, SpeedCurve};
+use dynmig_sim::placement::{Placement, ALL_PLACEMENTS};
+use dynmig_sim::policies::PolicyLimits;
+use dynmig_sim::requests::{RequestParams, SourceShares};
+use dynmig_sim::workload::alibaba::{pods_of, Pod};
+use dynmig_sim::workload::{build_workload, Load, Source};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ pub struct SimulateArgs {
     /// With --synthetic: a family whose mix moves (day-night, weekly, burst, drift,
     /// multi-surge; docs/model.md, "Workload families") instead of the steady mix.
     #[arg(long, requires = "synthetic")]
-    pub family: Option<crate::workload::families::Family>,
+    pub family: Option<dynmig_sim::workload::families::Family>,
     /// Days: the last N days of the trace, or N days of synthetic arrivals.
     #[arg(long)]
     pub days: Option<f64>,
@@ -146,7 +146,7 @@ pub struct SimulateArgs {
     pub periods: u32,
     /// Runs the local search over mixed node layouts may take in each static search (0: the
     /// uniform layouts and the demand mix only; docs/simulate.md, "Fair baselines").
-    #[arg(long, default_value_t = crate::search::LOCAL_SEARCH_RUNS)]
+    #[arg(long, default_value_t = dynmig_sim::search::LOCAL_SEARCH_RUNS)]
     pub static_local_runs: usize,
     /// Leave out the `<policy>-frozen` rows: beside each policy whose layouts change, the
     /// static layout of its mean node mix over the judged days (docs/simulate.md, "Frozen
@@ -207,7 +207,7 @@ pub struct SimulateArgs {
     /// The policies `learned` runs, made from `learned_model` by the caller (the `dynmig`
     /// binary, which links `dynmig-learn`).
     #[arg(skip)]
-    pub learned: Vec<crate::policies::ExternalPolicy>,
+    pub learned: Vec<dynmig_sim::policies::ExternalPolicy>,
     /// A learned residual on the guarded default (`dynmig train-residual`, docs/learned.md
     /// "Residual"): the `guarded-residual` row runs it, and is added to --policies.
     #[arg(long)]
@@ -354,9 +354,9 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
             None => None,
             Some(p) => {
                 let text = std::fs::read_to_string(p).with_context(|| format!("--residual {}", p.display()))?;
-                let model = crate::policies::residual::Residual::parse(&text)
+                let model = dynmig_sim::policies::residual::Residual::parse(&text)
                     .map_err(|e| anyhow::anyhow!("--residual {}: {e}", p.display()))?;
-                Some(crate::policies::residual::ResidualUse::greedy(model))
+                Some(dynmig_sim::policies::residual::ResidualUse::greedy(model))
             }
         },
         ..Default::default()
@@ -367,7 +367,7 @@ pub fn eval_options(a: &SimulateArgs) -> Result<EvalOptions> {
 ///
 /// # Errors
 /// Bad arguments (the message says what is allowed) or an unreadable trace.
-pub fn workload_and_config(a: &SimulateArgs) -> Result<(crate::workload::Workload, SimConfig, f64)> {
+pub fn workload_and_config(a: &SimulateArgs) -> Result<(dynmig_sim::workload::Workload, SimConfig, f64)> {
     let model = parse_model(&a.model)?;
     let drain = parse_drain(&a.drain)?;
     if a.nodes == 0 || a.gpus_per_node == 0 || a.gpus_per_node > 64 {

@@ -1,11 +1,13 @@
 //! Adaptation or a better static? (issue 27, item 6): beside each policy whose layouts
 //! change, the static layout of its own mean node mix over the judged days.
 
+// The helpers the engine's tests share, from their crate.
+#[path = "../../dynmig-sim/tests/common/mod.rs"]
 mod common;
 
 use dynmig_core::geometry::{NodeLayout, ProfileCounts, A100_40GB};
+use dynmig_lab::evaluate::{evaluate, EvalOptions, PolicyName};
 use dynmig_sim::engine::{simulate, SimConfig};
-use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
 use dynmig_sim::policies::mix::{frozen_mix, uniform};
 use dynmig_sim::policies::{Objective, PlannerSettings, PolicyLimits, PolicySpec};
 use dynmig_sim::workload::Workload;

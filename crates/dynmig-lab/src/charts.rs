@@ -1,9 +1,9 @@
 //! SVG charts (plotters): ET per policy, and one day of a run: instances per profile (the
 //! layouts), queue length and cluster power over time.
 
-use crate::engine::RunResult;
-use crate::metrics::Metrics;
 use anyhow::{anyhow, Result};
+use dynmig_sim::engine::RunResult;
+use dynmig_sim::metrics::Metrics;
 use plotters::prelude::*;
 use std::path::Path;
 

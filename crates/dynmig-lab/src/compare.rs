@@ -1,14 +1,14 @@
 //! `dynmig simulate --compare-requests`: the same workload and policies under the three
-//! request modes ([`crate::requests`]), with throughput and energy per job against whole-GPU
+//! request modes ([`dynmig_sim::requests`]), with throughput and energy per job against whole-GPU
 //! requests, beside the published figures of arXiv 2508.18556.
 
-use crate::engine::SimConfig;
 use crate::evaluate::{evaluate, EvalOptions};
-use crate::metrics::Metrics;
-use crate::requests::{RequestMode, ALL_REQUEST_MODES};
-use crate::workload::Workload;
 use anyhow::Result;
 use dynmig_core::types::EstimateSource;
+use dynmig_sim::engine::SimConfig;
+use dynmig_sim::metrics::Metrics;
+use dynmig_sim::requests::{RequestMode, ALL_REQUEST_MODES};
+use dynmig_sim::workload::Workload;
 use serde::{Deserialize, Serialize};
 
 /// Throughput gain over whole-GPU requests that arXiv 2508.18556 (Georgia Tech, "Managing
@@ -48,7 +48,7 @@ pub struct Comparison {
 /// other than the mode are kept).
 ///
 /// # Errors
-/// A run failed (see [`crate::engine::simulate`]).
+/// A run failed (see [`dynmig_sim::engine::simulate`]).
 pub fn compare_requests(
     wl: &Workload,
     cfg: &SimConfig,

@@ -3,16 +3,16 @@
 //! run in parallel on all cores, then summarised per group of cells over their seeds.
 //! Tables: [`crate::matrix_report`].
 
-use crate::backfill::WhatIfs;
-use crate::engine::{DrainScope, SimConfig};
 use crate::evaluate::{evaluate, EvalOptions};
-use crate::metrics::Metrics;
-use crate::model::{ModelParams, SpeedCurve};
-use crate::workload::alibaba::Pod;
-use crate::workload::families::Family;
-use crate::workload::{build_workload, Load, Source};
 use anyhow::{anyhow, Result};
 use dynmig_core::geometry::GpuModel;
+use dynmig_sim::backfill::WhatIfs;
+use dynmig_sim::engine::{DrainScope, SimConfig};
+use dynmig_sim::metrics::Metrics;
+use dynmig_sim::model::{ModelParams, SpeedCurve};
+use dynmig_sim::workload::alibaba::Pod;
+use dynmig_sim::workload::families::Family;
+use dynmig_sim::workload::{build_workload, Load, Source};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// The name of the synthetic source among the traces of a matrix; `synthetic:FAMILY` names
-/// a family of it ([`crate::workload::families`]).
+/// a family of it ([`dynmig_sim::workload::families`]).
 pub const SYNTHETIC: &str = "synthetic";
 
 /// Whether a matrix trace name is the synthetic source: `Some(None)` for `synthetic`,
@@ -60,7 +60,7 @@ pub struct Cell {
 /// A what-if of the power model for the sensitivity grid (docs/model.md, "Constants").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PowerVariant {
-    /// The fitted model ([`crate::power::PowerModel::for_model`]).
+    /// The fitted model ([`dynmig_sim::power::PowerModel::for_model`]).
     Fit,
     /// The fitted model with another concavity exponent `k` (the fit's is 0.599).
     Exponent(f64),
@@ -312,7 +312,7 @@ pub struct PolicySummary {
     pub policy: String,
     /// Seeds with this row.
     pub seeds: usize,
-    /// ET ([`crate::metrics::Norm::et`]: fixed references of the workload).
+    /// ET ([`dynmig_sim::metrics::Norm::et`]: fixed references of the workload).
     pub et: Stat,
     /// ET over fair static's.
     pub et_vs_static: Stat,
@@ -332,18 +332,18 @@ pub struct PolicySummary {
     pub drain_waste_gpu_h: Stat,
     /// Repartitions.
     pub reconfigs: Stat,
-    /// Judged jobs that never started ([`crate::metrics::Metrics::never_started`]).
+    /// Judged jobs that never started ([`dynmig_sim::metrics::Metrics::never_started`]).
     #[serde(default = "Stat::none")]
     pub never_started: Stat,
     /// The figures a site reads per job class, means over the seeds
-    /// ([`crate::metrics::mean_site_figures`]).
+    /// ([`dynmig_sim::metrics::mean_site_figures`]).
     #[serde(default)]
-    pub classes: Vec<crate::metrics::ClassFigures>,
+    pub classes: Vec<dynmig_sim::metrics::ClassFigures>,
     /// Repartitions per node and day and drain waste per repartition, means over the seeds.
     #[serde(default)]
-    pub repartitions: crate::metrics::Repartitions,
+    pub repartitions: dynmig_sim::metrics::Repartitions,
     /// The energy price ET's weights imply, MJ per hour of mean tardiness
-    /// ([`crate::metrics::Norm::mj_per_tardiness_hour`]), over the seeds.
+    /// ([`dynmig_sim::metrics::Norm::mj_per_tardiness_hour`]), over the seeds.
     #[serde(default = "Stat::none")]
     pub mj_per_tardiness_h: Stat,
     /// ET over the ET of its own `-frozen` row (the static layout of its mean node mix over
@@ -415,7 +415,7 @@ pub fn summarise(outcomes: &[&CellOutcome]) -> Vec<Group> {
                         .filter_map(|c| c.rows.iter().find(|m| m.policy == p))
                         .collect();
                     let st = |f: &dyn Fn(&Metrics) -> f64| Stat::of(rows.iter().map(|m| f(m)));
-                    let (classes, repartitions) = crate::metrics::mean_site_figures(&rows);
+                    let (classes, repartitions) = dynmig_sim::metrics::mean_site_figures(&rows);
                     let frozen = format!("{p}{}", crate::evaluate::FROZEN_SUFFIX);
                     let et_vs_frozen = Stat::of(cells.iter().filter_map(|c| {
                         let own = c.rows.iter().find(|m| m.policy == p)?;

@@ -114,7 +114,7 @@ fn goals(_: &mut Criterion) {
 
 /// The five-policy comparison of [`goals`].
 fn compare_goal() {
-    use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
+    use dynmig_lab::evaluate::{evaluate, EvalOptions, PolicyName};
     let pods = dynmig_sim::workload::alibaba::embedded_pods().expect("the embedded trace parses");
     let m = ModelParams::default();
     let base = trace_workload(&pods, &TraceParams::default(), &m).unwrap();

@@ -2,16 +2,16 @@
 //! runs them ([`crate::matrix`]) and prints and writes the tables ([`crate::matrix_report`]).
 
 use crate::args::{eval_options, parse_drain, parse_model, SimulateArgs};
-use crate::engine::{DrainScope, SimConfig};
 use crate::matrix::{
     grid_cells, matrix_cells, parse_seeds, run_cells, summarise, synthetic_family, Cell, CellOutcome, Setup, SYNTHETIC,
 };
 use crate::matrix_report as mr;
-use crate::model::ModelParams;
-use crate::workload::alibaba::{pods_of, Pod};
-use crate::workload::Load;
 use anyhow::{bail, Context, Result};
 use dynmig_core::geometry::GpuModel;
+use dynmig_sim::engine::{DrainScope, SimConfig};
+use dynmig_sim::model::ModelParams;
+use dynmig_sim::workload::alibaba::{pods_of, Pod};
+use dynmig_sim::workload::Load;
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -1,9 +1,9 @@
 //! The comparison table in four forms: aligned text for a terminal, Markdown, CSV and JSON.
 
 use crate::evaluate::Evaluation;
-use crate::metrics::{ClassFigures, Metrics, Norm, Repartitions, BSLD_THRESHOLD_S};
 use crate::window::fmt_days;
 use anyhow::Result;
+use dynmig_sim::metrics::{ClassFigures, Metrics, Norm, Repartitions, BSLD_THRESHOLD_S};
 
 const HEAD: [&str; 23] = [
     "policy",

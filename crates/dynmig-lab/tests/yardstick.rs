@@ -3,12 +3,14 @@
 //! static oracle that is never behind the fair static, and the local search over mixed
 //! node layouts.
 
+// The helpers the engine's tests share, from their crate.
+#[path = "../../dynmig-sim/tests/common/mod.rs"]
 mod common;
 use common::linear_power;
 use dynmig_core::geometry::{GpuModel, A100_40GB, H100_80GB};
+use dynmig_lab::evaluate::{evaluate, EvalOptions, PolicyName};
 use dynmig_sim::bounds::bounds;
 use dynmig_sim::engine::{simulate, SimConfig};
-use dynmig_sim::evaluate::{evaluate, EvalOptions, PolicyName};
 use dynmig_sim::metrics::{bounded_slowdown, metrics, JobClass, Norm, BSLD_THRESHOLD_S};
 use dynmig_sim::model::{Job, JobKind, ModelParams};
 use dynmig_sim::policies::PolicySpec;
@@ -145,7 +147,7 @@ fn load_levels_give_the_asked_share_of_the_busiest_hour() {
 
 #[test]
 fn a_level_is_asked_as_a_percentage_and_a_bare_number_stays_a_factor() {
-    use dynmig_sim::cli::parse_load;
+    use dynmig_lab::cli::parse_load;
     assert_eq!(parse_load("80%", 128).unwrap(), Load::Level { gpus: 128, level: 0.8 });
     assert_eq!(parse_load("auto", 128).unwrap(), Load::Auto { gpus: 128 });
     assert_eq!(parse_load("0.8", 128).unwrap(), Load::Factor(0.8));
@@ -257,13 +259,13 @@ fn every_table_leads_with_the_site_figures_and_prints_the_price() {
         ..Default::default()
     };
     let e = evaluate(&wl, &cfg, &o, &|_, _| {}).unwrap();
-    for text in [dynmig_sim::report::terminal(&e), dynmig_sim::report::markdown(&e)] {
+    for text in [dynmig_lab::report::terminal(&e), dynmig_lab::report::markdown(&e)] {
         let site = text.find("wait p95 h").unwrap();
         let et = text.find("ET/none").unwrap();
         assert!(site < et, "{text}");
         assert!(text.contains("1 h of mean tardiness = "), "{text}");
     }
-    let csv = dynmig_sim::report::csv(&e).unwrap();
+    let csv = dynmig_lab::report::csv(&e).unwrap();
     let mut r = csv::Reader::from_reader(csv.as_bytes());
     let head: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(head[..2], ["all_jobs", "all_wait_p50_s"]);
@@ -298,7 +300,7 @@ fn no_design_goes_below_the_floor() {
                 static_local_runs: 4,
                 ..Default::default()
             };
-            let (cs, floor, ev) = dynmig_sim::ceilings::ceilings(&wl, &cfg, &o).unwrap();
+            let (cs, floor, ev) = dynmig_lab::ceilings::ceilings(&wl, &cfg, &o).unwrap();
             let floor = floor.unwrap();
             assert!(
                 floor.et > 0.0 && floor.et.is_finite(),
@@ -317,7 +319,7 @@ fn no_design_goes_below_the_floor() {
                     floor.et
                 );
             }
-            let text = dynmig_sim::ceilings::markdown(&cs, Some(&floor), &ev);
+            let text = dynmig_lab::ceilings::markdown(&cs, Some(&floor), &ev);
             assert!(text.lines().last().unwrap().starts_with("| floor"), "{text}");
         }
     }
@@ -333,7 +335,7 @@ fn the_floor_of_one_job_is_its_best_profile_at_its_release() {
     let cfg = SimConfig::new(&A100_40GB, 1, 1);
     let b = bounds(&wl, cfg.model, 1, &cfg.power);
     let norm = Norm::of(&wl, &b, 3600.0);
-    let f = dynmig_sim::ceilings::floor(&wl, &cfg, &norm, 3600.0).unwrap();
+    let f = dynmig_lab::ceilings::floor(&wl, &cfg, &norm, 3600.0).unwrap();
     let idle = cfg.power.idle_w * 600.0;
     let options: Vec<(f64, f64)> = [1u8, 2, 3, 4, 7]
         .iter()
@@ -348,5 +350,5 @@ fn the_floor_of_one_job_is_its_best_profile_at_its_release() {
         .fold(f64::INFINITY, f64::min);
     assert!(close(f.et, best), "floor {} against {best}", f.et);
     // Nothing judged: no floor.
-    assert!(dynmig_sim::ceilings::floor(&wl, &cfg, &norm, 7200.0).is_none());
+    assert!(dynmig_lab::ceilings::floor(&wl, &cfg, &norm, 7200.0).is_none());
 }

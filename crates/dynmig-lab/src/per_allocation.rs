@@ -19,14 +19,14 @@
 //! placement; Slurm itself cannot see the placement rules, so this is a ceiling (it never
 //! picks a GPU whose free slices are too fragmented), not what a Slurm site gets.
 
-use crate::engine::{JobOutcome, RunResult, SimConfig};
-use crate::model::Job;
-use crate::placement::Placement;
-use crate::workload::Workload;
 use anyhow::{bail, Result};
 use dynmig_core::geometry::{classic_profiles, place_around, Placed, ProfileCounts, ProfileSpec};
 use dynmig_core::hints::smallest_fitting_in;
 use dynmig_core::size::MIB;
+use dynmig_sim::engine::{JobOutcome, RunResult, SimConfig};
+use dynmig_sim::model::Job;
+use dynmig_sim::placement::Placement;
+use dynmig_sim::workload::Workload;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
@@ -461,8 +461,8 @@ impl State<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{JobKind, SpeedCurve};
     use dynmig_core::geometry::A100_40GB;
+    use dynmig_sim::model::{JobKind, SpeedCurve};
 
     fn job(release: f64, work: f64, mem_mib: u64, gpus: u32) -> Job {
         Job {

@@ -1,7 +1,7 @@
 //! `dynmig simulate`'s options as the docs write them (docs/simulate.md).
 
 use clap::Parser;
-use dynmig_sim::cli::{eval_options, model_params, SimulateArgs};
+use dynmig_lab::cli::{eval_options, model_params, SimulateArgs};
 
 #[derive(Parser)]
 struct Cli {

@@ -2,12 +2,12 @@
 //! evaluation window; a candidate that cannot run a job is skipped, naming the job.
 
 use dynmig_core::geometry::{ProfileCounts, A100_40GB};
+use dynmig_lab::evaluate::{evaluate, EvalOptions, Evaluation, PolicyName};
+use dynmig_lab::window::windows;
 use dynmig_sim::engine::SimConfig;
-use dynmig_sim::evaluate::{evaluate, EvalOptions, Evaluation, PolicyName};
 use dynmig_sim::model::{Job, JobKind};
 use dynmig_sim::policies::mix::uniform;
 use dynmig_sim::search::unrunnable;
-use dynmig_sim::window::windows;
 use dynmig_sim::workload::Workload;
 
 fn job(release: f64, work: f64, gamma: f64, mem_mib: u64, gpus: u32) -> Job {

@@ -28,7 +28,7 @@ fn the_grid_sweeps_speed_and_power_and_each_variant_reaches_the_engine() {
 #[test]
 fn a_cell_schedules_with_the_setups_what_ifs() {
     use crate::evaluate::{EvalOptions, PolicyName};
-    use crate::workload::Load;
+    use dynmig_sim::workload::Load;
     let setup = |what_if: &str| Setup {
         nodes: 2,
         gpus_per_node: 8,
