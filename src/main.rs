@@ -157,10 +157,10 @@ enum Cmd {
     Simulate(Box<dynmig_lab::cli::SimulateArgs>),
     /// Train the learned policy in the simulator (docs/learned.md): writes the model, its
     /// checkpoints and learning curve to --out (default ./learned).
-    Train(Box<dynmig_learn::TrainArgs>),
+    Train(Box<dynmig_train::TrainArgs>),
     /// Train the learned residual on the guarded default in the simulator (docs/learned.md,
     /// "Residual"): writes the model kept to --model-out (default ./residual.json).
-    TrainResidual(Box<dynmig_learn::residual::ResidualArgs>),
+    TrainResidual(Box<dynmig_train::residual::ResidualArgs>),
     /// Trace tools.
     Trace {
         #[command(subcommand)]

@@ -11,7 +11,7 @@ use anyhow::Result;
 pub fn simulate(mut args: Box<dynmig_lab::cli::SimulateArgs>) -> Result<()> {
     if !args.learned_model.is_empty() {
         let limits = dynmig_lab::cli::eval_options(&args)?.limits;
-        args.learned = dynmig_learn::load_externals(&args.learned_model, &limits)?;
+        args.learned = dynmig_train::load_externals(&args.learned_model, &limits)?;
         // One cluster: a model for its GPUs is needed (the message of the load that
         // refuses it says what each was trained for).
         if !args.matrix && !args.sensitivity {
@@ -32,9 +32,9 @@ pub fn simulate(mut args: Box<dynmig_lab::cli::SimulateArgs>) -> Result<()> {
 /// `dynmig train`: trains the learned policy and prints what it kept.
 ///
 /// # Errors
-/// The training fails ([`dynmig_learn::train`]).
-pub fn train(args: &dynmig_learn::TrainArgs) -> Result<()> {
-    let t = dynmig_learn::train(args)?;
+/// The training fails ([`dynmig_train::train`]).
+pub fn train(args: &dynmig_train::TrainArgs) -> Result<()> {
+    let t = dynmig_train::train(args)?;
     let last = t.curve.last().map_or(0, |p| p.iteration);
     println!(
         "trained {last} iterations; model {} (greedy ET on the training days {:.4}; the warm-up's layouts kept {:.4}, plan {:.4}); curve {}",
@@ -51,9 +51,9 @@ pub fn train(args: &dynmig_learn::TrainArgs) -> Result<()> {
 /// checkpoints and what it kept.
 ///
 /// # Errors
-/// The training fails ([`dynmig_learn::residual::train_residual`]).
-pub fn train_residual(args: &dynmig_learn::residual::ResidualArgs) -> Result<()> {
-    let t = dynmig_learn::residual::train_residual(args, &|line| eprintln!("train-residual: {line}"))?;
+/// The training fails ([`dynmig_train::residual::train_residual`]).
+pub fn train_residual(args: &dynmig_train::residual::ResidualArgs) -> Result<()> {
+    let t = dynmig_train::residual::train_residual(args, &|line| eprintln!("train-residual: {line}"))?;
     for c in &t.checkpoints {
         println!(
             "checkpoint after {} episodes: mean reward {:.4} on the checkpoint days, adjustments (follow, keep, relax, recent) {:?}",

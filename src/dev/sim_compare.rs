@@ -100,7 +100,7 @@ pub fn sim_config(config: &Config, reconfig_cost_s: f64) -> Result<SimConfig> {
 pub fn spec_for(config: &Config) -> Result<PolicySpec> {
     if let PolicyConfig::Learned { model } = &config.policy {
         let g = config.node_groups.first().context("no node group")?;
-        return dynmig_learn::load_external(model, g.gpu_model, &PolicyLimits::from_config(config, 1))
+        return dynmig_train::load_external(model, g.gpu_model, &PolicyLimits::from_config(config, 1))
             .map(PolicySpec::External);
     }
     Ok(match config.policy {

@@ -72,7 +72,7 @@ pub fn policy_for_release(config: &Config, retype: bool) -> Result<Box<dyn Polic
             dynmig_learn::LearnedPolicy::new(
                 m,
                 PolicyLimits::from_config(config, 1),
-                dynmig_learn::train::MAX_WAIT,
+                dynmig_learn::policy::MAX_WAIT,
                 dynmig_learn::policy::Mode::Greedy,
             )
             // Slurm runs a job only on an instance of the GRES type it asked for.

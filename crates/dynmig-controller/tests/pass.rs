@@ -730,15 +730,13 @@ fn the_learned_policy_is_served_from_its_model_file_and_a_model_for_other_gpus_i
         dynmig_core::config::parse_config(&toml).unwrap()
     };
     // An untrained model for the example's A100-80GB nodes.
-    let varmap = candle_nn::VarMap::new();
     let m = dynmig_learn::Model::fresh(
         dynmig_learn::catalogue::Catalogue::for_model(&A100_80GB),
         8,
-        &varmap,
         "test".into(),
-    )
-    .unwrap();
-    dynmig_learn::Model::save(&varmap, &m.meta, &file).unwrap();
+        1,
+    );
+    m.save(&file).unwrap();
     let mut p = dynmig_controller::policy_from_config(&config_for(&file)).unwrap();
     assert_eq!(p.name(), "learned");
     // It decides on the controller's snapshot (an idle node, pending 2g.20gb demand).
@@ -760,15 +758,13 @@ fn the_learned_policy_is_served_from_its_model_file_and_a_model_for_other_gpus_i
     assert!(r.is_ok(), "{r:?}");
     // A model for H100-80GB GPUs is refused with what it was trained for.
     let h100 = dir.join("h100.safetensors");
-    let varmap = candle_nn::VarMap::new();
     let m = dynmig_learn::Model::fresh(
         dynmig_learn::catalogue::Catalogue::for_model(&dynmig_core::geometry::H100_80GB),
         8,
-        &varmap,
         "test".into(),
-    )
-    .unwrap();
-    dynmig_learn::Model::save(&varmap, &m.meta, &h100).unwrap();
+        1,
+    );
+    m.save(&h100).unwrap();
     let e = dynmig_controller::policy_from_config(&config_for(&h100))
         .err()
         .expect("refused");

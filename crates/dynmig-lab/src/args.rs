@@ -205,7 +205,7 @@ pub struct SimulateArgs {
     #[arg(long, value_delimiter = ',')]
     pub learned_model: Vec<PathBuf>,
     /// The policies `learned` runs, made from `learned_model` by the caller (the `dynmig`
-    /// binary, which links `dynmig-learn`).
+    /// binary, through `dynmig-train`).
     #[arg(skip)]
     pub learned: Vec<dynmig_sim::policies::ExternalPolicy>,
     /// A learned residual on the guarded default (`dynmig train-residual`, docs/learned.md

@@ -166,7 +166,7 @@ pub struct EvalOptions {
     /// item 6) [default: true].
     pub frozen: bool,
     /// The learned residual [`PolicyName::GuardedResidual`] runs on the guarded default
-    /// (`dynmig-learn`'s `residual`); without one, that row is omitted with a warning.
+    /// (`dynmig-train`'s `residual`); without one, that row is omitted with a warning.
     pub residual: Option<dynmig_sim::policies::residual::ResidualUse>,
 }
 

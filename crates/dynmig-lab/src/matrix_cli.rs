@@ -60,7 +60,7 @@ pub fn run(a: &SimulateArgs, load: Load, m: &ModelParams, model: &'static GpuMod
 }
 
 /// What every cell of `--matrix` with the arguments `a` shares (the residual's trainer,
-/// `dynmig-learn`, runs its cells with the same).
+/// `dynmig-train`, runs its cells with the same).
 ///
 /// # Errors
 /// Bad scheduling or policy arguments.

@@ -5,13 +5,12 @@
 //!
 //! `cargo bench -p dynmig-learn --bench decide`
 
-use candle_nn::VarMap;
 use criterion::{black_box, Criterion};
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::{all_layouts, NodeLayout, A100_80GB};
 use dynmig_core::policy::{NodeSnapshot, Policy, PolicyLimits};
 use dynmig_learn::catalogue::Catalogue;
-use dynmig_learn::policy::{LearnedPolicy, Mode};
+use dynmig_learn::policy::{LearnedPolicy, Mode, MAX_WAIT};
 use dynmig_learn::Model;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,8 +43,7 @@ fn nodes(n: usize) -> Vec<NodeSnapshot> {
 }
 
 fn main() {
-    let varmap = VarMap::new();
-    let model = Model::fresh(Catalogue::for_model(&A100_80GB), 32, &varmap, "bench".into()).expect("model");
+    let model = Model::fresh(Catalogue::for_model(&A100_80GB), 32, "bench".into(), 1);
     let mut demand = Demand::default();
     demand.add_pending("2g.20gb", 400);
     demand.add_pending("3g.40gb", 100);
@@ -58,14 +56,7 @@ fn main() {
             min_gain: 1,
         };
         // A new policy per call: it decides at most every 10 min of its clock.
-        let fresh = || {
-            LearnedPolicy::new(
-                model.clone(),
-                limits.clone(),
-                Duration::from_secs(4 * 3600),
-                Mode::Greedy,
-            )
-        };
+        let fresh = || LearnedPolicy::new(model.clone(), limits.clone(), MAX_WAIT, Mode::Greedy);
         c.bench_function(&format!("learned policy, one call, {n} candidate nodes"), |b| {
             b.iter(|| black_box(fresh().plan_at(Duration::from_secs(36_000), &snap, &demand)))
         });

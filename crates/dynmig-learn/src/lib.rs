@@ -1,56 +1,18 @@
-//! dynmig-learn: a learned repartitioning policy (docs/learned.md). The model chooses, per
-//! node that may change, keep or one of a small catalogue of layouts ([`catalogue`]) from an
-//! observation of shares of the cluster ([`features`]), so one model serves any cluster size;
-//! it is trained in the simulator's engine ([`train`]), saved as one file ([`net`]), and served
-//! by the simulator and the controller through the one `Policy` trait ([`policy`]).
+//! dynmig-learn: the learned repartitioning policy's runtime (docs/learned.md), what the
+//! controller and the simulator serve, in plain Rust (no tensor library). The model chooses,
+//! per node that may change, keep or one of a small catalogue of layouts ([`catalogue`]) from
+//! an observation of shares of the cluster ([`features`]), so one model serves any cluster
+//! size; a [`shield`] masks the actions that would leave waiting jobs no node; the network
+//! and its file are in [`net`]; the policy behind the one `Policy` trait in [`policy`].
+//! Training (candle, in the simulator) is crate dynmig-train, which writes the file this
+//! crate reads.
 #![deny(missing_docs)]
 
 pub mod catalogue;
 pub mod features;
 pub mod net;
 pub mod policy;
-pub mod residual;
 pub mod shield;
-pub mod train;
 
 pub use net::Model;
 pub use policy::LearnedPolicy;
-pub use train::{external, train, TrainArgs};
-
-/// The simulator's `learned` policy from a model file, for a cluster of `gpu_model` GPUs,
-/// greedy, under `limits`.
-///
-/// # Errors
-/// The file is not a model for `gpu_model` ([`Model::load`]).
-pub fn load_external(
-    path: &std::path::Path,
-    gpu_model: &'static dynmig_core::geometry::GpuModel,
-    limits: &dynmig_core::policy::PolicyLimits,
-) -> anyhow::Result<dynmig_sim::policies::ExternalPolicy> {
-    Ok(external(&Model::load(path, gpu_model)?, limits, None))
-}
-
-/// The simulator's `learned` policies from model files, each for the GPU model it was
-/// trained for ([`Model::trained_for`]), greedy, under `limits`.
-///
-/// # Errors
-/// A file that is not a model, a model for a GPU model this dynmig does not know, or two
-/// files for the same GPU model.
-pub fn load_externals(
-    paths: &[std::path::PathBuf],
-    limits: &dynmig_core::policy::PolicyLimits,
-) -> anyhow::Result<Vec<dynmig_sim::policies::ExternalPolicy>> {
-    let mut out: Vec<dynmig_sim::policies::ExternalPolicy> = Vec::new();
-    for p in paths {
-        let model = Model::trained_for(p)?;
-        if out.iter().any(|e| e.gpu_model == Some(model.name)) {
-            anyhow::bail!(
-                "two learned models for {} GPUs (the second: {}); give one per GPU model",
-                model.name,
-                p.display()
-            );
-        }
-        out.push(load_external(p, model, limits)?);
-    }
-    Ok(out)
-}

@@ -17,7 +17,6 @@ use crate::features::{cluster_features, need_now, node_features, Outlook};
 use crate::net::Model;
 use crate::shield::Shield;
 use anyhow::Result;
-use candle_core::{Device, Tensor};
 use dynmig_core::demand::Demand;
 use dynmig_core::policy::events::JobEvent;
 use dynmig_core::policy::forecast::{ForecastSettings, TimeOfDayForecast};
@@ -83,6 +82,11 @@ impl DayClock {
     }
 }
 
+/// Nodes whose running work ends later than this (4 h, the planner's default `max_wait`) are
+/// no candidates: the `max_wait` the controller, the simulator and training give
+/// [`LearnedPolicy::new`].
+pub const MAX_WAIT: Duration = Duration::from_secs(4 * 3600);
+
 /// The learned policy decides at most this often (10 min): a decision's effect (a drain at
 /// the jobs' time limits) takes longer than the callers' 60 s interval to show.
 pub const DECISION_INTERVAL: Duration = Duration::from_secs(600);
@@ -110,8 +114,9 @@ pub struct LearnedPolicy {
 }
 
 impl LearnedPolicy {
-    /// `model` deciding under `limits`; nodes whose work ends later than `max_wait` (4 h in
-    /// the simulator and the controller, the planner's default) are no candidates.
+    /// `model` deciding under `limits`; nodes whose work ends later than `max_wait`
+    /// ([`MAX_WAIT`] in the simulator and the controller, the planner's default) are no
+    /// candidates.
     pub fn new(model: Model, limits: PolicyLimits, max_wait: Duration, mode: Mode) -> Self {
         Self {
             model,
@@ -138,8 +143,8 @@ impl LearnedPolicy {
     }
 
     /// Watches the cluster at `time_of_day` without deciding: moves the policy's clock and
-    /// learns the forecast. A caller that asks another policy first (training's warm-up,
-    /// [`crate::train`]) calls this at each of its calls, so that [`Step::t_s`] counts from
+    /// learns the forecast. A caller that asks another policy first (training's warm-up, in
+    /// dynmig-train) calls this at each of its calls, so that [`Step::t_s`] counts from
     /// the run's first call and the forecast has learned those days. Calls must come less
     /// than a day apart.
     pub fn watch(&mut self, time_of_day: Duration, nodes: &[NodeSnapshot], demand: &Demand) {
@@ -185,22 +190,19 @@ impl LearnedPolicy {
         let cat = &self.model.catalogue;
         self.outlook.queue_age = self.queue_age();
         let global = cluster_features(cat, time_of_day, nodes, demand, &self.outlook);
-        let width = self.model.meta.inputs;
-        let mut xs = Vec::with_capacity(cands.len() * width);
-        for n in &cands {
-            xs.extend_from_slice(&global);
-            xs.extend(node_features(cat, n));
-        }
-        let x = Tensor::from_vec(xs, (cands.len(), width), &Device::Cpu)?;
-        let logits = self.model.net.forward(&x)?.to_vec2::<f32>()?;
         // Which catalogue layouts each node group allows, once per group's list.
         let mut allowed: BTreeMap<usize, Vec<bool>> = BTreeMap::new();
         let mut shield = Shield::new(cat, nodes, demand, self.exact_profiles);
         let mut out = Vec::new();
+        let mut x = Vec::with_capacity(self.model.meta.inputs);
         for (i, n) in cands.iter().enumerate() {
             if out.len() >= budget {
                 break;
             }
+            x.clear();
+            x.extend_from_slice(&global);
+            x.extend(node_features(cat, n));
+            let logits = self.model.net.forward(&x)?;
             let key = Arc::as_ptr(&n.allowed) as *const u8 as usize;
             let ok = allowed
                 .entry(key)
@@ -209,16 +211,15 @@ impl LearnedPolicy {
             let before = shield.offers_of(&n.layout);
             let mask = shield.mask(current, &before, ok, i == 0);
             let action = match &mut self.mode {
-                Mode::Greedy => argmax(&logits[i], &mask),
+                Mode::Greedy => argmax(&logits, &mask),
                 Mode::Sample { rng, steps } => {
-                    let a = sample(&logits[i], &mask, rng);
-                    let x = x.get(i)?.to_vec1::<f32>()?;
+                    let a = sample(&logits, &mask, rng);
                     steps
                         .lock()
                         .map_err(|_| anyhow::anyhow!("steps lock poisoned"))?
                         .push(Step {
                             t_s: self.clock.elapsed.as_secs_f64(),
-                            x,
+                            x: x.clone(),
                             mask: mask.clone(),
                             action: a as u32,
                         });
@@ -317,7 +318,6 @@ impl Policy for LearnedPolicy {
 mod tests {
     use super::*;
     use crate::catalogue::Catalogue;
-    use candle_nn::VarMap;
     use dynmig_core::geometry::A100_40GB;
 
     fn submitted(id: u64, at_s: f64) -> JobEvent {
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn queue_age_is_the_oldest_waiting_jobs_wait_and_forgets_started_and_ended_jobs() {
-        let model = Model::fresh(Catalogue::for_model(&A100_40GB), 8, &VarMap::new(), "test".into()).unwrap();
+        let model = Model::fresh(Catalogue::for_model(&A100_40GB), 8, "test".into(), 1);
         let mut p = LearnedPolicy::new(
             model,
             PolicyLimits::default(),

@@ -136,7 +136,7 @@ pub struct SimConfig {
     /// [`RunResult::drain_waste_gpu_s`] count from here (0: the whole run).
     pub window_start_s: f64,
     /// Stop the run here, s (infinite: when every job has ended): jobs not done by then are
-    /// given as ending at the stop, on no instance (training episodes, `dynmig-learn`).
+    /// given as ending at the stop, on no instance (training episodes, `dynmig-train`).
     pub stop_s: f64,
 }
 

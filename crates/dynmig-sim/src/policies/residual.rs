@@ -12,7 +12,7 @@
 //!   the recent window when it is better there by the margin, whatever the 14 days say). The rules that keep jobs from being
 //!   stranded and the way back to the base are the guard's and are never adjusted.
 //! - **Model**: a linear softmax over the four adjustments ([`Residual`]), 4 x
-//!   [`FEATURES`] weights, evaluated in plain Rust; trained by `dynmig-learn`'s
+//!   [`FEATURES`] weights, evaluated in plain Rust; trained by `dynmig-train`'s
 //!   `residual` module (REINFORCE against the guard's own run).
 
 use rand::{Rng, SeedableRng};

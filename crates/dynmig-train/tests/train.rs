@@ -4,11 +4,11 @@
 use clap::Parser;
 use dynmig_core::geometry::{A100_40GB, H100_80GB};
 use dynmig_core::policy::PolicyLimits;
-use dynmig_learn::{load_external, train, Model, TrainArgs};
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::ModelParams;
 use dynmig_sim::policies::PolicySpec;
 use dynmig_sim::workload::synthetic::{synthetic_workload, SyntheticParams};
+use dynmig_train::{load_external, train, Model, TrainArgs};
 
 #[derive(Parser)]
 struct Cli {
@@ -45,7 +45,7 @@ fn tiny(out: &std::path::Path) -> TrainArgs {
 }
 
 fn dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("dynmig-learn-{}-{name}", std::process::id()));
+    let d = std::env::temp_dir().join(format!("dynmig-train-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -55,7 +55,7 @@ fn a_seed_reproduces_training_and_the_model_runs_in_the_simulator() {
     let (a, b) = (dir("a"), dir("b"));
     let ta = train(&tiny(&a)).unwrap();
     let tb = train(&tiny(&b)).unwrap();
-    let ets = |t: &dynmig_learn::train::Trained| -> Vec<(f64, Option<f64>)> {
+    let ets = |t: &dynmig_train::train::Trained| -> Vec<(f64, Option<f64>)> {
         t.curve.iter().map(|p| (p.sampled_et, p.greedy_et)).collect()
     };
     assert_eq!(ets(&ta), ets(&tb), "the same seed gives the same learning curve");
@@ -118,27 +118,16 @@ fn a_model_for_another_gpu_model_is_refused_with_what_it_was_trained_for() {
 /// A model that, wherever it may, takes the catalogue's last layout (seven 1g instances per
 /// GPU): the worst a trained model could choose for whole-GPU jobs.
 fn always_smallest(model: &'static dynmig_core::geometry::GpuModel) -> Model {
-    use candle_core::{Device, Tensor};
-    let varmap = candle_nn::VarMap::new();
-    let m = Model::fresh(
+    let mut m = Model::fresh(
         dynmig_learn::catalogue::Catalogue::for_model(model),
         8,
-        &varmap,
         "test".into(),
-    )
-    .unwrap();
-    let data = varmap.data().lock().unwrap();
-    for (name, var) in data.iter() {
-        let dims = var.as_tensor().dims().to_vec();
-        let n: usize = dims.iter().product();
-        let v: Vec<f32> = if name == "out.bias" {
-            (0..n).map(|i| if i + 1 == n { 10.0 } else { 0.0 }).collect()
-        } else {
-            vec![0.0; n]
-        };
-        var.set(&Tensor::from_vec(v, dims, &Device::Cpu).unwrap()).unwrap();
-    }
-    drop(data);
+        1,
+    );
+    let mut net = dynmig_learn::net::Network::zeros(m.net.inputs(), 8, m.net.actions());
+    let last = net.out.bias.len() - 1;
+    net.out.bias[last] = 10.0;
+    m.net = net;
     m
 }
 
@@ -166,7 +155,7 @@ fn the_shield_runs_every_job_under_a_model_that_would_split_every_gpu() {
     // Typed placement (Slurm's): the multi-GPU jobs all run on the node of whole GPUs the
     // shield keeps; single-GPU jobs of a type the model never makes (it splits every other GPU
     // into 1g instances) wait and are reported as never started.
-    let spec = PolicySpec::External(dynmig_learn::external(&model, &limits, None));
+    let spec = PolicySpec::External(dynmig_train::external(&model, &limits, None));
     let mut cfg = SimConfig::new(&A100_40GB, 2, 8);
     let r = simulate(&wl, &spec, &cfg, &|_| {}).unwrap();
     assert!(r.reconfigs > 0, "the model did split GPUs");
@@ -192,9 +181,9 @@ fn each_gpu_model_gets_its_own_model_and_a_cluster_without_one_has_no_learned_ro
         max_concurrent: 1,
         ..PolicyLimits::default()
     };
-    let policies = dynmig_learn::load_externals(std::slice::from_ref(&t.model), &limits).unwrap();
+    let policies = dynmig_train::load_externals(std::slice::from_ref(&t.model), &limits).unwrap();
     assert_eq!(policies[0].gpu_model, Some("A100-40GB"));
-    let e = dynmig_learn::load_externals(&[t.model.clone(), t.model.clone()], &limits)
+    let e = dynmig_train::load_externals(&[t.model.clone(), t.model.clone()], &limits)
         .unwrap_err()
         .to_string();
     assert!(e.contains("two learned models for A100-40GB GPUs"), "{e}");

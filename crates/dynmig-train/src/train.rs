@@ -22,21 +22,25 @@
 //!   from the training days; a decision's advantage is its reward less the mean reward of the
 //!   same span in that day's episodes of the iteration, over the spread of all; loss
 //!   minus the mean of advantage x log-probability of the action taken among the allowed ones,
-//!   less `--entropy` x the policy's entropy; candle's AdamW takes the step.
+//!   less `--entropy` x the policy's entropy; candle's AdamW takes the step. The weights start
+//!   from the seed ([`dynmig_learn::net::Network::seeded`]); the episodes run the runtime's
+//!   network (dynmig-learn), into which candle's weights are copied after each step
+//!   ([`crate::net`]).
 //! - **Output** (in `--out`): `model.safetensors` (the model whose greedy decisions had the
 //!   lowest mean ET over the training days, checked every 10 iterations), checkpoints
 //!   `checkpoint-<iteration>.safetensors`, `curve.csv` and `curve.svg` (the learning curve).
 //!   A fixed `--seed` gives the same model.
 
-use crate::catalogue::Catalogue;
-use crate::net::Model;
-use crate::policy::{DayClock, LearnedPolicy, Mode, Step};
+use crate::net::{copy_to_runtime, to_candle};
 use anyhow::{anyhow, bail, Context, Result};
 use candle_core::{Device, Tensor, D};
-use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarMap};
+use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use dynmig_core::demand::Demand;
 use dynmig_core::policy::events::JobEvent;
 use dynmig_core::policy::{NodeSnapshot, Repartition};
+use dynmig_learn::catalogue::Catalogue;
+use dynmig_learn::policy::{DayClock, LearnedPolicy, Mode, Step, DECISION_INTERVAL, MAX_WAIT};
+use dynmig_learn::Model;
 use dynmig_lab::cli::{eval_options, workload_and_config, SimulateArgs};
 use dynmig_sim::engine::{simulate, RunResult, SimConfig};
 use dynmig_sim::model::Job;
@@ -51,8 +55,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Nodes whose work ends later than this are no candidates (the planner's `max_wait`).
-pub const MAX_WAIT: Duration = Duration::from_secs(4 * 3600);
 const DAY_S: f64 = 86_400.0;
 /// Days of arrivals the planner runs before the model decides: the episode's start state.
 pub const WARMUP_DAYS: usize = 2;
@@ -391,7 +393,7 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
     // An episode is a day; its jobs may run into a second one, not further.
     cfg.stop_s = EPISODE_STOP_S;
     // Power samples at the decision interval, for the ET after each decision.
-    cfg.sample_interval_s = crate::policy::DECISION_INTERVAL.as_secs_f64();
+    cfg.sample_interval_s = DECISION_INTERVAL.as_secs_f64();
     let limits = eval_options(&a.sim)?.limits;
     let (from, to) = match a.train_days.as_deref() {
         None => (0.0, 14.0),
@@ -430,9 +432,10 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
         "{} days {from}-{to}, {} nodes x {} {}, seed {seed}",
         wl.description, cfg.nodes, cfg.gpus_per_node, cfg.model.name
     );
-    let varmap = VarMap::new();
-    let model = Model::fresh(Catalogue::for_model(cfg.model), a.hidden, &varmap, trained_on.clone())?;
-    seed_weights(&varmap, seed)?;
+    // The weights start from the seed in the runtime's model (the rollouts run it); candle
+    // holds a copy to differentiate and update, copied back after each update.
+    let mut model = Model::fresh(Catalogue::for_model(cfg.model), a.hidden, trained_on.clone(), seed);
+    let (varmap, net) = to_candle(&model)?;
     let mut opt = AdamW::new(
         varmap.all_vars(),
         ParamsAdamW {
@@ -515,7 +518,7 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
             let mask = Tensor::from_vec(masks, (n, k), &Device::Cpu)?;
             let act = Tensor::from_vec(actions, (n, 1), &Device::Cpu)?;
             let adv_t = Tensor::from_vec(advs, n, &Device::Cpu)?;
-            let logits = model.net.forward(&x)?;
+            let logits = net.forward(&x)?;
             // Disallowed actions get -1e9: no probability, and no NaN in the entropy.
             let masked = (logits + ((mask - 1.0)? * 1e9)?)?;
             let logp = candle_nn::ops::log_softmax(&masked, D::Minus1)?;
@@ -525,6 +528,7 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
             let ent = (p * &logp)?.sum(D::Minus1)?.mean_all()?.neg()?;
             let loss = (pg - (ent * a.entropy)?)?;
             opt.backward_step(&loss)?;
+            copy_to_runtime(&varmap, &mut model.net)?;
         }
         let mut point = CurvePoint {
             iteration,
@@ -535,14 +539,10 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
         if iteration % 10 == 1 {
             let g = greedy_et(Some(&model), &limits, &days, &cfg, threads);
             point.greedy_et = Some(g);
-            Model::save(
-                &varmap,
-                &model.meta,
-                &out.join(format!("checkpoint-{iteration}.safetensors")),
-            )?;
+            model.save(&out.join(format!("checkpoint-{iteration}.safetensors")))?;
             if g < best {
                 best = g;
-                Model::save(&varmap, &model.meta, &model_path)?;
+                model.save(&model_path)?;
             }
         }
         bar.set_position(iteration as u64);
@@ -559,7 +559,7 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
     }
     if g < best || !model_path.exists() {
         best = g;
-        Model::save(&varmap, &model.meta, &model_path)?;
+        model.save(&model_path)?;
     }
     write_curve(&curve, &out)?;
     Ok(Trained {
@@ -569,34 +569,6 @@ pub fn train(a: &TrainArgs) -> Result<Trained> {
         keep_et,
         plan_et,
     })
-}
-
-/// Draws every weight again from `seed` (candle's CPU generator cannot be seeded): Glorot
-/// uniform for matrices (Glorot and Bengio 2010, suited to tanh), biases 0, the output layer
-/// scaled by 0.1 so that training starts near uniform choices.
-fn seed_weights(varmap: &VarMap, seed: u64) -> Result<()> {
-    use rand::Rng;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_add(0x5eed));
-    let data = varmap.data().lock().map_err(|_| anyhow!("weights lock poisoned"))?;
-    let mut names: Vec<&String> = data.keys().collect();
-    names.sort();
-    for name in names {
-        let var = &data[name];
-        let dims = var.as_tensor().dims().to_vec();
-        let n: usize = dims.iter().product();
-        let values: Vec<f32> = if dims.len() == 2 {
-            let bound = (6.0 / (dims[0] + dims[1]) as f64).sqrt() * if name.starts_with("out") { 0.1 } else { 1.0 };
-            (0..n).map(|_| rng.gen_range(-bound..bound) as f32).collect()
-        } else if name == "out.bias" {
-            // Keep starts likelier than any change (e^2 = 7.4 times each): a random start
-            // that repartitions most nodes every decision never lets a day's jobs finish.
-            (0..n).map(|i| if i == 0 { 2.0 } else { 0.0 }).collect()
-        } else {
-            vec![0.0; n]
-        };
-        var.set(&Tensor::from_vec(values, dims, &Device::Cpu)?)?;
-    }
-    Ok(())
 }
 
 /// Mean ET over `days` of the greedy decisions of `model` after the warm-up (`None`: the
