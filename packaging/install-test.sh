@@ -254,7 +254,7 @@ chrooted_main() {
     (cd "$DEBS" && timeout 300 bash -c "$apt_cmd") >/var/log/dynmig-test/apt.log 2>&1 ||
         die "docs/install.md's apt-get install failed: $(tail -5 /var/log/dynmig-test/apt.log)"
     local f out
-    for f in /usr/bin/dynmig /etc/slurm/dynmig.toml /etc/default/dynmig /usr/libexec/dynmig/prolog \
+    for f in /usr/bin/dynmig /usr/bin/dynmig-controller /etc/slurm/dynmig.toml /etc/default/dynmig /usr/libexec/dynmig/prolog \
         /usr/libexec/dynmig/epilog /usr/share/man/man1/dynmig.1.gz "$PLUGIN_DIR/job_submit_dynmig.so" \
         "$PLUGIN_DIR/spank_dynmig.so"; do
         [ -e "$f" ] || die "the packages did not install $f"

@@ -207,14 +207,7 @@ fn main() {
     };
     let sink = dynmig::cli::logging::init(daemon);
     if let Err(e) = run(cli) {
-        // Under systemd stderr reaches the journal too: one entry, with its priority.
-        if sink == dynmig::cli::logging::Sink::Journal {
-            log::error!("{e:#}");
-            log::logger().flush();
-            std::process::exit(1);
-        }
-        eprintln!("dynmig: {e:#}");
-        std::process::exit(1);
+        dynmig::cli::logging::exit_failed(sink, "dynmig", &e);
     }
 }
 
@@ -237,7 +230,7 @@ fn run(cli: Cli) -> Result<()> {
             spank_plugin,
         } => admin::doctor(explicit, job_submit_plugin.as_deref(), spank_plugin.as_deref()),
         Cmd::Plan => admin::plan(explicit),
-        Cmd::Controller { once } => dynmig::cli::controller::run(explicit, once),
+        Cmd::Controller { once } => dynmig_controller::daemon::run(explicit, once),
         Cmd::Agent { node, once } => dynmig::cli::agent::run(explicit, &node, once),
         Cmd::Prolog => node::prolog(explicit),
         Cmd::Epilog => node::epilog(explicit),

@@ -11,7 +11,7 @@ use anyhow::Result;
 pub fn simulate(mut args: Box<dynmig_lab::cli::SimulateArgs>) -> Result<()> {
     if !args.learned_model.is_empty() {
         let limits = dynmig_lab::cli::eval_options(&args)?.limits;
-        args.learned = dynmig_train::load_externals(&args.learned_model, &limits)?;
+        args.learned = dynmig_sim::policies::learned_model::load_externals(&args.learned_model, &limits)?;
         // One cluster: a model for its GPUs is needed (the message of the load that
         // refuses it says what each was trained for).
         if !args.matrix && !args.sensitivity {

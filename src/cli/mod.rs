@@ -1,52 +1,17 @@
 //! What `src/main.rs` dispatches to: the daemons (controller, agent, history service), the
-//! node's commands, the administrator's commands, the simulator's; config loading, the GPU
-//! tools, the logger, the pictures.
+//! node's commands, the administrator's commands, the simulator's; the GPU tools, the pictures.
+//! Config loading, the logger and the reload are `dynmig-process`'s, re-exported here.
 
 pub mod admin;
 pub mod agent;
-pub mod controller;
 pub mod doctor;
 pub mod estimate;
 pub mod gpu;
 pub mod history;
 pub mod history_names;
 pub mod learn;
-pub mod logging;
 pub mod node;
 pub mod pictures;
-pub mod signals;
 pub mod why;
 
-use anyhow::{anyhow, Context, Result};
-use dynmig_core::config::{parse_config, Config};
-use std::path::{Path, PathBuf};
-
-/// Environment variable naming the config file.
-pub const CONFIG_ENV: &str = "DYNMIG_CONFIG";
-/// Where the config is read from when neither `--config` nor [`CONFIG_ENV`] says.
-pub const DEFAULT_CONFIG: &str = "/etc/slurm/dynmig.toml";
-/// The largest config file read, bytes.
-pub const MAX_CONFIG: u64 = 4 << 20;
-
-/// Loads the config: `explicit` path, else `$DYNMIG_CONFIG`, else /etc/slurm/dynmig.toml;
-/// if none of these exists and none was named, the embedded defaults. Returns the config and
-/// the file it came from (`None`: embedded).
-///
-/// # Errors
-/// A named file that cannot be read (or is over 4 MiB), or any config error (key, line, what
-/// is allowed).
-pub fn load_config(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>)> {
-    let named = explicit
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from));
-    let path = match named {
-        Some(p) => p,
-        None if Path::new(DEFAULT_CONFIG).exists() => PathBuf::from(DEFAULT_CONFIG),
-        None => return Ok((Config::default_embedded(), None)),
-    };
-    let text = dynmig_host::fs::read_text_bounded(&path, MAX_CONFIG)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .ok_or_else(|| anyhow!("{} does not exist", path.display()))?;
-    let config = parse_config(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    Ok((config, Some(path)))
-}
+pub use dynmig_process::{load_config, logging, signals, CONFIG_ENV, DEFAULT_CONFIG, MAX_CONFIG};

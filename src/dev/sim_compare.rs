@@ -15,10 +15,7 @@ use dynmig_core::config::{Config, PolicyConfig};
 use dynmig_core::geometry::{distinct_multisets, GpuModel, NodeLayout};
 use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::{Job, JobKind, ModelParams};
-use dynmig_sim::policies::adaptive::AdaptiveSettings;
-use dynmig_sim::policies::guarded::GuardedSettings;
-use dynmig_sim::policies::mpc::MpcSettings;
-use dynmig_sim::policies::{PlannerSettings, PolicyLimits, PolicySpec};
+use dynmig_sim::policies::{from_config, PolicySpec};
 use dynmig_sim::search::{describe, Searcher};
 use dynmig_sim::workload::Workload;
 use rand::{Rng, SeedableRng};
@@ -69,58 +66,34 @@ pub fn workload(jobs: &[DemoJob], model: &GpuModel, limit_factor: f64, seed: u64
     Workload::new(jobs, "demo trace slice, compressed".into())
 }
 
-/// The simulator's settings for the cluster of `config` (its first node group: nodes, GPUs,
-/// model; the controller's interval as the policy interval), with `reconfig_cost_s` per
-/// instance create or destroy.
+/// The simulator's settings for the cluster of `config` (the one factory's model of it,
+/// [`dynmig_sim::policies::from_config::sim_config`]: its nodes, GPUs and model, the
+/// controller's interval and drain mode), with `reconfig_cost_s` per instance create or
+/// destroy.
+///
+/// # Errors
+/// The config has no node group, or its groups differ in GPU model or count.
 pub fn sim_config(config: &Config, reconfig_cost_s: f64) -> Result<SimConfig> {
-    let g = config.node_groups.first().context("the config has no node group")?;
-    let nodes: usize = config.node_groups.iter().map(|g| g.nodes.len()).sum();
+    let mut c = from_config::sim_config(config)?;
     if config
         .node_groups
         .iter()
-        .any(|x| x.gpu_model.name != g.gpu_model.name || x.gpus != g.gpus)
+        .any(|x| x.gpu_model.name != c.model.name || x.gpus as usize != c.gpus_per_node)
     {
         bail!("the comparison needs every node group to have the same GPU model and count");
     }
-    let mut c = SimConfig::new(g.gpu_model, nodes, g.gpus as usize);
     c.reconfig_cost_s = reconfig_cost_s;
-    c.policy_interval_s = config.controller.interval.as_secs_f64().max(0.001);
-    c.timing = match config.controller.drain {
-        dynmig_core::types::DrainMode::Reservation => dynmig_sim::engine::DrainTiming::Reservation,
-        dynmig_core::types::DrainMode::Immediate => dynmig_sim::engine::DrainTiming::Immediate,
-    };
     Ok(c)
 }
 
 /// The simulator policy of `config`'s `[policy]`, with its initial layouts (node order: the
-/// node groups' order).
+/// node groups' order), from the factory the controller uses too
+/// ([`from_config::spec_from_config`]).
 ///
 /// # Errors
 /// A learned policy whose model cannot be read for the first node group's GPUs.
 pub fn spec_for(config: &Config) -> Result<PolicySpec> {
-    if let PolicyConfig::Learned { model } = &config.policy {
-        let g = config.node_groups.first().context("no node group")?;
-        return dynmig_train::load_external(model, g.gpu_model, &PolicyLimits::from_config(config, 1))
-            .map(PolicySpec::External);
-    }
-    Ok(match config.policy {
-        PolicyConfig::Demand { min_gain, .. } => PolicySpec::Dynamic(PolicyLimits::from_config(config, min_gain)),
-        PolicyConfig::Plan { lookahead, .. } => {
-            PlannerSettings::from_config(config).map_or(PolicySpec::None, |s| match lookahead {
-                Some(horizon) => PolicySpec::Mpc(MpcSettings {
-                    horizon,
-                    ..MpcSettings::new(s)
-                }),
-                None => PolicySpec::Plan(s),
-            })
-        }
-        PolicyConfig::Adaptive => PolicySpec::Adaptive(AdaptiveSettings::new(PolicyLimits::from_config(config, 1))),
-        PolicyConfig::Guarded { .. } => {
-            PolicySpec::Guarded(GuardedSettings::from_config(config).context("no node group")?)
-        }
-        PolicyConfig::Static => PolicySpec::Static(config.initial_node_layouts()),
-        PolicyConfig::None | PolicyConfig::Learned { .. } => PolicySpec::None,
-    })
+    from_config::spec_from_config(config, from_config::Host::Simulator)
 }
 
 /// The `[policy] kind` of a policy config.

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod catalog;
+pub mod daemon;
 mod jobs;
 pub mod metrics;
 mod plans;
@@ -24,11 +25,10 @@ pub use jobs::{JobFeed, UNLIMITED_TIME_LIMIT_S};
 pub use plans::{load_plans, save_plans, LoadedPlans};
 pub use snapshot::{build_snapshot, managed_nodes, work_ends, ManagedNode, NodeRole};
 
-use dynmig_core::config::{Config, PolicyConfig};
+use dynmig_core::config::Config;
 use dynmig_core::demand::Demand;
 use dynmig_core::geometry::NodeLayout;
-use dynmig_core::policy::planner::{Planner, PlannerSettings};
-use dynmig_core::policy::{DemandDriven, NoChange, Policy, PolicyLimits, Repartition};
+use dynmig_core::policy::{Policy, Repartition};
 use dynmig_core::protocol::decision::DecisionRecord;
 use dynmig_core::protocol::event::{Event, EventKind};
 use dynmig_core::protocol::intent::NodeIntent;
@@ -37,19 +37,16 @@ use dynmig_core::snapshot::ClusterSnapshot;
 use dynmig_core::snapshot::NodeSnapshot;
 use dynmig_core::types::DrainMode;
 use dynmig_host::fs::LineLog;
-use dynmig_sim::engine::{DrainTiming, SimConfig};
-use dynmig_sim::policies::adaptive::{Adaptive, AdaptiveSettings};
-use dynmig_sim::policies::guarded::{Guarded, GuardedSettings};
-use dynmig_sim::policies::mpc::{Mpc, MpcSettings};
 use dynmig_slurm::{JobInfo, JobState, MaintReservation, NodeInfo, SlurmApi, SlurmError};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The configured policy. `mpc` judges the planner's proposals, and `adaptive` searches its
-/// layout, with the simulator's engine modelling the managed nodes (the config allows them
-/// only when every node group has one GPU model and GPU count) with the controller's drain
-/// mode. `learned` loads its model file.
+/// The configured policy, made by the one factory the simulator uses too
+/// ([`dynmig_sim::policies::from_config`]): `mpc` judges the planner's proposals, and
+/// `adaptive` and `guarded` search their layouts, with the simulator's engine modelling the
+/// managed nodes (the config allows them only when every node group has one GPU model and GPU
+/// count) with the controller's interval and drain mode. `learned` loads its model file.
 ///
 /// # Errors
 /// The learned policy's model cannot be read or was trained for other GPUs (the message says
@@ -60,66 +57,12 @@ pub fn policy_from_config(config: &Config) -> Result<Box<dyn Policy>, String> {
 
 /// [`policy_from_config`] for a Slurm that can (`retype`, 23.02.6+) or cannot change a
 /// submitted job's GPU type: where it cannot, the guarded default never leaves a type a
-/// waiting job asks for ([`GuardedSettings::pending_types_fixed`]).
+/// waiting job asks for ([`dynmig_sim::policies::guarded::GuardedSettings::pending_types_fixed`]).
 ///
 /// # Errors
 /// As [`policy_from_config`].
 pub fn policy_for_release(config: &Config, retype: bool) -> Result<Box<dyn Policy>, String> {
-    if let PolicyConfig::Learned { model } = &config.policy {
-        let g = config.node_groups.first().ok_or("no node group")?;
-        let m = dynmig_learn::Model::load(model, g.gpu_model).map_err(|e| format!("{e:#}"))?;
-        return Ok(Box::new(
-            dynmig_learn::LearnedPolicy::new(
-                m,
-                PolicyLimits::from_config(config, 1),
-                dynmig_learn::policy::MAX_WAIT,
-                dynmig_learn::policy::Mode::Greedy,
-            )
-            // Slurm runs a job only on an instance of the GRES type it asked for.
-            .with_exact_profiles(true),
-        ));
-    }
-    Ok(match config.policy {
-        PolicyConfig::Demand { min_gain, .. } => {
-            Box::new(DemandDriven::new(PolicyLimits::from_config(config, min_gain)))
-        }
-        PolicyConfig::Plan { lookahead, .. } => {
-            let Some(mut s) = PlannerSettings::from_config(config) else {
-                return Ok(Box::new(NoChange));
-            };
-            // Slurm runs a job only on an instance of the GRES type it asked for.
-            s.exact_profiles = true;
-            match (lookahead, config.node_groups.first()) {
-                (Some(horizon), Some(g)) => {
-                    let mut m = MpcSettings::new(s);
-                    m.horizon = horizon;
-                    Box::new(Mpc::new(m, &engine_model(config, g)))
-                }
-                _ => Box::new(Planner::new(s)),
-            }
-        }
-        PolicyConfig::Adaptive => match config.node_groups.first() {
-            Some(g) => {
-                let mut s = AdaptiveSettings::new(PolicyLimits::from_config(config, 1));
-                // Slurm runs a job only on an instance of the GRES type it asked for.
-                s.exact_profiles = true;
-                // A week's search on a large cluster takes long; no pass waits for it.
-                s.background = true;
-                Box::new(Adaptive::new(s, &engine_model(config, g)))
-            }
-            None => Box::new(NoChange),
-        },
-        PolicyConfig::Guarded { .. } => match (GuardedSettings::from_config(config), config.node_groups.first()) {
-            (Some(mut s), Some(g)) => {
-                s.pending_types_fixed = !retype;
-                // A day's runs of the engine on a large cluster take longer than a pass.
-                s.background = true;
-                Box::new(Guarded::new(s, &engine_model(config, g)))
-            }
-            _ => Box::new(NoChange),
-        },
-        PolicyConfig::Static | PolicyConfig::None | PolicyConfig::Learned { .. } => Box::new(NoChange),
-    })
+    dynmig_sim::policies::from_config::controller_policy(config, retype).map_err(|e| format!("{e:#}"))
 }
 
 /// The outcome of one pass.
@@ -189,18 +132,6 @@ pub fn decided_jobs(jobs: &[JobInfo]) -> BTreeMap<(&'static str, String), u32> {
         }
     }
     out
-}
-
-/// The simulator's model of the managed nodes: every group's nodes, of group `g`'s GPU model
-/// and count (every group alike, [`policy_from_config`]), drained as the controller drains.
-fn engine_model(config: &Config, g: &dynmig_core::config::NodeGroup) -> SimConfig {
-    let nodes = config.node_groups.iter().map(|g| g.nodes.len()).sum();
-    let mut cfg = SimConfig::new(g.gpu_model, nodes, g.gpus as usize);
-    cfg.timing = match config.controller.drain {
-        DrainMode::Reservation => DrainTiming::Reservation,
-        DrainMode::Immediate => DrainTiming::Immediate,
-    };
-    cfg
 }
 
 /// What one pass needs besides Slurm and the policy.

@@ -463,7 +463,12 @@ fn start_restart(
     let max = config.estimator.max_oom_restarts;
     let blocked = next_larger_profile(models, cur)
         .filter(|_| restarts < max)
-        .and_then(|n| oom::release_blocks_restart(oom::running_release(&config.paths.scontrol), n.name));
+        .and_then(|n| {
+            oom::release_blocks_restart(
+                dynmig_slurm::plugin::SlurmVersion::running(&config.paths.scontrol),
+                n.name,
+            )
+        });
     let (to, msg) = match next_larger_profile(models, cur) {
         Some(_) if blocked.is_some() => (
             None,

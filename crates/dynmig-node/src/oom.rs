@@ -29,7 +29,6 @@ use dynmig_core::gres::GpuRequest;
 use dynmig_core::modify::update_replaces_gpu_request;
 use dynmig_core::protocol::clip;
 use dynmig_core::protocol::decision::{ChangeCause, DecisionRecord};
-use dynmig_host::process::{run, Limits};
 use dynmig_slurm::plugin::SlurmVersion;
 use dynmig_slurm::{SlurmApi, SlurmError};
 use std::path::{Path, PathBuf};
@@ -231,18 +230,6 @@ pub fn restart(slurm: &dyn SlurmApi, req: &RestartRequest, node: &str) -> Result
     comment?;
     record?;
     release
-}
-
-/// The Slurm release `scontrol --version` names (this node's client, which matches its
-/// slurmd), within 5 s; `None` when it cannot be read.
-pub fn running_release(scontrol: &Path) -> Option<SlurmVersion> {
-    let limits = Limits {
-        timeout: Duration::from_secs(5),
-        max_output: 4096,
-    };
-    run(scontrol.as_os_str(), &["--version"], limits)
-        .ok()
-        .and_then(|v| SlurmVersion::parse(&v))
 }
 
 /// Why a job that ran out of memory is not requeued on `to` under Slurm `release`, if the

@@ -8,7 +8,6 @@
 //! event log is `<state_dir>/events.jsonl`.
 
 use dynmig_core::config::Config;
-use dynmig_host::fs::LineLog;
 use std::path::{Path, PathBuf};
 
 /// A node's files.
@@ -77,7 +76,4 @@ impl NodePaths {
     }
 }
 
-/// The cluster's event log.
-pub fn event_log(config: &Config) -> LineLog {
-    LineLog::to(config.paths.state_dir.join("events.jsonl"))
-}
+pub use dynmig_process::event_log;

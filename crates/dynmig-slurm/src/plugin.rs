@@ -24,6 +24,19 @@ impl SlurmVersion {
         (major < 256 && minor < 256 && micro < 256).then_some(Self(major << 16 | minor << 8 | micro))
     }
 
+    /// The release `scontrol --version` names (this host's client, which matches the Slurm it
+    /// talks to), within 5 s; `None` when it cannot be read. `scontrol` is the config's
+    /// `[paths] scontrol`, never a path a user chose.
+    pub fn running(scontrol: &std::path::Path) -> Option<Self> {
+        let limits = dynmig_host::process::Limits {
+            timeout: std::time::Duration::from_secs(5),
+            max_output: 4096,
+        };
+        dynmig_host::process::run(scontrol.as_os_str(), &["--version"], limits)
+            .ok()
+            .and_then(|v| Self::parse(&v))
+    }
+
     /// Major and minor only (`0xMMmm00`): what a SPANK plugin must match.
     pub fn major_minor(self) -> u32 {
         self.0 & 0xffff00

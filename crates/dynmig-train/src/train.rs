@@ -38,12 +38,13 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use dynmig_core::demand::Demand;
 use dynmig_core::policy::events::JobEvent;
 use dynmig_core::policy::{NodeSnapshot, Repartition};
-use dynmig_learn::catalogue::Catalogue;
-use dynmig_learn::policy::{DayClock, LearnedPolicy, Mode, Step, DECISION_INTERVAL, MAX_WAIT};
-use dynmig_learn::Model;
 use dynmig_lab::cli::{eval_options, workload_and_config, SimulateArgs};
+use dynmig_learn::catalogue::Catalogue;
+use dynmig_learn::policy::{DayClock, LearnedPolicy, Step, DECISION_INTERVAL, MAX_WAIT};
+use dynmig_learn::Model;
 use dynmig_sim::engine::{simulate, RunResult, SimConfig};
 use dynmig_sim::model::Job;
+use dynmig_sim::policies::learned_model::mode;
 use dynmig_sim::policies::{ExternalPolicy, Objective, Planner, PlannerSettings, Policy, PolicyLimits, PolicySpec};
 use dynmig_sim::workload::Workload;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -259,17 +260,6 @@ impl Episode {
     }
 }
 
-/// Greedy, or sampling from `seed` into `steps`.
-fn mode(sample: &Option<(u64, Arc<Mutex<Vec<Step>>>)>) -> Mode {
-    match sample {
-        None => Mode::Greedy,
-        Some((seed, steps)) => Mode::Sample {
-            rng: Box::new(ChaCha8Rng::seed_from_u64(*seed)),
-            steps: steps.clone(),
-        },
-    }
-}
-
 /// The planner until [`HANDOVER_S`] after the first call, then the model (`None`: keep every
 /// layout from then on): the policy of a training episode.
 struct HandOver {
@@ -331,31 +321,6 @@ fn episode_policy(
                 then,
                 clock: DayClock::default(),
             }) as _)
-        }),
-    }
-}
-
-/// The policy `model` as the simulator runs it, greedy or sampling into `steps`.
-pub fn external(model: &Model, limits: &PolicyLimits, sample: Option<(u64, Arc<Mutex<Vec<Step>>>)>) -> ExternalPolicy {
-    let (model, limits) = (model.clone(), limits.clone());
-    ExternalPolicy {
-        name: "learned",
-        gpu_model: Some(model.catalogue.model.name),
-        make: Arc::new(move |cfg: &SimConfig| {
-            if cfg.model.name != model.meta.gpu_model {
-                bail!(
-                    "the learned model was trained for {} GPUs ({}); this simulated cluster has {} GPUs",
-                    model.meta.gpu_model,
-                    model.meta.trained_on,
-                    cfg.model.name
-                );
-            }
-            Ok(Box::new(LearnedPolicy::new(
-                model.clone(),
-                limits.clone(),
-                MAX_WAIT,
-                mode(&sample),
-            )) as _)
         }),
     }
 }

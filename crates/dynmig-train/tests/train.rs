@@ -8,7 +8,7 @@ use dynmig_sim::engine::{simulate, SimConfig};
 use dynmig_sim::model::ModelParams;
 use dynmig_sim::policies::PolicySpec;
 use dynmig_sim::workload::synthetic::{synthetic_workload, SyntheticParams};
-use dynmig_train::{load_external, train, Model, TrainArgs};
+use dynmig_train::{train, Model, TrainArgs};
 
 #[derive(Parser)]
 struct Cli {
@@ -76,7 +76,7 @@ fn a_seed_reproduces_training_and_the_model_runs_in_the_simulator() {
         max_concurrent: 1,
         ..PolicyLimits::default()
     };
-    let policy = load_external(&ta.model, &A100_40GB, &limits).unwrap();
+    let policy = dynmig_sim::policies::learned_model::from_file(&ta.model, &A100_40GB, &limits, false).unwrap();
     let wl = synthetic_workload(
         &SyntheticParams {
             days: 1.0,
@@ -155,7 +155,9 @@ fn the_shield_runs_every_job_under_a_model_that_would_split_every_gpu() {
     // Typed placement (Slurm's): the multi-GPU jobs all run on the node of whole GPUs the
     // shield keeps; single-GPU jobs of a type the model never makes (it splits every other GPU
     // into 1g instances) wait and are reported as never started.
-    let spec = PolicySpec::External(dynmig_train::external(&model, &limits, None));
+    let spec = PolicySpec::External(dynmig_sim::policies::learned_model::external(
+        &model, &limits, false, None,
+    ));
     let mut cfg = SimConfig::new(&A100_40GB, 2, 8);
     let r = simulate(&wl, &spec, &cfg, &|_| {}).unwrap();
     assert!(r.reconfigs > 0, "the model did split GPUs");
@@ -181,9 +183,10 @@ fn each_gpu_model_gets_its_own_model_and_a_cluster_without_one_has_no_learned_ro
         max_concurrent: 1,
         ..PolicyLimits::default()
     };
-    let policies = dynmig_train::load_externals(std::slice::from_ref(&t.model), &limits).unwrap();
+    let policies =
+        dynmig_sim::policies::learned_model::load_externals(std::slice::from_ref(&t.model), &limits).unwrap();
     assert_eq!(policies[0].gpu_model, Some("A100-40GB"));
-    let e = dynmig_train::load_externals(&[t.model.clone(), t.model.clone()], &limits)
+    let e = dynmig_sim::policies::learned_model::load_externals(&[t.model.clone(), t.model.clone()], &limits)
         .unwrap_err()
         .to_string();
     assert!(e.contains("two learned models for A100-40GB GPUs"), "{e}");

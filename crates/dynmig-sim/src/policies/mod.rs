@@ -17,8 +17,10 @@
 
 pub mod adaptive;
 pub mod clairvoyant;
+pub mod from_config;
 pub mod guarded;
 pub(crate) mod joblog;
+pub mod learned_model;
 pub mod mix;
 pub mod mpc;
 pub mod residual;

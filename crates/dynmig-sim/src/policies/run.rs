@@ -1,7 +1,7 @@
 //! How a [`PolicySpec`] runs in the engine ([`crate::engine::RunSpec`]): its first layouts,
 //! the GRES types jobs may ask for, how often it is asked, and the policy that plans.
 
-use super::{adaptive, clairvoyant, guarded, mpc, DemandDriven, Learned, Planner, Policy, PolicySpec, Scheduled};
+use super::{Learned, PolicySpec};
 use crate::cluster::Cluster;
 use crate::engine::{Driven, Plain, RunSpec, SimConfig};
 use crate::workload::Workload;
@@ -84,47 +84,21 @@ impl RunSpec for PolicySpec {
     }
 
     fn driver(&self, wl: &Workload, cfg: &SimConfig, c: &Cluster) -> anyhow::Result<Option<Box<dyn Driven>>> {
+        if let PolicySpec::Learned { periods } = self {
+            return Ok(Some(Box::new(Learned::new(*periods, c))));
+        }
         // The planners are told the placement rule they run under, as the controller tells
-        // them Slurm's (typed: `exact_profiles`); only the `spill-up` what-if leaves it as they
-        // have it.
+        // them Slurm's (typed); only the `spill-up` what-if leaves it as they have it.
         let typed = !cfg.what_if.spill_up;
-        let plain = |policy: Box<dyn Policy>, only_when_pending: bool| -> Option<Box<dyn Driven>> {
-            Some(Box::new(Plain {
+        // The demand-driven policy is asked only while jobs wait, as the controller's
+        // passes find nothing to do otherwise.
+        let only_when_pending = matches!(self, PolicySpec::Dynamic(_));
+        Ok(self.policy(cfg, typed, &wl.jobs)?.map(|policy| {
+            Box::new(Plain {
                 policy,
                 only_when_pending,
-            }))
-        };
-        Ok(match self {
-            PolicySpec::None | PolicySpec::Static(_) => None,
-            PolicySpec::Scheduled(p) => plain(Box::new(Scheduled { periods: p.clone() }), false),
-            PolicySpec::Dynamic(limits) => plain(Box::new(DemandDriven::new(limits.clone())), true),
-            PolicySpec::Plan(s) => {
-                let mut s = s.clone();
-                s.exact_profiles |= typed;
-                plain(Box::new(Planner::new(s)), false)
-            }
-            PolicySpec::Mpc(s) => {
-                let mut s = s.clone();
-                s.planner.exact_profiles |= typed;
-                plain(Box::new(mpc::Mpc::new(s, cfg)), false)
-            }
-            PolicySpec::Adaptive(s) => {
-                // Its searches run the engine, which types the jobs itself.
-                let mut s = s.clone();
-                if let Some(p) = s.planner.as_mut() {
-                    p.exact_profiles |= typed;
-                }
-                plain(Box::new(adaptive::Adaptive::new(s, cfg)), false)
-            }
-            PolicySpec::Guarded(s) => plain(Box::new(guarded::Guarded::new(s.clone(), cfg)), false),
-            PolicySpec::Clairvoyant(s) => {
-                let mut s = s.clone();
-                s.planner.exact_profiles |= typed;
-                plain(Box::new(clairvoyant::Clairvoyant::new(s, cfg, &wl.jobs)), false)
-            }
-            PolicySpec::External(e) => plain((e.make)(cfg)?, false),
-            PolicySpec::Learned { periods } => Some(Box::new(Learned::new(*periods, c))),
-        })
+            }) as Box<dyn Driven>
+        }))
     }
 
     fn interval_ms(&self, cfg: &SimConfig) -> i64 {

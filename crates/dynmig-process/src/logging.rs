@@ -122,6 +122,19 @@ pub fn init(daemon: Option<&str>) -> Sink {
     sink
 }
 
+/// Reports the error that ends a process and exits with status 1: under systemd (`sink`
+/// [`Sink::Journal`]) one journal entry at error priority, otherwise one line on stderr
+/// prefixed with `program` (`dynmig: ...`).
+pub fn exit_failed(sink: Sink, program: &str, e: &anyhow::Error) -> ! {
+    if sink == Sink::Journal {
+        log::error!("{e:#}");
+        log::logger().flush();
+    } else {
+        eprintln!("{program}: {e:#}");
+    }
+    std::process::exit(1)
+}
+
 /// Applies the config's `[log] level` unless `RUST_LOG` is set (which wins).
 pub fn apply_config_level(level: LogLevel) {
     if std::env::var(RUST_LOG).is_ok_and(|s| !s.trim().is_empty()) {

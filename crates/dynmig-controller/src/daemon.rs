@@ -1,16 +1,16 @@
-//! `dynmig controller`: the cluster's controller as a [`Daemon`] of the one harness
+//! The controller daemon (the `dynmig-controller` binary, and `dynmig controller`): the
+//! cluster's controller as a [`Daemon`] of the one harness
 //! ([`dynmig_host::daemon`]): a pass every `[controller] interval`, the config read again on
 //! SIGHUP, a stop between two passes on SIGTERM/SIGINT.
 
-use super::load_config;
+use crate::metrics::ControllerMetrics;
+use crate::{managed_nodes, pass, policy_for_release, JobFeed, ManagedNode, PassReport, PassSettings};
 use anyhow::{anyhow, Context, Result};
-use dynmig_controller::metrics::ControllerMetrics;
-use dynmig_controller::{managed_nodes, pass, policy_for_release, JobFeed, ManagedNode, PassReport, PassSettings};
 use dynmig_core::config::Config;
 use dynmig_core::policy::Policy;
 use dynmig_host::daemon::{Daemon, Harness, Signals};
 use dynmig_host::fs::LineLog;
-use dynmig_node::paths::event_log;
+use dynmig_process::{event_log, load_config};
 use dynmig_slurm::SlurmCommands;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 /// handlers cannot be installed, or (`once`) the pass failed.
 pub fn run(explicit: Option<&Path>, once: bool) -> Result<()> {
     let (config, source) = load_config(explicit)?;
-    super::logging::apply_config_level(config.log.level);
+    dynmig_process::logging::apply_config_level(config.log.level);
     // Pending jobs follow the guarded default's catalog only where Slurm can change a
     // submitted job's GPU type (23.02.6+); the release is asked once.
-    let release = dynmig_node::oom::running_release(&config.paths.scontrol);
+    let release = dynmig_slurm::plugin::SlurmVersion::running(&config.paths.scontrol);
     let retype = release.is_some_and(|v| dynmig_core::modify::update_replaces_gpu_request(v.0));
     let policy = policy_for_release(&config, retype).map_err(|e| anyhow!("[policy]: {e}"))?;
     let mut c = Controller {
@@ -165,7 +165,7 @@ impl Daemon for Controller {
     fn reload(&mut self) {
         // The policy starts afresh with the new config (its limits are in it).
         let retype = self.retype;
-        let new = super::signals::reload(self.source.as_deref(), |c| {
+        let new = dynmig_process::signals::reload(self.source.as_deref(), |c| {
             policy_for_release(c, retype).map_err(|e| anyhow!("[policy]: {e}"))
         });
         let Some((c, p)) = new else { return };

@@ -2,7 +2,7 @@
 //! signals set are [`dynmig_host::signals::Signals`], looked at by the daemon harness
 //! ([`dynmig_host::daemon`]).
 
-use super::load_config;
+use crate::load_config;
 use anyhow::Result;
 use dynmig_core::config::Config;
 use std::path::Path;
@@ -19,7 +19,7 @@ pub fn reload<T>(source: Option<&Path>, take: impl FnOnce(&Config) -> Result<T>)
     };
     match load_config(Some(path)).and_then(|(c, _)| take(&c).map(|t| (c, t))) {
         Ok((config, t)) => {
-            super::logging::apply_config_level(config.log.level);
+            crate::logging::apply_config_level(config.log.level);
             log::info!("config reloaded from {}", path.display());
             Some((config, t))
         }
