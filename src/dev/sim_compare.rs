@@ -68,8 +68,8 @@ pub fn workload(jobs: &[DemoJob], model: &GpuModel, limit_factor: f64, seed: u64
 
 /// The simulator's settings for the cluster of `config` (the one factory's model of it,
 /// [`dynmig_sim::policies::from_config::sim_config`]: its nodes, GPUs and model, the
-/// controller's interval and drain mode), with `reconfig_cost_s` per instance create or
-/// destroy.
+/// controller's drain mode), asked every `[controller] interval` as the demo's controller
+/// asks, with `reconfig_cost_s` per instance create or destroy.
 ///
 /// # Errors
 /// The config has no node group, or its groups differ in GPU model or count.
@@ -83,6 +83,8 @@ pub fn sim_config(config: &Config, reconfig_cost_s: f64) -> Result<SimConfig> {
         bail!("the comparison needs every node group to have the same GPU model and count");
     }
     c.reconfig_cost_s = reconfig_cost_s;
+    // The demo's controller asks its policy every `[controller] interval`.
+    c.policy_interval_s = config.controller.interval.as_secs_f64().max(0.001);
     Ok(c)
 }
 

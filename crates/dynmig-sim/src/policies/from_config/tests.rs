@@ -67,7 +67,8 @@ fn the_model_of_the_cluster_follows_the_controller_section() {
     assert_eq!(m.horizon, std::time::Duration::from_secs(7200));
     let cfg = sim_config(&c).unwrap();
     assert_eq!((cfg.nodes, cfg.gpus_per_node, cfg.model.name), (2, 2, "A100-80GB"));
-    assert_eq!(cfg.policy_interval_s, 5.0);
+    // The lookahead runs ask the policy every 60 s, not every `[controller] interval` (5 s).
+    assert_eq!(cfg.policy_interval_s, 60.0);
     assert!(matches!(cfg.timing, DrainTiming::Reservation));
 
     let immediate =
