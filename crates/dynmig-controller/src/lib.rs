@@ -1,4 +1,4 @@
-// One piece: the controller's pass, from Slurm's jobs and nodes to the snapshot, the policy's plan and the drains and reservations, with the policy built from the config; one pass, read in order.
+// One piece: the controller's pass, from Slurm's jobs and nodes to the snapshot, the policy's plan and the drains and reservations (the policy comes from the simulator's one factory); one pass, read in order.
 //! dynmig-controller: one per cluster. Each [`pass`] reads jobs and nodes from Slurm (through
 //! [`SlurmApi`]), builds the [`ClusterSnapshot`] (each node's real per-GPU layout as its agent
 //! published it), asks the policy which nodes should change layout, and drains those nodes
