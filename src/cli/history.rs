@@ -119,16 +119,8 @@ fn serve(config: &Config, source: Option<&Path>, listen: Option<String>, socket:
 fn flush(config: &Config, node: &str) -> Result<()> {
     let spool = NodePaths::of(config, node).history_spool;
     let budget = dynmig_history::service::EPILOG_FLUSH_BUDGET;
-    let f = if config.history.store == HistoryStore::Slurmdbd {
-        dynmig_history::accounting::flush_spool(&config.paths.sacctmgr, &config.paths.sacct, &spool, None, budget)
-    } else {
-        let server = config
-            .history
-            .server
-            .clone()
-            .ok_or_else(|| anyhow!("no [history] server in the config"))?;
-        dynmig_history::service::flush_spool(&spool, &server, dynmig_history::auth::munge_socket(None), budget)
-    };
+    let f = dynmig_history::stores::deliver(config, &spool, None, budget)
+        .ok_or_else(|| anyhow!("no [history] server in the config"))?;
     println!(
         "delivered {}, refused {}, pending {}",
         f.delivered, f.refused, f.pending

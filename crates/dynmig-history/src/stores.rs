@@ -1,9 +1,13 @@
 //! Which store: [`open`] picks the [`HistoryStore`] that `[history] store` names, once, for
-//! the callers (`dynmig history show`, `dynmig history serve`).
+//! the callers (`dynmig history show`, `dynmig history serve`); [`deliver`] sends a node's
+//! spooled records to that same store, for the Epilog and `dynmig history flush`.
 
 use crate::history_store::HistoryStore;
+use crate::transport::Flushed;
 use crate::Error;
 use dynmig_core::config::{Config, HistoryStore as StoreKind};
+use std::path::Path;
+use std::time::Duration;
 
 /// The store `[history] store` names: the SQLite database `paths.history_db` (opened
 /// read-only with `read_only`, for `dynmig history show`), or Slurm's accounting through
@@ -26,6 +30,28 @@ pub fn open(config: &Config, read_only: bool) -> Result<Box<dyn HistoryStore>, E
         StoreKind::Server if read_only => Box::new(crate::store::Store::open_read_only(&p.history_db)?),
         StoreKind::Server => Box::new(crate::store::Store::open(&p.history_db)?),
     })
+}
+
+/// Delivers a node's spooled records (`spool_dir`) to the store `[history] store` names:
+/// to the history server (`[history] server`, over TCP, each record sealed with munge;
+/// within `server_budget`), or into Slurm's accounting (`paths.sacctmgr`, checked with
+/// `paths.sacct`; within [`crate::service::EPILOG_FLUSH_BUDGET`], `first` tried first: the
+/// record the Epilog just spooled). A record leaves the spool only once the store has it.
+/// `None`: the store is the history server and `[history] server` is not set, so the
+/// records stay spooled.
+pub fn deliver(config: &Config, spool_dir: &Path, first: Option<&Path>, server_budget: Duration) -> Option<Flushed> {
+    match config.history.store {
+        StoreKind::Slurmdbd => Some(crate::accounting::flush_spool(
+            &config.paths.sacctmgr,
+            &config.paths.sacct,
+            spool_dir,
+            first,
+            crate::service::EPILOG_FLUSH_BUDGET,
+        )),
+        StoreKind::Server => config.history.server.as_ref().map(|server| {
+            crate::service::flush_spool(spool_dir, server, crate::auth::munge_socket(None), server_budget)
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -79,5 +105,30 @@ mod tests {
         let acct = open(&config, true).unwrap();
         assert!(acct.past_jobs().unwrap().is_empty(), "nothing read yet");
         assert!(acct.list(None, None, 10).is_err(), "sacct cannot run");
+    }
+
+    #[test]
+    fn a_spool_goes_to_the_store_the_config_names_and_stays_when_it_cannot() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("spool");
+        let put = crate::spool::put(&spool, &run(7, "train", 3 << 30, false, 100)).unwrap();
+        let mut config = parse_config(EXAMPLE_TOML).unwrap();
+        config.history.store = StoreKind::Server;
+        config.history.server = None;
+        assert!(
+            deliver(&config, &spool, Some(&put), Duration::from_secs(1)).is_none(),
+            "nowhere to send it"
+        );
+        // A server nobody listens on: the record is not delivered and stays.
+        config.history.server = Some("127.0.0.1:1".into());
+        let f = deliver(&config, &spool, Some(&put), Duration::from_secs(1)).unwrap();
+        assert_eq!((f.delivered, f.pending + f.refused), (0, 1));
+        // Slurm's accounting through an sacctmgr that fails: the record stays too.
+        config.history.store = StoreKind::Slurmdbd;
+        config.paths.sacctmgr = dir.path().join("no-sacctmgr");
+        config.paths.sacct = dir.path().join("no-sacct");
+        let f = deliver(&config, &spool, Some(&put), Duration::from_secs(1)).unwrap();
+        assert_eq!((f.delivered, f.pending + f.refused), (0, 1));
+        assert_eq!(crate::spool::list(&spool).len(), 1, "nothing is lost");
     }
 }

@@ -17,7 +17,7 @@ use crate::as_user::UserIds;
 use crate::oom::{self, Peak};
 use crate::paths::{event_log, NodePaths};
 use anyhow::{anyhow, bail, Context, Result};
-use dynmig_core::config::{Config, HistoryStore};
+use dynmig_core::config::Config;
 use dynmig_core::estimate::{next_larger_profile, profile_bytes};
 use dynmig_core::geometry::GpuModel;
 use dynmig_core::protocol::event::{Event, EventKind};
@@ -414,38 +414,17 @@ fn after_job(
         start_restart(config, exe, env, &profile, why, ended.restarts, &models);
     }
     let spooled = dynmig_history::spool::put(&paths.history_spool, &record)?;
-    if config.history.store == HistoryStore::Slurmdbd {
-        // Slurm's accounting (docs/history.md): each spooled record goes once slurmdbd has
-        // it, this job's first; records an earlier Epilog could not write are retried.
-        let f = dynmig_history::accounting::flush_spool(
-            &config.paths.sacctmgr,
-            &config.paths.sacct,
-            &paths.history_spool,
-            Some(&spooled),
-            dynmig_history::service::EPILOG_FLUSH_BUDGET,
+    // To the history server or into Slurm's accounting (docs/history.md), this job's record
+    // first; records an earlier Epilog could not deliver are retried. The history server gets
+    // 5 s: an Epilog that waits on an unreachable server holds the job in COMPLETING.
+    let f = dynmig_history::stores::deliver(config, &paths.history_spool, Some(&spooled), Duration::from_secs(5));
+    if let Some(f) = f.filter(|f| f.pending + f.refused > 0) {
+        eprintln!(
+            "dynmig epilog: job {}: {} history records stay spooled in {}",
+            env.job,
+            f.pending + f.refused,
+            paths.history_spool.display()
         );
-        if f.pending + f.refused > 0 {
-            eprintln!(
-                "dynmig epilog: job {}: {} history records stay spooled in {}",
-                env.job,
-                f.pending + f.refused,
-                paths.history_spool.display()
-            );
-        }
-    } else if let Some(server) = &config.history.server {
-        let f = dynmig_history::service::flush_spool(
-            &paths.history_spool,
-            server,
-            dynmig_history::auth::munge_socket(None),
-            Duration::from_secs(5),
-        );
-        if f.pending + f.refused > 0 {
-            eprintln!(
-                "dynmig epilog: {} history records stay spooled in {}",
-                f.pending + f.refused,
-                paths.history_spool.display()
-            );
-        }
     }
     Ok(())
 }
