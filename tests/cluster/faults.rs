@@ -499,7 +499,12 @@ fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
                 break;
             }
         }
-        let lost = c.lost_jobs(std::slice::from_ref(&job), Duration::from_secs(60));
+        // A job free during a slurmctld restart may start late: once (2026-11-29, "restart
+        // while slurmd registers") it had not completed 60 s after n1 was back, and ran a
+        // minute later, keeping n1 busy into the next case, whose pause then never came. It
+        // must still run to COMPLETED, within 3 minutes.
+        let patience = Duration::from_secs(if hold { 60 } else { 180 });
+        let lost = c.lost_jobs(std::slice::from_ref(&job), patience);
         let check = c.check_node("n1", &[&from, to], None);
         row(
             &format!("{name} (agent paused at {point})"),
@@ -515,11 +520,14 @@ fn slurmd_killed_and_slurmctld_restarted_during_a_repartition_lose_nothing() {
                 let lines: Vec<&str> = text.lines().rev().take(n).collect();
                 lines.into_iter().rev().collect::<Vec<_>>().join("\n")
             };
-            failures.push(format!(
+            let failure = format!(
                 "{name}: {check:?} lost {lost:?}\n--- agent-n1.log\n{}\n--- slurmd-n1.log\n{}",
                 tail("log/agent-n1.log", 12),
                 tail("log/slurmd-n1.log", 25)
-            ));
+            );
+            // Now too: a later case that times out would otherwise hide this one's reason.
+            eprintln!("{failure}");
+            failures.push(failure);
         }
         from = to.to_string();
     }
