@@ -184,7 +184,10 @@ fn compare(
     let measured = sim_compare::Figures::from_waits(&waits, makespan, repartitions);
     let cfg = sim_compare::sim_config(config, args.reconfig_cost)?;
     let wl = sim_compare::workload(jobs, cfg.model, args.slice.time_limit_factor, args.seed);
-    let spec = sim_compare::spec_for(config)?;
+    let spec = dynmig_sim::policies::from_config::spec_from_config(
+        config,
+        dynmig_sim::policies::from_config::Host::Simulator,
+    )?;
     let predicted = sim_compare::predict(&wl, &spec, &cfg)?;
     let layouts = dynmig_sim::policies::run::initial_layouts(&spec, &cfg)
         .iter()

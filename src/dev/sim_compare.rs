@@ -6,7 +6,7 @@
 //! the full profile's memory), due date = release + U(due_lo, due_hi) x work (the model's
 //! default factors), time limit = the demo's `sbatch --time` ([`time_limit_s`]) as
 //! [`Job::limit_factor`]. The cluster, the policy and its limits come from the demo's own
-//! dynmig.toml ([`spec_for`], [`sim_config`]), so that the prediction runs the same policy
+//! dynmig.toml (the one factory's [`from_config::spec_from_config`], [`sim_config`]), so that the prediction runs the same policy
 //! code with the same settings as the controller did (docs/demo.md, "Simulator vs. real").
 
 use crate::dev::trace::DemoJob;
@@ -86,16 +86,6 @@ pub fn sim_config(config: &Config, reconfig_cost_s: f64) -> Result<SimConfig> {
     // The demo's controller asks its policy every `[controller] interval`.
     c.policy_interval_s = config.controller.interval.as_secs_f64().max(0.001);
     Ok(c)
-}
-
-/// The simulator policy of `config`'s `[policy]`, with its initial layouts (node order: the
-/// node groups' order), from the factory the controller uses too
-/// ([`from_config::spec_from_config`]).
-///
-/// # Errors
-/// A learned policy whose model cannot be read for the first node group's GPUs.
-pub fn spec_for(config: &Config) -> Result<PolicySpec> {
-    from_config::spec_from_config(config, from_config::Host::Simulator)
 }
 
 /// The `[policy] kind` of a policy config.
@@ -426,7 +416,13 @@ mod demo_slice {
         let jobs = slice.jobs().unwrap();
         let cfg = sim_config(&config, 0.5).unwrap();
         let wl = workload(&jobs, cfg.model, 2.0, 1);
-        let r = simulate(&wl, &spec_for(&config).unwrap(), &cfg, &|_| {}).unwrap();
+        let r = simulate(
+            &wl,
+            &from_config::spec_from_config(&config, from_config::Host::Simulator).unwrap(),
+            &cfg,
+            &|_| {},
+        )
+        .unwrap();
         assert!(r.never_started.is_empty(), "never started: {:?}", r.never_started);
         assert!(r.makespan_s < 600.0, "makespan {} s", r.makespan_s);
     }
